@@ -1,0 +1,44 @@
+"""The first tools: the current time and a search over the user's past conversations."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from agent.tools import Tool, ToolContext
+
+
+async def current_time(ctx: ToolContext, tz: str | None = None) -> str:
+    try:
+        zone = ZoneInfo(tz) if tz else ctx.extras.get("timezone") or timezone.utc
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"error: unknown time zone {tz!r}; use an IANA name such as Europe/Berlin"
+    if isinstance(zone, str):
+        zone = ZoneInfo(zone)
+    now = datetime.now(zone)
+    return now.strftime("%A %Y-%m-%d %H:%M:%S %Z (UTC%z)")
+
+
+async def session_search(ctx: ToolContext, query: str, limit: int = 5) -> str:
+    if ctx.transcripts is None:
+        return "error: conversation search is not available here"
+    hits = await ctx.transcripts.search(query, platform=ctx.platform, user_id=ctx.user_id,
+                                        limit=max(1, min(int(limit), 20)))
+    if not hits:
+        return f"No past messages match {query!r}."
+    lines = [f"- session {h.session_id}, {datetime.fromtimestamp(h.created_at, timezone.utc):%Y-%m-%d %H:%M} UTC,"
+             f" {h.role}: {h.snippet}" for h in hits]
+    return "Matches from your past conversations:\n" + "\n".join(lines)
+
+
+BUILTIN_TOOLS = (
+    Tool("current_time", "The current date and time, optionally in an IANA time zone.",
+         {"type": "object", "properties": {"tz": {"type": "string", "description": "e.g. Europe/Berlin"}}},
+         current_time),
+    Tool("session_search",
+         "Full-text search over this user's past conversations (including earlier sessions).",
+         {"type": "object", "required": ["query"],
+          "properties": {"query": {"type": "string", "description": "words to look for"},
+                         "limit": {"type": "integer", "minimum": 1, "maximum": 20}}},
+         session_search),
+)

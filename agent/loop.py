@@ -1,0 +1,68 @@
+"""The agent loop: stream a completion, run the tool calls it asks for, repeat until it answers."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from agent.llm import Callback, LLMClient, TextSink
+from agent.tools import ToolContext, ToolScope
+
+SteerSource = Callable[[], list[str]]
+
+
+@dataclass(slots=True)
+class TurnResult:
+    text: str
+    messages: list[dict[str, Any]] = field(default_factory=list)  # everything the turn added, in order
+    iterations: int = 0
+    tool_calls: int = 0
+
+
+class Agent:
+    def __init__(self, llm: LLMClient, *, identity: str, max_iterations: int = 60) -> None:
+        self.llm = llm
+        self.identity = identity
+        self.max_iterations = max_iterations
+
+    async def run_turn(self, history: list[dict[str, Any]], user_text: str, tools: ToolScope, ctx: ToolContext, *,
+                       record: list[dict[str, Any]] | None = None, context: str = "",
+                       on_text: TextSink | None = None, on_restart: Callback | None = None,
+                       steer: SteerSource | None = None) -> TurnResult:
+        """Answer one user message.
+
+        Every message the turn adds is appended to `record` as soon as it exists, so a caller
+        that cancels the turn still knows what happened. Tool calls of one step run
+        concurrently; their results are appended in call order. `steer` is polled after each
+        tool step for messages the user sent meanwhile.
+        """
+        added = record if record is not None else []
+        system = self.identity + (f"\n\n{context}" if context else "")
+        messages = [{"role": "system", "content": system}, *history]
+
+        def add(message: dict[str, Any]) -> None:
+            messages.append(message)
+            added.append(message)
+
+        add({"role": "user", "content": user_text})
+        schemas = tools.schemas()
+        calls_made = 0
+        for iteration in range(1, self.max_iterations + 1):
+            reply = await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+            if not reply.tool_calls:
+                add({"role": "assistant", "content": reply.content})
+                return TurnResult(reply.content, added, iteration, calls_made)
+            add({"role": "assistant", "content": reply.content or "",
+                 "tool_calls": [{"id": c.id, "type": "function",
+                                 "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]})
+            results = await asyncio.gather(*(tools.call(c.name, c.arguments, ctx) for c in reply.tool_calls))
+            calls_made += len(reply.tool_calls)
+            for call, result in zip(reply.tool_calls, results):
+                add({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
+            for text in steer() if steer else ():
+                add({"role": "user", "content": text})
+        text = (f"I stopped after {self.max_iterations} steps without finishing. "
+                "Tell me how to continue, or narrow the request.")
+        add({"role": "assistant", "content": text})
+        return TurnResult(text, added, self.max_iterations, calls_made)

@@ -1,0 +1,109 @@
+"""The tool registry: every tool declares its JSON schema and toolset; runs can be limited.
+
+A `ToolScope` is the only way a run sees tools. It offers the model the schemas of the tools
+it allows and refuses any other call, so a limited run (a review, a cron job) is limited by
+code, not by asking the model nicely.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Protocol
+
+log = logging.getLogger(__name__)
+
+
+class TranscriptSearch(Protocol):
+    """What `session_search` needs from the gateway's store."""
+
+    async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10) -> list[Any]: ...
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Who a tool call acts for, and the ports the gateway lends it."""
+
+    platform: str = ""
+    chat_id: str = ""
+    user_id: str = ""
+    session_id: int | None = None
+    transcripts: TranscriptSearch | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+ToolHandler = Callable[..., Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: ToolHandler  # async def handler(ctx: ToolContext, **arguments) -> str
+    toolset: str = "core"
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def scope(self, *, tools: Iterable[str] | None = None, toolsets: Iterable[str] | None = None) -> "ToolScope":
+        """A view limited to the named tools and/or toolsets (no arguments: everything)."""
+        if tools is None and toolsets is None:
+            allowed = set(self._tools)
+        else:
+            wanted_sets = set(toolsets or ())
+            allowed = set(tools or ()) | {t.name for t in self._tools.values() if t.toolset in wanted_sets}
+        return ToolScope(self, frozenset(n for n in allowed if n in self._tools))
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolScope:
+    registry: ToolRegistry
+    allowed: frozenset[str]
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [self.registry.get(n).schema() for n in sorted(self.allowed)]  # type: ignore[union-attr]
+
+    async def call(self, name: str, raw_arguments: str, ctx: ToolContext) -> str:
+        """Run one tool call and return its result text; errors come back as text for the model."""
+        tool = self.registry.get(name)
+        if tool is None or name not in self.allowed:
+            log.warning("refused tool call %r outside the run's allowed tools", name)
+            return f"error: tool {name!r} is not available in this conversation"
+        try:
+            args = json.loads(raw_arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return f"error: the arguments for {name} are not valid JSON ({exc.msg}); send a JSON object"
+        if not isinstance(args, dict):
+            return f"error: the arguments for {name} must be a JSON object"
+        missing = [k for k in tool.parameters.get("required", []) if k not in args]
+        if missing:
+            return f"error: {name} needs the argument(s): {', '.join(missing)}"
+        unknown = set(args) - set(tool.parameters.get("properties", {}))
+        if unknown:
+            return f"error: {name} does not take the argument(s): {', '.join(sorted(unknown))}"
+        try:
+            return await tool.handler(ctx, **args)
+        except Exception as exc:  # a failing tool is reported to the model, not raised into the turn
+            log.exception("tool %s failed", name)
+            return f"error: {name} failed: {exc}"

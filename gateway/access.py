@@ -1,0 +1,31 @@
+"""Who may talk to the agent: one decision for every platform."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from gateway.config import AccessConfig
+from platforms.base import InboundMessage
+
+Decision = Literal["allow", "ignore", "pair"]
+
+# The local web chat is reachable only from this machine (or with its token): it is trusted.
+TRUSTED_PLATFORMS = frozenset({"webchat"})
+
+
+def is_admin(access: AccessConfig, platform: str, user_id: str) -> bool:
+    return user_id in access.admins.get(platform, ())
+
+
+def check_access(msg: InboundMessage, access: AccessConfig) -> Decision:
+    """allow it, ignore it silently, or start pairing (unknown user in a DM)."""
+    if msg.platform in TRUSTED_PLATFORMS:
+        return "allow"
+    known = msg.user_id in access.allowed_users.get(msg.platform, ()) or is_admin(access, msg.platform, msg.user_id)
+    if msg.chat_type != "dm" and not msg.bot_mentioned:
+        return "ignore"  # in groups the bot answers only when addressed
+    if known or access.dm_policy == "open":
+        return "allow"
+    if msg.chat_type == "dm" and access.dm_policy == "pairing":
+        return "pair"
+    return "ignore"

@@ -1,0 +1,216 @@
+"""Configuration: `$CHATGATE_HOME/config.yaml`, then environment overrides, validated by type.
+
+Any key can be overridden as ``CHATGATE_<SECTION>__<KEY>`` (values are read as YAML scalars, so
+``8080`` is a number and ``[a, b]`` a list). ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and
+``CHATGATE_MODEL`` fill the LLM settings when the file leaves them unset. A wrong key or value
+raises `ConfigError` whose message is one line naming the key and what is expected.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+
+DEFAULT_IDENTITY = (
+    "You are a helpful assistant reached through a chat app. Answer clearly and concisely; "
+    "use Markdown sparingly. Use tools when they help, and say so when you cannot do something."
+)
+
+
+class ConfigError(Exception):
+    """A configuration problem, phrased as one line for the person who wrote the config."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class LLMConfig(_Section):
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    timeout_seconds: float = Field(120.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=10)
+    temperature: float | None = Field(None, ge=0, le=2)
+
+    @property
+    def configured(self) -> bool:
+        """True when there is somewhere to send requests: a server URL or an OpenAI key."""
+        return bool(self.base_url or self.api_key)
+
+
+class GatewayConfig(_Section):
+    tick_seconds: float = Field(60.0, gt=0)
+    timezone: str | None = None
+    busy_policy: Literal["queue", "interrupt", "steer"] = "queue"
+    group_sessions: Literal["per_user", "shared"] = "per_user"
+    session_idle_seconds: float = Field(300.0, gt=0)
+    drain_seconds: float = Field(30.0, ge=0)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class AgentConfig(_Section):
+    identity: str = DEFAULT_IDENTITY
+    max_iterations: int = Field(60, ge=1, le=500)
+
+
+class HttpConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+
+
+class WebchatConfig(_Section):
+    enabled: bool | None = None  # None: on when no other platform is configured
+    token: SecretStr | None = None  # required in the page URL (?token=) when set
+
+
+class PlatformsConfig(_Section):
+    webchat: WebchatConfig = WebchatConfig()
+
+
+class AccessConfig(_Section):
+    allowed_users: dict[str, list[str]] = {}
+    admins: dict[str, list[str]] = {}
+    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+
+
+class Config(_Section):
+    llm: LLMConfig = LLMConfig()
+    gateway: GatewayConfig = GatewayConfig()
+    agent: AgentConfig = AgentConfig()
+    http: HttpConfig = HttpConfig()
+    platforms: PlatformsConfig = PlatformsConfig()
+    access: AccessConfig = AccessConfig()
+
+    _home: Path = PrivateAttr(default_factory=lambda: default_home())
+
+    @property
+    def home(self) -> Path:
+        return self._home
+
+    @property
+    def db_path(self) -> Path:
+        return self._home / "state.db"
+
+    def secrets(self) -> list[str]:
+        """Every secret value in the config, for log redaction."""
+        found: list[str] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, SecretStr):
+                if node.get_secret_value():
+                    found.append(node.get_secret_value())
+            elif isinstance(node, BaseModel):
+                for name in type(node).model_fields:
+                    walk(getattr(node, name))
+
+        walk(self)
+        return found
+
+
+def default_home(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get("CHATGATE_HOME") or "~/.chatgate").expanduser()
+
+
+_ALIASES = {  # environment variable -> config path, used when the file leaves the key unset
+    "OPENAI_BASE_URL": ("llm", "base_url"),
+    "OPENAI_API_KEY": ("llm", "api_key"),
+    "CHATGATE_MODEL": ("llm", "model"),
+}
+
+
+def _set_path(data: dict[str, Any], path: tuple[str, ...], value: Any, *, overwrite: bool) -> None:
+    node = data
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    if overwrite or node.get(path[-1]) in (None, ""):
+        node[path[-1]] = value
+
+
+def _env_value(raw: str) -> Any:
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+    return raw if value is None and raw.strip() else value
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
+    """Apply environment overrides in place; return which path came from which variable."""
+    sources: dict[tuple[str, ...], str] = {}
+    for var, path in _ALIASES.items():
+        if env.get(var):
+            _set_path(data, path, env[var], overwrite=False)
+            sources[path] = var
+    for var, raw in env.items():
+        if not var.startswith("CHATGATE_") or "__" not in var:
+            continue
+        path = tuple(p.lower() for p in var[len("CHATGATE_"):].split("__"))
+        if all(path):
+            _set_path(data, path, _env_value(raw), overwrite=True)
+            sources[path] = var
+    return sources
+
+
+def _expected_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: Any = Config
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+            return []
+        model = field.annotation
+    return list(getattr(model, "model_fields", {}))
+
+
+def _describe(error: ValidationError, origin: str, sources: dict[tuple[str, ...], str]) -> str:
+    first = error.errors()[0]
+    loc = tuple(first["loc"])
+    key = ".".join(str(p) for p in loc) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        expected = _expected_keys(loc)
+        what = "unknown key" + (f"; expected one of: {', '.join(expected)}" if expected else "")
+    else:
+        what = first["msg"][0].lower() + first["msg"][1:]
+        if "input" in first and not isinstance(first["input"], (dict, list)) and "secret" not in key \
+                and "token" not in key and "key" not in key:
+            what += f" (got {first['input']!r})"
+    loc_path = tuple(str(p) for p in loc)
+    where = next((var for path, var in sources.items() if path[: len(loc_path)] == loc_path), origin)
+    more = len(error.errors()) - 1
+    return f"config error: {key}: {what} [{where}]" + (f" (and {more} more)" if more else "")
+
+
+def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Read, merge and validate the configuration; raise `ConfigError` on any problem."""
+    env = os.environ if env is None else env
+    home = default_home(env)
+    file = Path(path).expanduser() if path else home / "config.yaml"
+    data: Any = {}
+    if path and not file.exists():
+        raise ConfigError(f"config error: file not found: {file}")
+    if file.exists():
+        try:
+            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"config error: {file} is not valid YAML{where}") from None
+        except OSError as exc:
+            raise ConfigError(f"config error: cannot read {file}: {exc.strerror}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config error: {file} must hold a mapping of sections (llm:, gateway:, …)")
+    sources = _apply_env(data, env)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, str(file), sources)) from None
+    config._home = home
+    return config

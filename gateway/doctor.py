@@ -1,0 +1,62 @@
+"""`chatgate doctor`: what is configured, and whether it works."""
+
+from __future__ import annotations
+
+import socket
+
+from agent.llm import LLMClient, LLMSettings
+from gateway.config import Config
+from gateway.runner import build_adapters
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+async def run_doctor(config: Config, out: list[str]) -> bool:
+    """Append report lines to `out`; return True when nothing is wrong."""
+    ok = True
+
+    def line(status: str, text: str) -> None:
+        out.append(f"[{status:>4}] {text}")
+
+    line("info", f"home: {config.home} (database {config.db_path})")
+    llm = config.llm
+    if not llm.configured:
+        line("FAIL", "llm: not configured — set llm.base_url (and llm.api_key) or OPENAI_BASE_URL / OPENAI_API_KEY")
+        ok = False
+    else:
+        line("info", f"llm: {llm.base_url or 'https://api.openai.com/v1'}, model {llm.model}, "
+                     f"api key {'set' if llm.api_key else 'not set'}")
+        client = LLMClient(LLMSettings(model=llm.model, base_url=llm.base_url,
+                                       api_key=llm.api_key.get_secret_value() if llm.api_key else None))
+        try:
+            problem = await client.probe()
+            if problem is None:
+                models = [m.id async for m in client._openai().with_options(max_retries=0, timeout=5.0).models.list()]
+                line(" ok ", "llm endpoint answers")
+                if models and llm.model not in models:
+                    line("warn", f"llm: model {llm.model!r} is not in the endpoint's list ({', '.join(models[:8])}…)")
+            else:
+                line("FAIL", f"llm endpoint: {problem}")
+                ok = False
+        finally:
+            await client.aclose()
+    adapters = build_adapters(config)
+    if not adapters:
+        line("FAIL", "platforms: none enabled")
+        ok = False
+    for adapter in adapters:
+        line("info", f"platform: {adapter.name}")
+    if any(a.name == "webchat" for a in adapters):
+        where = f"http://{config.http.host}:{config.http.port}/"
+        if _port_free(config.http.host, config.http.port):
+            line(" ok ", f"web chat will listen on {where}")
+        else:
+            line("warn", f"{config.http.host}:{config.http.port} is in use (a running chatgate, or another program)")
+    return ok

@@ -1,0 +1,51 @@
+"""The gateway's one HTTP server: health, readiness, metrics, and whatever adapters serve."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from aiohttp import web
+
+
+class HttpServer:
+    def __init__(self, host: str, port: int, *, routes: Sequence[Any], readiness: Callable[[], dict[str, str]],
+                 metrics: Callable[[], bytes]) -> None:
+        self.host, self._port = host, port
+        self._readiness = readiness
+        self._metrics = metrics
+        self.app = web.Application(client_max_size=2 * 1024 * 1024)
+        self.app.add_routes([web.get("/healthz", self._healthz), web.get("/readyz", self._readyz),
+                             web.get("/metrics", self._metrics_page), *routes])
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when configured as 0)."""
+        if self._site is not None and self._site._server is not None:  # noqa: SLF001 - aiohttp has no public getter
+            return self._site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self._port
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        self._site = web.TCPSite(self._runner, self.host, self._port)
+        await self._site.start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = self._site = None
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        states = self._readiness()
+        ready = bool(states) and all(s == "ready" for s in states.values())
+        return web.json_response({"ready": ready, "platforms": states}, status=200 if ready else 503)
+
+    async def _metrics_page(self, _: web.Request) -> web.Response:
+        return web.Response(body=self._metrics(), content_type="text/plain", charset="utf-8")

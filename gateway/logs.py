@@ -1,0 +1,35 @@
+"""Logging set-up with secrets redacted from every record."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Iterable
+
+
+class RedactSecrets(logging.Filter):
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._secrets:
+            record.msg = self.redact(record.getMessage())
+            record.args = None
+        return True
+
+
+def setup_logging(level: str, secrets: Iterable[str]) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactSecrets(secrets))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("httpx", "httpx2", "openai", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

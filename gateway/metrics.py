@@ -1,0 +1,22 @@
+"""Prometheus metrics, in a registry of the runner's own (several runners can share a process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.inbound = Counter("chatgate_inbound_messages", "Messages received", ["platform"], registry=r)
+        self.duplicates = Counter("chatgate_duplicate_messages", "Re-delivered messages dropped", ["platform"],
+                                  registry=r)
+        self.turns = Counter("chatgate_turns", "Agent turns by outcome", ["outcome"], registry=r)
+        self.turn_seconds = Histogram("chatgate_turn_seconds", "Time from turn start to reply queued",
+                                      registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
+        self.active_sessions = Gauge("chatgate_active_sessions", "Live session workers", registry=r)
+        self.busy_sessions = Gauge("chatgate_busy_sessions", "Sessions running a turn", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,270 @@
+"""The gateway runner: owns the store, adapters, HTTP server and session workers.
+
+Start order: store → agent → HTTP server → adapters → resume unfinished work → accept.
+Stop order (SIGTERM, Ctrl-C): stop dispatching → let running turns finish up to
+`gateway.drain_seconds` → flush the outbox → stop adapters → HTTP server → store. Messages that
+arrive while starting or draining are stored and handled at the next start, never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable, Sequence
+
+from agent.builtin_tools import BUILTIN_TOOLS
+from agent.llm import LLMClient, LLMSettings
+from agent.loop import Agent
+from agent.tools import ToolRegistry
+from gateway.access import check_access
+from gateway.commands import Command, help_text, parse_command, unknown_text
+from gateway.config import Config
+from gateway.delivery import Delivery
+from gateway.http import HttpServer
+from gateway.metrics import Metrics
+from gateway.session_key import session_key
+from gateway.sessions import Sessions, SessionWorker, WorkItem
+from gateway.store import Store
+from gateway.turns import NO_LLM, TurnRunner
+from platforms.base import ButtonPress, ChatOpened, ChatRef, InboundEvent, InboundMessage, PlatformAdapter
+
+log = logging.getLogger(__name__)
+
+ButtonHandler = Callable[[ButtonPress], Awaitable[str]]
+LLM_PROBE_TTL = 60.0
+
+
+def build_adapters(config: Config) -> list[PlatformAdapter]:
+    """The adapters the configuration asks for; SDKs are imported only for those."""
+    adapters: list[PlatformAdapter] = []
+    webchat = config.platforms.webchat
+    if webchat.enabled or (webchat.enabled is None and not adapters):
+        from platforms.webchat import WebChatAdapter
+
+        token = webchat.token.get_secret_value() if webchat.token else None
+        adapters.append(WebChatAdapter(token=token))
+    return adapters
+
+
+class GatewayRunner:
+    def __init__(self, config: Config, adapters: Sequence[PlatformAdapter] | None = None) -> None:
+        self.config = config
+        chosen = list(adapters) if adapters is not None else build_adapters(config)
+        self.adapters: dict[str, PlatformAdapter] = {a.name: a for a in chosen}
+        self.metrics = Metrics()
+        self.state = "stopped"  # stopped | starting | running | draining
+        self.last_inbound = time.time()
+        self.button_handlers: dict[str, ButtonHandler] = {}  # data prefix → handler
+        self._held: list[WorkItem] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._llm_problem: tuple[float, str | None] | None = None
+        self.store: Store | None = None
+        self.llm: LLMClient | None = None
+        self.http: HttpServer | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.state != "stopped":
+            return
+        if not self.adapters:
+            raise RuntimeError("no platform is enabled: enable platforms.webchat or configure a chat platform")
+        self.state = "starting"
+        cfg = self.config
+        self.store = await Store.open(cfg.db_path)
+        if cfg.llm.configured:
+            self.llm = LLMClient(LLMSettings(
+                model=cfg.llm.model, base_url=cfg.llm.base_url,
+                api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
+                timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature))
+        agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations) if self.llm else None
+        self.tools = ToolRegistry(BUILTIN_TOOLS)
+        self.delivery = Delivery(self.store, self.adapters)
+        self.turns = TurnRunner(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
+                                metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone)
+        self.sessions = Sessions(self._process, cfg.gateway.session_idle_seconds)
+        for adapter in self.adapters.values():
+            adapter.set_callback(self.on_event)
+        routes = [route for adapter in self.adapters.values() for route in adapter.http_routes()]
+        self.http = HttpServer(cfg.http.host, cfg.http.port, routes=routes, readiness=self.readiness,
+                               metrics=self._render_metrics)
+        await self.http.start()
+        for adapter in self.adapters.values():
+            await adapter.start()
+        await self._resume()
+        self.state = "running"
+        await self.delivery.start()
+        if self.llm is not None:  # import the LLM client off the loop now, not during the first turn
+            self._spawn(asyncio.to_thread(self.llm.warm_up))
+        log.info("chatgate ready on http://%s:%s/ with %s", cfg.http.host, self.http.port, ", ".join(self.adapters))
+
+    async def _resume(self) -> None:
+        """Dispatch what an earlier run accepted but did not finish, then what arrived while starting."""
+        assert self.store is not None
+        unfinished = await self.store.inbox_unfinished()
+        seen = {inbox_id for inbox_id, _, _ in unfinished}
+        if unfinished:
+            log.info("resuming %d unfinished message(s)", len(unfinished))
+        for inbox_id, key, msg in unfinished:
+            self._dispatch(WorkItem(inbox_id, key, msg))
+        for item in self._held:
+            if item.inbox_id not in seen:
+                self._dispatch(item)
+        self._held.clear()
+
+    async def stop(self) -> None:
+        if self.state in ("stopped", "draining"):
+            return
+        self.state = "draining"
+        drain = self.config.gateway.drain_seconds
+        await self.sessions.drain(drain)
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=max(drain, 1.0))
+        await self.delivery.stop(timeout=max(drain, 1.0))
+        for adapter in reversed(list(self.adapters.values())):
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("stopping %s failed", adapter.name)
+        if self.http is not None:
+            await self.http.stop()
+        if self.llm is not None:
+            await self.llm.aclose()
+        if self.store is not None:
+            await self.store.close()
+        self.state = "stopped"
+        log.info("chatgate stopped")
+
+    async def __aenter__(self) -> "GatewayRunner":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def readiness(self) -> dict[str, str]:
+        return {name: adapter.status for name, adapter in self.adapters.items()}
+
+    def _render_metrics(self) -> bytes:
+        self.metrics.active_sessions.set(len(self.sessions.workers))
+        self.metrics.busy_sessions.set(self.sessions.busy_count())
+        return self.metrics.render()
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- inbound --------------------------------------------------------------------------
+
+    async def on_event(self, event: InboundEvent) -> bool | None:
+        """The one callback every adapter uses."""
+        if isinstance(event, InboundMessage):
+            return await self._on_message(event)
+        if isinstance(event, ButtonPress):
+            await self._on_button(event)
+        elif isinstance(event, ChatOpened):
+            self._spawn(self._chat_opened(event))
+        return None
+
+    async def _on_message(self, msg: InboundMessage) -> bool:
+        assert self.store is not None
+        self.metrics.inbound.labels(msg.platform).inc()
+        self.last_inbound = time.time()
+        if check_access(msg, self.config.access) != "allow":
+            return True
+        key = session_key(msg, self.config.gateway.group_sessions)
+        inbox_id = await self.store.inbox_add(msg, key)
+        if inbox_id is None:
+            self.metrics.duplicates.labels(msg.platform).inc()
+            log.info("dropped a re-delivered %s message %s", msg.platform, msg.message_id)
+            return False
+        item = WorkItem(inbox_id, key, msg)
+        if self.state == "starting":
+            self._held.append(item)
+        elif self.state == "running":
+            self._dispatch(item)
+        return True  # while draining it stays in the inbox for the next start
+
+    def _dispatch(self, item: WorkItem) -> None:
+        command = parse_command(item.msg.text)
+        if command is not None and command.immediate:
+            self._spawn(self._control(command, item))
+            return
+        worker = self.sessions.worker(item.key)
+        policy = self.config.gateway.busy_policy
+        if worker.busy and command is None:
+            if policy == "interrupt":
+                worker.cancel_turn("interrupt")
+            elif policy == "steer" and not worker.queue:
+                worker.steered.append(item)
+                return
+        worker.submit(item)
+
+    async def _process(self, worker: SessionWorker, item: WorkItem) -> None:
+        """A worker's unit of work: a queued command or an agent turn."""
+        command = parse_command(item.msg.text)
+        if command is not None and command.name in ("new", "reset"):
+            assert self.store is not None
+            ended = await self.store.end_session(item.key)
+            text = ("Started a new session. The previous conversation is saved and still searchable."
+                    if ended else "This is already a fresh session.")
+            await self.delivery.reply(item.msg.chat, text, done_inbox_id=item.inbox_id)
+            return
+        await self.turns.run(worker, item)
+
+    async def _control(self, command: Command, item: WorkItem) -> None:
+        """Commands that act at once, even while a turn runs."""
+        worker = self.sessions.get(item.key)
+        if command.name == "stop":
+            stopped = worker is not None and worker.cancel_turn("stop")
+            text = "Stopped the running request." if stopped else "Nothing is running."
+        elif command.name == "status":
+            text = await self._status_text(item.key, worker)
+        elif command.name == "help":
+            text = help_text()
+        else:
+            text = unknown_text(command)
+        await self.delivery.reply(item.msg.chat, text, done_inbox_id=item.inbox_id)
+
+    async def _status_text(self, key: str, worker: SessionWorker | None) -> str:
+        assert self.store is not None
+        summary = await self.store.session_summary(key)
+        lines = [f"Session: {summary['id']} ({summary['messages']} messages)" if summary else "Session: not started"]
+        state = "running a request" if worker is not None and worker.busy else "idle"
+        queued = len(worker.queue) if worker is not None else 0
+        lines.append(f"State: {state}" + (f", {queued} message(s) waiting" if queued else ""))
+        lines.append(f"Model: {self.config.llm.model}" if self.llm else "Model: not configured")
+        lines.append(f"Busy policy: {self.config.gateway.busy_policy}")
+        return "\n".join(lines)
+
+    async def _on_button(self, press: ButtonPress) -> None:
+        for prefix, handler in self.button_handlers.items():
+            if press.data.startswith(prefix):
+                answer = await handler(press)
+                break
+        else:
+            answer = "This button is no longer active."
+        if press.answer is not None:
+            await press.answer(answer)
+
+    async def _chat_opened(self, event: ChatOpened) -> None:
+        """A chat is reachable again: deliver what waits for it, and warn if the LLM is missing."""
+        await self.delivery.flush(event.platform, event.chat_id, force=True)
+        problem = await self._llm_status()
+        adapter = self.adapters.get(event.platform)
+        if problem and adapter is not None:
+            try:
+                await adapter.notice(ChatRef(event.platform, event.chat_id), problem)
+            except Exception as exc:
+                log.debug("could not show LLM notice: %s", exc)
+
+    async def _llm_status(self) -> str | None:
+        if self.llm is None:
+            return NO_LLM
+        now = time.monotonic()
+        if self._llm_problem is None or now - self._llm_problem[0] > LLM_PROBE_TTL:
+            reason = await self.llm.probe()
+            self._llm_problem = (now, f"The language model is not reachable: {reason}" if reason else None)
+        return self._llm_problem[1]

@@ -1,0 +1,135 @@
+"""One asyncio worker per active session: it runs that session's turns strictly in order.
+
+Workers are created on demand and exit after `idle_seconds` without work, so memory stays
+bounded however many chats there are. The durable queue is the inbox table; a worker's
+in-memory queue only holds ids of rows already stored there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from platforms.base import InboundMessage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    inbox_id: int
+    key: str
+    msg: InboundMessage
+
+
+class SessionWorker:
+    def __init__(self, key: str, process: Callable[["SessionWorker", WorkItem], Awaitable[None]],
+                 idle_seconds: float, on_exit: Callable[["SessionWorker"], None]) -> None:
+        self.key = key
+        self._process = process
+        self._idle = idle_seconds
+        self._on_exit = on_exit
+        self.queue: deque[WorkItem] = deque()
+        self.steered: deque[WorkItem] = deque()  # messages waiting to be folded into the running turn
+        self._wake = asyncio.Event()
+        self.current: WorkItem | None = None
+        self.turn_task: asyncio.Task[None] | None = None
+        self.cancel_reason: str | None = None
+        self._closing = False
+        self.task = asyncio.create_task(self._run(), name=f"session:{key}")
+
+    @property
+    def busy(self) -> bool:
+        return self.current is not None
+
+    def submit(self, item: WorkItem, *, front: bool = False) -> None:
+        (self.queue.appendleft if front else self.queue.append)(item)
+        self._wake.set()
+
+    def cancel_turn(self, reason: str) -> bool:
+        """Cancel the running turn; `reason` tells the turn how to record it."""
+        if self.turn_task is None or self.turn_task.done():
+            return False
+        self.cancel_reason = reason
+        self.turn_task.cancel()
+        return True
+
+    def close(self) -> None:
+        """Finish the current turn, take no new ones."""
+        self._closing = True
+        self._wake.set()
+
+    async def _run(self) -> None:
+        try:
+            while not self._closing:
+                if not self.queue:
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), self._idle)
+                    except TimeoutError:
+                        if not self.queue:
+                            return
+                    continue
+                self.current = self.queue.popleft()
+                self.cancel_reason = None
+                self.turn_task = asyncio.create_task(self._process(self, self.current))
+                try:
+                    await self.turn_task
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():  # the worker itself is being stopped
+                        raise
+                    # otherwise only the turn was cancelled (/stop, interrupt): carry on
+                except Exception:
+                    log.exception("turn failed in session %s", self.key)
+                finally:
+                    for left in reversed(self.steered):  # steered messages the turn did not take
+                        self.queue.appendleft(left)
+                    self.steered.clear()
+                    self.current = None
+                    self.turn_task = None
+        finally:
+            self._on_exit(self)
+
+
+class Sessions:
+    """The set of live workers, keyed by session key."""
+
+    def __init__(self, process: Callable[[SessionWorker, WorkItem], Awaitable[None]], idle_seconds: float) -> None:
+        self._process = process
+        self._idle = idle_seconds
+        self.workers: dict[str, SessionWorker] = {}
+
+    def get(self, key: str) -> SessionWorker | None:
+        return self.workers.get(key)
+
+    def worker(self, key: str) -> SessionWorker:
+        worker = self.workers.get(key)
+        if worker is None:
+            worker = self.workers[key] = SessionWorker(key, self._process, self._idle, self._forget)
+        return worker
+
+    def _forget(self, worker: SessionWorker) -> None:
+        if self.workers.get(worker.key) is worker:
+            del self.workers[worker.key]
+
+    def busy_count(self) -> int:
+        return sum(1 for w in self.workers.values() if w.busy)
+
+    async def drain(self, timeout: float) -> None:
+        """Let running turns finish (up to `timeout`), then cancel what is left, for a restart."""
+        workers = list(self.workers.values())
+        for worker in workers:
+            worker.close()
+        tasks = [w.task for w in workers]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        for worker in workers:
+            if worker.task in pending:
+                worker.cancel_turn("shutdown")
+                worker.task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,277 @@
+"""Durable state in one SQLite database (WAL, aiosqlite): sessions, transcripts, inbox, outbox.
+
+Every method is a small unit of work; the ones that change several tables run in one
+transaction, so a crash leaves either all of a turn's effects or none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import aiosqlite
+
+from platforms.base import Attachment, ChatRef, InboundMessage
+
+
+@dataclass(slots=True)
+class OutboxItem:
+    """A reply waiting for (or done with) delivery."""
+
+    chat: ChatRef
+    text: str
+    buttons: list[list[dict[str, str]]] = field(default_factory=list)
+    reply_to: str | None = None
+    draft_message_id: str | None = None
+    inbox_id: int | None = None
+    id: int | None = None
+    sent_ids: list[str] = field(default_factory=list)
+    attempts: int = 0
+
+    def payload(self) -> str:
+        return json.dumps({"text": self.text, "buttons": self.buttons, "reply_to": self.reply_to,
+                           "draft_message_id": self.draft_message_id})
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    session_id: int
+    role: str
+    snippet: str
+    created_at: float
+
+
+def _encode_inbound(msg: InboundMessage) -> str:
+    data = asdict(msg)
+    data.pop("raw", None)
+    return json.dumps(data)
+
+
+def _decode_inbound(payload: str) -> InboundMessage:
+    data = json.loads(payload)
+    data["attachments"] = tuple(Attachment(**a) for a in data.get("attachments") or ())
+    return InboundMessage(**data)
+
+
+def _migrations() -> list[tuple[int, str]]:
+    folder = resources.files("gateway") / "migrations"
+    found = [(int(f.name.split("_", 1)[0]), f.read_text(encoding="utf-8"))
+             for f in folder.iterdir() if f.name.endswith(".sql")]
+    return sorted(found)
+
+
+class Store:
+    """The gateway's SQLite store. Open with `await Store.open(path)`; close with `close()`."""
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+        self._write = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path | str) -> "Store":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(str(path), isolation_level=None)
+        db.row_factory = aiosqlite.Row
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=5000"):
+            await db.execute(f"PRAGMA {pragma}")
+        store = cls(db)
+        await store._migrate()
+        return store
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def _migrate(self) -> None:
+        async with self._db.execute("PRAGMA user_version") as cur:
+            version = (await cur.fetchone())[0]
+        for number, sql in _migrations():
+            if number <= version:
+                continue
+            await self._db.executescript(f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._write:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                await self._db.execute("ROLLBACK")
+                raise
+            await self._db.execute("COMMIT")
+
+    async def _one(self, sql: str, args: tuple[Any, ...] = ()) -> aiosqlite.Row | None:
+        async with self._db.execute(sql, args) as cur:
+            return await cur.fetchone()
+
+    async def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
+        async with self._db.execute(sql, args) as cur:
+            return list(await cur.fetchall())
+
+    # -- inbox ----------------------------------------------------------------------------
+
+    async def inbox_add(self, msg: InboundMessage, session_key: str) -> int | None:
+        """Store an inbound message; return its id, or None when it was already stored."""
+        now = time.time()
+        async with self._write:
+            cur = await self._db.execute(
+                "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload,"
+                " received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (msg.platform, msg.chat_id, msg.message_id, session_key, _encode_inbound(msg), now, now))
+            return cur.lastrowid if cur.rowcount else None
+
+    async def inbox_set_state(self, inbox_ids: list[int], state: str) -> None:
+        async with self._write:
+            await self._db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
+                                       [(state, time.time(), i) for i in inbox_ids])
+
+    async def inbox_unfinished(self) -> list[tuple[int, str, InboundMessage]]:
+        """Messages accepted but not finished (received or processing), oldest first."""
+        rows = await self._all("SELECT id, session_key, payload FROM inbox"
+                               " WHERE state IN ('received', 'processing') ORDER BY id")
+        return [(r["id"], r["session_key"], _decode_inbound(r["payload"])) for r in rows]
+
+    async def last_inbound_at(self) -> float | None:
+        row = await self._one("SELECT max(received_at) FROM inbox")
+        return row[0] if row else None
+
+    # -- sessions and transcripts ---------------------------------------------------------
+
+    async def active_session(self, key: str, chat: ChatRef, chat_type: str) -> int:
+        """The id of the key's current session, created when there is none."""
+        row = await self._one("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
+        if row:
+            return int(row["id"])
+        now = time.time()
+        async with self._write:
+            cur = await self._db.execute(
+                "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now))
+            if cur.rowcount:
+                return int(cur.lastrowid)
+        return await self.active_session(key, chat, chat_type)
+
+    async def end_session(self, key: str) -> bool:
+        async with self._write:
+            cur = await self._db.execute("UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL",
+                                         (time.time(), key))
+            return cur.rowcount > 0
+
+    async def history(self, session_id: int, limit: int = 200) -> list[dict[str, Any]]:
+        """The session's transcript in chat-completions form, without cancelled turns."""
+        rows = await self._all(
+            "SELECT role, content, tool_calls, tool_call_id, name FROM ("
+            " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' ORDER BY id DESC LIMIT ?"
+            ") ORDER BY id", (session_id, limit))
+        out: list[dict[str, Any]] = []
+        for r in rows:
+            msg: dict[str, Any] = {"role": r["role"], "content": r["content"]}
+            if r["tool_calls"]:
+                msg["tool_calls"] = json.loads(r["tool_calls"])
+            if r["tool_call_id"]:
+                msg["tool_call_id"] = r["tool_call_id"]
+            if r["name"] and r["role"] == "tool":
+                msg["name"] = r["name"]
+            out.append(msg)
+        while out and out[0]["role"] == "tool":  # the window must not start inside a tool exchange
+            out.pop(0)
+        return out
+
+    async def commit_turn(self, session_id: int, inbox_ids: list[int], author: ChatRef | None,
+                          user_id: str | None, messages: list[dict[str, Any]], reply: OutboxItem | None,
+                          *, status: str = "ok") -> int | None:
+        """Record a finished (or cancelled) turn atomically; return the reply's outbox id."""
+        now = time.time()
+        rows = [(session_id, inbox_ids[0] if inbox_ids else None, m["role"], m.get("content") or "",
+                 json.dumps(m["tool_calls"]) if m.get("tool_calls") else None, m.get("tool_call_id"),
+                 m.get("name"), author.platform if author and m["role"] == "user" else None,
+                 user_id if m["role"] == "user" else None, status, now) for m in messages]
+        inbox_state = "done" if status == "ok" else "cancelled"
+        async with self._tx() as db:
+            await db.executemany(
+                "INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id, name,"
+                " platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            await db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
+                                 [(inbox_state, now, i) for i in inbox_ids])
+            return await self._insert_outbox(db, reply, now) if reply else None
+
+    # -- outbox ---------------------------------------------------------------------------
+
+    async def _insert_outbox(self, db: aiosqlite.Connection, item: OutboxItem, now: float) -> int:
+        cur = await db.execute(
+            "INSERT INTO outbox (platform, chat_id, thread_id, inbox_id, payload, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (item.chat.platform, item.chat.chat_id, item.chat.thread_id, item.inbox_id, item.payload(), now))
+        item.id = int(cur.lastrowid)
+        return item.id
+
+    async def outbox_add(self, item: OutboxItem, *, done_inbox_id: int | None = None) -> int:
+        """Queue a reply; optionally mark the inbox message it answers as done, atomically."""
+        now = time.time()
+        async with self._tx() as db:
+            if done_inbox_id is not None:
+                await db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?",
+                                 (now, done_inbox_id))
+            return await self._insert_outbox(db, item, now)
+
+    async def outbox_pending(self, platform: str | None = None, chat_id: str | None = None) -> list[OutboxItem]:
+        sql = "SELECT * FROM outbox WHERE state = 'pending'"
+        args: tuple[Any, ...] = ()
+        if platform is not None:
+            sql += " AND platform = ? AND chat_id = ?"
+            args = (platform, chat_id)
+        rows = await self._all(sql + " ORDER BY id", args)
+        items = []
+        for r in rows:
+            p = json.loads(r["payload"])
+            items.append(OutboxItem(chat=ChatRef(r["platform"], r["chat_id"], r["thread_id"]), text=p["text"],
+                                    buttons=p.get("buttons") or [], reply_to=p.get("reply_to"),
+                                    draft_message_id=p.get("draft_message_id"), inbox_id=r["inbox_id"],
+                                    id=r["id"], sent_ids=json.loads(r["platform_message_ids"]),
+                                    attempts=r["attempts"]))
+        return items
+
+    async def outbox_progress(self, item: OutboxItem, *, done: bool, error: str | None = None,
+                              failed: bool = False) -> None:
+        """Record the parts sent so far; `done` marks it sent, `failed` gives up on it."""
+        state = "failed" if failed else ("sent" if done else "pending")
+        async with self._write:
+            await self._db.execute(
+                "UPDATE outbox SET state = ?, platform_message_ids = ?, attempts = ?, error = ?,"
+                " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
+                (state, json.dumps(item.sent_ids), item.attempts, error, state, time.time(), item.id))
+
+    # -- search and listings --------------------------------------------------------------
+
+    async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10) -> list[SearchHit]:
+        """Full-text search over transcripts of sessions this user took part in."""
+        terms = " ".join('"' + t.replace('"', '""') + '"' for t in query.split() if t)
+        if not terms:
+            return []
+        rows = await self._all(
+            "SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at"
+            " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+            " WHERE messages_fts MATCH ? AND m.role IN ('user', 'assistant')"
+            " AND m.session_id IN (SELECT DISTINCT session_id FROM messages WHERE platform = ? AND user_id = ?)"
+            " ORDER BY rank LIMIT ?", (terms, platform, user_id, limit))
+        return [SearchHit(r["session_id"], r["role"], r["snip"], r["created_at"]) for r in rows]
+
+    async def session_summary(self, key: str) -> dict[str, Any] | None:
+        row = await self._one(
+            "SELECT s.id, s.created_at, (SELECT count(*) FROM messages m WHERE m.session_id = s.id"
+            " AND m.status = 'ok') AS messages FROM sessions s WHERE s.key = ? AND s.ended_at IS NULL", (key,))
+        return dict(row) if row else None
+
+    async def list_sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+        rows = await self._all(
+            "SELECT s.id, s.key, s.created_at, s.updated_at, s.ended_at, (SELECT count(*) FROM messages m"
+            " WHERE m.session_id = s.id) AS messages FROM sessions s ORDER BY s.updated_at DESC LIMIT ?", (limit,))
+        return [dict(r) for r in rows]

@@ -1,0 +1,178 @@
+"""The local web chat: one page and a websocket on the gateway's HTTP server.
+
+Each browser tab is a chat (its id lives in the tab's sessionStorage). The page resends
+messages until the server acknowledges them; the ack is sent only after the gateway stored the
+message, and ids make resending safe. Replies to a tab that is closed wait in the gateway's
+outbox and are delivered when the tab reconnects.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import re
+import secrets
+from importlib import resources
+from typing import Any, Sequence
+from urllib.parse import urlsplit
+
+from aiohttp import WSMsgType, web
+
+from platforms.base import (ButtonPress, Capabilities, ChatOpened, ChatRef, ChatUnavailable, InboundMessage,
+                            PlatformAdapter, Reply)
+
+log = logging.getLogger(__name__)
+
+_CHAT_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+MAX_TEXT = 32_000
+
+
+def _buttons(reply: Reply) -> list[list[dict[str, str]]] | None:
+    return [[{"text": b.text, "data": b.data} for b in row] for row in reply.buttons] or None
+
+
+class WebChatAdapter(PlatformAdapter):
+    name = "webchat"
+    capabilities = Capabilities(max_length=16_000, markup="markdown", can_edit=True, can_buttons=True,
+                                can_typing=True, edit_interval=0.1)
+
+    def __init__(self, *, token: str | None = None, user_id: str = "local", user_name: str = "you") -> None:
+        super().__init__()
+        self._token = token
+        self._user_id, self._user_name = user_id, user_name
+        self._sockets: dict[str, set[web.WebSocketResponse]] = {}
+        self._page: bytes | None = None
+
+    def http_routes(self) -> Sequence[Any]:
+        return [web.get("/", self._serve_page), web.get("/ws", self._serve_socket)]
+
+    async def _stop(self) -> None:
+        for sockets in list(self._sockets.values()):
+            for ws in list(sockets):
+                await ws.close(code=1001, message=b"gateway stopping")
+        self._sockets.clear()
+
+    # -- HTTP -----------------------------------------------------------------------------
+
+    def _authorised(self, request: web.Request) -> bool:
+        if self._token and not hmac.compare_digest(request.query.get("token", ""), self._token):
+            return False
+        origin = request.headers.get("Origin")  # refuse other web sites' pages (cross-site websockets)
+        return origin is None or urlsplit(origin).netloc == request.host
+
+    async def _serve_page(self, request: web.Request) -> web.StreamResponse:
+        if self._token and not hmac.compare_digest(request.query.get("token", ""), self._token):
+            return web.Response(status=401, text="This web chat needs ?token=… in the address.\n")
+        if self._page is None:
+            self._page = (resources.files("platforms") / "static" / "webchat.html").read_bytes()
+        return web.Response(body=self._page, content_type="text/html", charset="utf-8",
+                            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"})
+
+    async def _serve_socket(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorised(request):
+            return web.Response(status=403, text="forbidden\n")
+        chat_id = request.query.get("chat", "")
+        if not _CHAT_ID.match(chat_id):
+            return web.Response(status=400, text="chat must be 8-64 letters, digits, '-' or '_'\n")
+        if not self.running:
+            return web.Response(status=503, text="starting\n")
+        ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=256 * 1024)
+        await ws.prepare(request)
+        self._sockets.setdefault(chat_id, set()).add(ws)
+        try:
+            await ws.send_json({"type": "hello", "chat": chat_id, "title": "chatgate"})
+            await self.emit(ChatOpened(self.name, chat_id))
+            async for frame in ws:
+                if frame.type != WSMsgType.TEXT:
+                    continue
+                await self._handle_frame(ws, chat_id, frame.data)
+        finally:
+            sockets = self._sockets.get(chat_id)
+            if sockets is not None:
+                sockets.discard(ws)
+                if not sockets:
+                    del self._sockets[chat_id]
+        return ws
+
+    async def _handle_frame(self, ws: web.WebSocketResponse, chat_id: str, data: str) -> None:
+        try:
+            frame = json.loads(data)
+            if not isinstance(frame, dict):
+                raise ValueError
+        except ValueError:
+            await ws.send_json({"type": "error", "text": "frames must be JSON objects"})
+            return
+        kind = frame.get("type")
+        if kind == "message":
+            await self._handle_message(ws, chat_id, frame)
+        elif kind == "button":
+            await self._handle_button(ws, chat_id, frame)
+        else:
+            await ws.send_json({"type": "error", "text": f"unknown frame type {kind!r}"})
+
+    async def _handle_message(self, ws: web.WebSocketResponse, chat_id: str, frame: dict[str, Any]) -> None:
+        text, msg_id = frame.get("text"), frame.get("id")
+        if not isinstance(msg_id, str) or not 0 < len(msg_id) <= 128:
+            await ws.send_json({"type": "error", "text": "a message needs an id (1-128 characters)"})
+            return
+        if not isinstance(text, str) or not text.strip():
+            await ws.send_json({"type": "error", "text": "a message needs some text"})
+            return
+        if len(text) > MAX_TEXT:
+            await ws.send_json({"type": "error", "text": f"message too long ({len(text)} characters; "
+                                f"the limit is {MAX_TEXT}). It was not sent."})
+            await ws.send_json({"type": "ack", "id": msg_id, "duplicate": False, "rejected": True})
+            return
+        msg = InboundMessage(platform=self.name, chat_id=chat_id, chat_type="dm", user_id=self._user_id,
+                             user_name=self._user_name, text=text, message_id=msg_id, bot_mentioned=True)
+        accepted = await self.emit(msg)
+        await ws.send_json({"type": "ack", "id": msg_id, "duplicate": accepted is False})
+
+    async def _handle_button(self, ws: web.WebSocketResponse, chat_id: str, frame: dict[str, Any]) -> None:
+        message_id, data = frame.get("message_id"), frame.get("data")
+        if not isinstance(message_id, str) or not isinstance(data, str):
+            await ws.send_json({"type": "error", "text": "a button press needs message_id and data"})
+            return
+
+        async def answer(text: str) -> None:
+            if text:
+                await ws.send_json({"type": "notice", "level": "info", "text": text})
+
+        await self.emit(ButtonPress(platform=self.name, chat_id=chat_id, user_id=self._user_id,
+                                    user_name=self._user_name, message_id=message_id, data=data, answer=answer))
+
+    # -- output ---------------------------------------------------------------------------
+
+    async def _broadcast(self, chat: ChatRef, frame: dict[str, Any]) -> None:
+        sockets = [ws for ws in self._sockets.get(chat.chat_id, ()) if not ws.closed]
+        if not sockets:
+            raise ChatUnavailable(f"no open web chat tab for {chat.chat_id}")
+        sent = 0
+        for ws in sockets:
+            try:
+                await ws.send_json(frame)
+                sent += 1
+            except (ConnectionError, RuntimeError) as exc:
+                log.debug("web chat socket write failed: %s", exc)
+        if not sent:
+            raise ChatUnavailable(f"web chat tab {chat.chat_id} went away")
+
+    async def send(self, chat: ChatRef, reply: Reply) -> str:
+        message_id = "m" + secrets.token_hex(8)
+        await self._broadcast(chat, {"type": "message", "message_id": message_id, "text": reply.text,
+                                     "buttons": _buttons(reply), "final": reply.final, "reply_to": reply.reply_to})
+        return message_id
+
+    async def edit(self, chat: ChatRef, message_id: str, reply: Reply) -> None:
+        await self._broadcast(chat, {"type": "edit", "message_id": message_id, "text": reply.text,
+                                     "buttons": _buttons(reply), "final": reply.final})
+
+    async def typing(self, chat: ChatRef, active: bool) -> None:
+        try:
+            await self._broadcast(chat, {"type": "typing", "active": active})
+        except ChatUnavailable:
+            pass
+
+    async def notice(self, chat: ChatRef, text: str, level: str = "warning") -> None:
+        await self._broadcast(chat, {"type": "notice", "level": level, "text": text})
