@@ -1,0 +1,112 @@
+"""Helpers for end-to-end tests: a gateway configured the way a user would, and a browser tab."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from pathlib import Path
+from typing import Any, Callable
+
+import aiohttp
+
+from gateway.config import load_config
+from gateway.runner import GatewayRunner
+
+
+def gateway_env(home: Path, llm_url: str | None, **settings: Any) -> dict[str, str]:
+    """Environment for a gateway on a free port; extra settings as section__key=value."""
+    env = {"CHATGATE_HOME": str(home), "CHATGATE_HTTP__PORT": "0", "CHATGATE_GATEWAY__DRAIN_SECONDS": "2"}
+    if llm_url:
+        env.update({"CHATGATE_LLM__BASE_URL": llm_url, "CHATGATE_LLM__API_KEY": "test-key",
+                    "CHATGATE_LLM__MAX_RETRIES": "2"})
+    for name, value in settings.items():
+        env["CHATGATE_" + name.upper()] = str(value)
+    return env
+
+
+async def start_gateway(home: Path, llm_url: str | None, **settings: Any) -> GatewayRunner:
+    runner = GatewayRunner(load_config(env=gateway_env(home, llm_url, **settings)))
+    await runner.start()
+    return runner
+
+
+class Tab:
+    """One web chat tab: a websocket that records every frame the gateway sends."""
+
+    def __init__(self, runner: GatewayRunner, chat_id: str | None = None) -> None:
+        assert runner.http is not None
+        self.url = f"http://127.0.0.1:{runner.http.port}"
+        self.chat_id = chat_id or "tab" + secrets.token_hex(6)
+        self.frames: list[dict[str, Any]] = []
+        self._changed = asyncio.Condition()
+        self._http: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> "Tab":
+        self._http = aiohttp.ClientSession()
+        self._ws = await self._http.ws_connect(f"{self.url}/ws?chat={self.chat_id}")
+        self._reader = asyncio.create_task(self._read())
+        await self.wait_for(lambda f: f["type"] == "hello")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+        if self._http is not None:
+            await self._http.close()
+
+    async def _read(self) -> None:
+        assert self._ws is not None
+        async for frame in self._ws:
+            if frame.type == aiohttp.WSMsgType.TEXT:
+                async with self._changed:
+                    self.frames.append(frame.json())
+                    self._changed.notify_all()
+
+    async def send_raw(self, frame: dict[str, Any]) -> None:
+        assert self._ws is not None
+        await self._ws.send_json(frame)
+
+    async def say(self, text: str, msg_id: str | None = None) -> dict[str, Any]:
+        """Send a message and wait for the gateway's ack; returns the ack frame."""
+        msg_id = msg_id or secrets.token_hex(6)
+
+        def is_ack(f: dict[str, Any]) -> bool:
+            return f["type"] == "ack" and f["id"] == msg_id
+
+        earlier = sum(1 for f in self.frames if is_ack(f))
+        await self.send_raw({"type": "message", "id": msg_id, "text": text})
+        return await self.wait_for(is_ack, count=earlier + 1)
+
+    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0,
+                       count: int = 1) -> dict[str, Any]:
+        """Wait until `count` recorded frames match; return the last match."""
+        async def matched() -> list[dict[str, Any]]:
+            async with self._changed:
+                await self._changed.wait_for(lambda: sum(1 for f in self.frames if predicate(f)) >= count)
+                return [f for f in self.frames if predicate(f)]
+        try:
+            return (await asyncio.wait_for(matched(), timeout))[count - 1]
+        except TimeoutError:
+            raise AssertionError(f"no frame matched within {timeout}s; frames: {self.frames[-12:]}") from None
+
+    def replies(self) -> list[str]:
+        """The text of every message as the person sees it now (after edits), final ones only."""
+        texts: dict[str, str] = {}
+        final: dict[str, bool] = {}
+        for f in self.frames:
+            if f["type"] in ("message", "edit"):
+                texts[f["message_id"]] = f["text"]
+                final[f["message_id"]] = f["final"]
+        return [t for mid, t in texts.items() if final[mid]]
+
+    async def reply(self, n: int = 1, timeout: float = 10.0) -> str:
+        """Wait for the n-th final reply in this tab and return its text."""
+        await self.wait_for(lambda f: f["type"] in ("message", "edit") and f["final"], timeout, count=n)
+        return self.replies()[n - 1]
