@@ -17,13 +17,19 @@ def is_admin(access: AccessConfig, platform: str, user_id: str) -> bool:
     return user_id in access.admins.get(platform, ())
 
 
-def check_access(msg: InboundMessage, access: AccessConfig) -> Decision:
-    """allow it, ignore it silently, or start pairing (unknown user in a DM)."""
+def check_access(msg: InboundMessage, access: AccessConfig, *, paired: bool = False,
+                 require_mention: bool = True) -> Decision:
+    """allow it, ignore it silently, or start pairing (unknown user in a DM).
+
+    `paired` says the user was admitted with `chatgate pair approve`; `require_mention` whether
+    this group needs the bot to be addressed (mention, reply to the bot, or a command).
+    """
     if msg.platform in TRUSTED_PLATFORMS:
         return "allow"
-    known = msg.user_id in access.allowed_users.get(msg.platform, ()) or is_admin(access, msg.platform, msg.user_id)
-    if msg.chat_type != "dm" and not msg.bot_mentioned:
-        return "ignore"  # in groups the bot answers only when addressed
+    known = paired or msg.user_id in access.allowed_users.get(msg.platform, ()) \
+        or is_admin(access, msg.platform, msg.user_id)
+    if msg.chat_type != "dm" and require_mention and not msg.bot_mentioned:
+        return "ignore"
     if known or access.dm_policy == "open":
         return "allow"
     if msg.chat_type == "dm" and access.dm_policy == "pairing":

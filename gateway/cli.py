@@ -30,6 +30,15 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("query")
     search.add_argument("--platform", required=True)
     search.add_argument("--user", required=True)
+    pair = sub.add_parser("pair", help="admit people who asked for access in a DM")
+    pair_sub = pair.add_subparsers(dest="action", required=True)
+    pair_sub.add_parser("list", help="pending codes and approved people")
+    approve = pair_sub.add_parser("approve", help="admit the person who was given CODE")
+    approve.add_argument("platform")
+    approve.add_argument("code")
+    revoke = pair_sub.add_parser("revoke", help="remove an approved person")
+    revoke.add_argument("platform")
+    revoke.add_argument("user_id")
     return parser
 
 
@@ -43,14 +52,20 @@ async def _run(config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await runner.start()
-    except OSError as exc:
-        log.error("cannot start: %s", exc)
+    except (OSError, RuntimeError) as exc:
+        print(f"chatgate cannot start: {exc}", file=sys.stderr)
         await runner.stop()
         return 1
     print(f"chatgate is running: open http://{config.http.host}:{runner.http.port}/ (Ctrl-C stops)", flush=True)
-    await stop.wait()
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(runner.failed.wait())]
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in waiters:
+        waiter.cancel()
     log.info("stopping: finishing running turns (up to %.0fs)", config.gateway.drain_seconds)
     await runner.stop()
+    if runner.failure:
+        print(f"chatgate stopped: {runner.failure}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -62,6 +77,36 @@ async def _doctor(config: Config) -> int:
     print("\n".join(lines))
     print("all good" if ok else "problems found")
     return 0 if ok else 1
+
+
+async def _pair(config: Config, args: argparse.Namespace) -> int:
+    from gateway.pairing import Pairing
+    from gateway.store import Store
+
+    store = await Store.open(config.db_path)
+    pairing = Pairing(store)
+    try:
+        if args.action == "approve":
+            admitted = await pairing.approve(args.platform, args.code)
+            if admitted is None:
+                print(f"no pending {args.platform} code {args.code.upper()} (wrong, or expired after an hour)",
+                      file=sys.stderr)
+                return 1
+            print(f"approved {admitted.user_name or admitted.user_id} ({args.platform} user {admitted.user_id})")
+        elif args.action == "revoke":
+            if not await pairing.revoke(args.platform, args.user_id):
+                print(f"{args.platform} user {args.user_id} was not approved", file=sys.stderr)
+                return 1
+            print(f"revoked {args.platform} user {args.user_id}")
+        else:
+            for code in await pairing.pending():
+                left = (code.expires_at - datetime.now().timestamp()) / 60
+                print(f"pending   {code.platform:<9} {code.code}  {code.user_name} ({code.user_id}), {left:.0f} min left")
+            for platform, user_id, name, when in await pairing.approved():
+                print(f"approved  {platform:<9} {user_id}  {name}  since {datetime.fromtimestamp(when):%Y-%m-%d %H:%M}")
+    finally:
+        await store.close()
+    return 0
 
 
 async def _sessions(config: Config, args: argparse.Namespace) -> int:
@@ -95,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_run(config))
         if args.command == "doctor":
             return asyncio.run(_doctor(config))
+        if args.command == "pair":
+            return asyncio.run(_pair(config, args))
         return asyncio.run(_sessions(config, args))
     except KeyboardInterrupt:
         return 130

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, model_validator
 
 DEFAULT_IDENTITY = (
     "You are a helpful assistant reached through a chat app. Answer clearly and concisely; "
@@ -68,8 +68,42 @@ class WebchatConfig(_Section):
     token: SecretStr | None = None  # required in the page URL (?token=) when set
 
 
+class ChatOverrides(_Section):
+    require_mention: bool | None = None
+
+
+class TelegramConfig(_Section):
+    token: SecretStr | None = None
+    base_url: str = "https://api.telegram.org"  # any Bot API server (self-hosted, or a test fake)
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None  # the public URL Telegram calls, ending in /telegram/webhook
+    webhook_secret: SecretStr | None = None  # default: derived from the token
+    require_mention: bool = True  # in groups, answer only when addressed
+    chats: dict[str, ChatOverrides] = {}  # per chat id, e.g. {"-100123": {"require_mention": false}}
+    max_file_mb: float = Field(20.0, gt=0)
+    poll_timeout: int = Field(30, ge=0, le=600)
+
+    @model_validator(mode="after")
+    def _webhook_needs_url(self) -> "TelegramConfig":
+        if self.mode == "webhook" and not self.webhook_url:
+            raise ValueError("mode webhook needs platforms.telegram.webhook_url (the public https URL)")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.token is not None and bool(self.token.get_secret_value())
+
+
 class PlatformsConfig(_Section):
     webchat: WebchatConfig = WebchatConfig()
+    telegram: TelegramConfig = TelegramConfig()
+
+    def require_mention(self, platform: str, chat_id: str) -> bool:
+        """Whether the bot answers in this group only when addressed."""
+        section = getattr(self, platform, None)
+        chats = getattr(section, "chats", {})
+        override = chats[chat_id].require_mention if chat_id in chats else None
+        return override if override is not None else getattr(section, "require_mention", True)
 
 
 class AccessConfig(_Section):
@@ -121,6 +155,7 @@ _ALIASES = {  # environment variable -> config path, used when the file leaves t
     "OPENAI_BASE_URL": ("llm", "base_url"),
     "OPENAI_API_KEY": ("llm", "api_key"),
     "CHATGATE_MODEL": ("llm", "model"),
+    "TELEGRAM_BOT_TOKEN": ("platforms", "telegram", "token"),
 }
 
 

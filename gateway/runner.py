@@ -17,12 +17,13 @@ from agent.builtin_tools import BUILTIN_TOOLS
 from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
 from agent.tools import ToolRegistry
-from gateway.access import check_access
-from gateway.commands import Command, help_text, parse_command, unknown_text
+from gateway.access import TRUSTED_PLATFORMS, check_access
+from gateway.commands import COMMANDS, Command, help_text, parse_command, unknown_text
 from gateway.config import Config
 from gateway.delivery import Delivery
 from gateway.http import HttpServer
 from gateway.metrics import Metrics
+from gateway.pairing import Pairing
 from gateway.session_key import session_key
 from gateway.sessions import Sessions, SessionWorker, WorkItem
 from gateway.store import Store
@@ -38,6 +39,17 @@ LLM_PROBE_TTL = 60.0
 def build_adapters(config: Config) -> list[PlatformAdapter]:
     """The adapters the configuration asks for; SDKs are imported only for those."""
     adapters: list[PlatformAdapter] = []
+    telegram = config.platforms.telegram
+    if telegram.enabled:
+        from platforms.telegram import TelegramAdapter
+
+        assert telegram.token is not None
+        adapters.append(TelegramAdapter(
+            telegram.token.get_secret_value(), base_url=telegram.base_url, mode=telegram.mode,
+            webhook_url=telegram.webhook_url,
+            webhook_secret=telegram.webhook_secret.get_secret_value() if telegram.webhook_secret else None,
+            files_dir=config.home / "files" / "telegram", max_file_bytes=int(telegram.max_file_mb * 1024 * 1024),
+            poll_timeout=telegram.poll_timeout))
     webchat = config.platforms.webchat
     if webchat.enabled or (webchat.enabled is None and not adapters):
         from platforms.webchat import WebChatAdapter
@@ -59,7 +71,10 @@ class GatewayRunner:
         self._held: list[WorkItem] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._llm_problem: tuple[float, str | None] | None = None
+        self.failed = asyncio.Event()  # set when an adapter hits an error it cannot recover from
+        self.failure: str | None = None
         self.store: Store | None = None
+        self.pairing: Pairing | None = None
         self.llm: LLMClient | None = None
         self.http: HttpServer | None = None
 
@@ -73,6 +88,7 @@ class GatewayRunner:
         self.state = "starting"
         cfg = self.config
         self.store = await Store.open(cfg.db_path)
+        self.pairing = Pairing(self.store)
         if cfg.llm.configured:
             self.llm = LLMClient(LLMSettings(
                 model=cfg.llm.model, base_url=cfg.llm.base_url,
@@ -85,13 +101,14 @@ class GatewayRunner:
                                 metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone)
         self.sessions = Sessions(self._process, cfg.gateway.session_idle_seconds)
         for adapter in self.adapters.values():
-            adapter.set_callback(self.on_event)
+            adapter.set_callback(self.on_event, self._adapter_failed)
         routes = [route for adapter in self.adapters.values() for route in adapter.http_routes()]
         self.http = HttpServer(cfg.http.host, cfg.http.port, routes=routes, readiness=self.readiness,
                                metrics=self._render_metrics)
         await self.http.start()
         for adapter in self.adapters.values():
             await adapter.start()
+            await adapter.set_commands(COMMANDS)
         await self._resume()
         self.state = "running"
         await self.delivery.start()
@@ -143,6 +160,10 @@ class GatewayRunner:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    def _adapter_failed(self, adapter: PlatformAdapter, reason: str) -> None:
+        self.failure = f"{adapter.name}: {reason}"
+        self.failed.set()
+
     def readiness(self) -> dict[str, str]:
         return {name: adapter.status for name, adapter in self.adapters.items()}
 
@@ -172,7 +193,13 @@ class GatewayRunner:
         assert self.store is not None
         self.metrics.inbound.labels(msg.platform).inc()
         self.last_inbound = time.time()
-        if check_access(msg, self.config.access) != "allow":
+        assert self.pairing is not None
+        paired = msg.platform not in TRUSTED_PLATFORMS and await self.pairing.is_paired(msg.platform, msg.user_id)
+        decision = check_access(msg, self.config.access, paired=paired,
+                                require_mention=self.config.platforms.require_mention(msg.platform, msg.chat_id))
+        if decision == "pair":
+            await self._offer_pairing(msg)
+        if decision != "allow":
             return True
         key = session_key(msg, self.config.gateway.group_sessions)
         inbox_id = await self.store.inbox_add(msg, key)
@@ -186,6 +213,18 @@ class GatewayRunner:
         elif self.state == "running":
             self._dispatch(item)
         return True  # while draining it stays in the inbox for the next start
+
+    async def _offer_pairing(self, msg: InboundMessage) -> None:
+        """An unknown person wrote in a DM: send a pairing code (rate-limited) and nothing else."""
+        assert self.pairing is not None
+        code = await self.pairing.request(msg.platform, msg.user_id, msg.user_name, msg.chat_id)
+        if code is None:
+            return
+        log.info("pairing code issued for %s user %s (%s)", msg.platform, msg.user_id, msg.user_name)
+        await self.delivery.reply(msg.chat, (
+            f"Hi {msg.user_name or 'there'}! I only talk to people my owner has approved. "
+            f"Your pairing code is {code} — ask the owner to run:\n"
+            f"chatgate pair approve {msg.platform} {code}\nThe code expires in one hour."))
 
     def _dispatch(self, item: WorkItem) -> None:
         command = parse_command(item.msg.text)
@@ -240,14 +279,15 @@ class GatewayRunner:
         return "\n".join(lines)
 
     async def _on_button(self, press: ButtonPress) -> None:
-        for prefix, handler in self.button_handlers.items():
-            if press.data.startswith(prefix):
-                answer = await handler(press)
-                break
-        else:
-            answer = "This button is no longer active."
-        if press.answer is not None:
-            await press.answer(answer)
+        answer = "This button is no longer active."
+        try:
+            for prefix, handler in self.button_handlers.items():
+                if press.data.startswith(prefix):
+                    answer = await handler(press)
+                    break
+        finally:  # always answered, so the client's spinner stops
+            if press.answer is not None:
+                await press.answer(answer)
 
     async def _chat_opened(self, event: ChatOpened) -> None:
         """A chat is reachable again: deliver what waits for it, and warn if the LLM is missing."""

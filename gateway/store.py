@@ -96,7 +96,8 @@ class Store:
             await self._db.executescript(f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
 
     @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction; modules with tables of their own use this and `fetch_*`."""
         async with self._write:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -106,11 +107,11 @@ class Store:
                 raise
             await self._db.execute("COMMIT")
 
-    async def _one(self, sql: str, args: tuple[Any, ...] = ()) -> aiosqlite.Row | None:
+    async def fetch_one(self, sql: str, args: tuple[Any, ...] = ()) -> aiosqlite.Row | None:
         async with self._db.execute(sql, args) as cur:
             return await cur.fetchone()
 
-    async def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
+    async def fetch_all(self, sql: str, args: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
         async with self._db.execute(sql, args) as cur:
             return list(await cur.fetchall())
 
@@ -133,19 +134,19 @@ class Store:
 
     async def inbox_unfinished(self) -> list[tuple[int, str, InboundMessage]]:
         """Messages accepted but not finished (received or processing), oldest first."""
-        rows = await self._all("SELECT id, session_key, payload FROM inbox"
+        rows = await self.fetch_all("SELECT id, session_key, payload FROM inbox"
                                " WHERE state IN ('received', 'processing') ORDER BY id")
         return [(r["id"], r["session_key"], _decode_inbound(r["payload"])) for r in rows]
 
     async def last_inbound_at(self) -> float | None:
-        row = await self._one("SELECT max(received_at) FROM inbox")
+        row = await self.fetch_one("SELECT max(received_at) FROM inbox")
         return row[0] if row else None
 
     # -- sessions and transcripts ---------------------------------------------------------
 
     async def active_session(self, key: str, chat: ChatRef, chat_type: str) -> int:
         """The id of the key's current session, created when there is none."""
-        row = await self._one("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
+        row = await self.fetch_one("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
         if row:
             return int(row["id"])
         now = time.time()
@@ -166,7 +167,7 @@ class Store:
 
     async def history(self, session_id: int, limit: int = 200) -> list[dict[str, Any]]:
         """The session's transcript in chat-completions form, without cancelled turns."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT role, content, tool_calls, tool_call_id, name FROM ("
             " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' ORDER BY id DESC LIMIT ?"
             ") ORDER BY id", (session_id, limit))
@@ -194,7 +195,7 @@ class Store:
                  m.get("name"), author.platform if author and m["role"] == "user" else None,
                  user_id if m["role"] == "user" else None, status, now) for m in messages]
         inbox_state = "done" if status == "ok" else "cancelled"
-        async with self._tx() as db:
+        async with self.tx() as db:
             await db.executemany(
                 "INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id, name,"
                 " platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -216,7 +217,7 @@ class Store:
     async def outbox_add(self, item: OutboxItem, *, done_inbox_id: int | None = None) -> int:
         """Queue a reply; optionally mark the inbox message it answers as done, atomically."""
         now = time.time()
-        async with self._tx() as db:
+        async with self.tx() as db:
             if done_inbox_id is not None:
                 await db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?",
                                  (now, done_inbox_id))
@@ -228,7 +229,7 @@ class Store:
         if platform is not None:
             sql += " AND platform = ? AND chat_id = ?"
             args = (platform, chat_id)
-        rows = await self._all(sql + " ORDER BY id", args)
+        rows = await self.fetch_all(sql + " ORDER BY id", args)
         items = []
         for r in rows:
             p = json.loads(r["payload"])
@@ -256,7 +257,7 @@ class Store:
         terms = " ".join('"' + t.replace('"', '""') + '"' for t in query.split() if t)
         if not terms:
             return []
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at"
             " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
             " WHERE messages_fts MATCH ? AND m.role IN ('user', 'assistant')"
@@ -265,13 +266,13 @@ class Store:
         return [SearchHit(r["session_id"], r["role"], r["snip"], r["created_at"]) for r in rows]
 
     async def session_summary(self, key: str) -> dict[str, Any] | None:
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT s.id, s.created_at, (SELECT count(*) FROM messages m WHERE m.session_id = s.id"
             " AND m.status = 'ok') AS messages FROM sessions s WHERE s.key = ? AND s.ended_at IS NULL", (key,))
         return dict(row) if row else None
 
     async def list_sessions(self, limit: int = 50) -> list[dict[str, Any]]:
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT s.id, s.key, s.created_at, s.updated_at, s.ended_at, (SELECT count(*) FROM messages m"
             " WHERE m.session_id = s.id) AS messages FROM sessions s ORDER BY s.updated_at DESC LIMIT ?", (limit,))
         return [dict(r) for r in rows]

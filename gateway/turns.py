@@ -28,6 +28,9 @@ def user_text(msg: InboundMessage) -> str:
     if msg.chat_type != "dm":
         text = f"[{msg.user_name or msg.user_id}] {text}"
     for a in msg.attachments:
+        if a.error:
+            text += f"\n[a {a.kind} {a.name} was not accepted: {a.error}]"
+            continue
         where = f" saved at {a.path}" if a.path else ""
         text += f"\n[attached {a.kind}: {a.name} ({a.mime_type}, {a.size} bytes){where}]"
     return text
@@ -54,6 +57,13 @@ class TurnRunner:
     async def run(self, worker: SessionWorker, item: WorkItem) -> None:
         msg = item.msg
         started = time.monotonic()
+        refused = [a.error for a in msg.attachments if a.error]
+        if refused:
+            nothing_left = not msg.text.strip() and all(a.error for a in msg.attachments)
+            await self.delivery.reply(msg.chat, "I could not take this file: " + "; ".join(refused),
+                                      reply_to=msg.message_id, done_inbox_id=item.inbox_id if nothing_left else None)
+            if nothing_left:
+                return
         await self.store.inbox_set_state([item.inbox_id], "processing")
         session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
         history = await self.store.history(session_id)

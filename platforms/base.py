@@ -30,6 +30,7 @@ class Attachment:
     mime_type: str = "application/octet-stream"
     size: int = 0
     path: str | None = None
+    error: str | None = None  # why it was not downloaded (too large, …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,14 +158,27 @@ class PlatformAdapter:
 
     def __init__(self) -> None:
         self._on_event: EventCallback | None = None
+        self._on_fatal: Callable[["PlatformAdapter", str], None] | None = None
         self._running = False
         self._lifecycle = asyncio.Lock()
         self.status: str = "stopped"  # for /readyz: "stopped" | "starting" | "ready" | "error: …"
 
     # -- wiring and lifecycle -------------------------------------------------------------
 
-    def set_callback(self, on_event: EventCallback) -> None:
+    def set_callback(self, on_event: EventCallback,
+                     on_fatal: Callable[["PlatformAdapter", str], None] | None = None) -> None:
         self._on_event = on_event
+        self._on_fatal = on_fatal
+
+    def fail(self, reason: str) -> None:
+        """Report an error the adapter cannot recover from (bad token, another poller, …)."""
+        self.status = f"error: {reason}"
+        log.error("%s: %s", self.name, reason)
+        if self._on_fatal is not None:
+            self._on_fatal(self, reason)
+
+    async def set_commands(self, commands: dict[str, str]) -> None:
+        """Advertise the chat commands where the platform has a menu for them."""
 
     async def emit(self, event: InboundEvent) -> Any:
         """Hand one event to the gateway; adapters call this and nothing else with input."""

@@ -1,0 +1,98 @@
+"""Pairing: how an unknown person in a DM is admitted by the owner, with a short code.
+
+A code is 8 characters from an alphabet without look-alikes, expires after an hour, at most
+three are pending per platform, and a person who keeps writing gets their code again at most
+every ten minutes. Approved people are kept in the database beside `access.allowed_users`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+from gateway.store import Store
+
+ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L
+CODE_LENGTH = 8
+CODE_TTL = 3600.0
+MAX_PENDING = 3
+RESEND_AFTER = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCode:
+    code: str
+    platform: str
+    user_id: str
+    user_name: str
+    expires_at: float
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
+
+
+class Pairing:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def is_paired(self, platform: str, user_id: str) -> bool:
+        row = await self.store.fetch_one("SELECT 1 FROM paired_users WHERE platform = ? AND user_id = ?",
+                                         (platform, user_id))
+        return row is not None
+
+    async def request(self, platform: str, user_id: str, user_name: str, chat_id: str) -> str | None:
+        """The code to send this person now, or None when nothing should be sent."""
+        now = time.time()
+        async with self.store.tx() as db:
+            await db.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (now,))
+            async with db.execute("SELECT code, last_sent_at FROM pairing_codes WHERE platform = ? AND user_id = ?",
+                                  (platform, user_id)) as cur:
+                row = await cur.fetchone()
+            if row is not None:
+                if now - row["last_sent_at"] < RESEND_AFTER:
+                    return None
+                await db.execute("UPDATE pairing_codes SET last_sent_at = ? WHERE code = ?", (now, row["code"]))
+                return str(row["code"])
+            async with db.execute("SELECT count(*) FROM pairing_codes WHERE platform = ?", (platform,)) as cur:
+                if (await cur.fetchone())[0] >= MAX_PENDING:
+                    return None
+            code = new_code()
+            await db.execute("INSERT INTO pairing_codes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             (code, platform, user_id, user_name, chat_id, now, now + CODE_TTL, now))
+            return code
+
+    async def approve(self, platform: str, code: str) -> PendingCode | None:
+        """Admit the person who was given `code`; None when it is unknown or expired."""
+        now = time.time()
+        code = code.strip().upper()
+        async with self.store.tx() as db:
+            async with db.execute("SELECT * FROM pairing_codes WHERE code = ? AND platform = ? AND expires_at > ?",
+                                  (code, platform, now)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                return None
+            await db.execute("INSERT OR REPLACE INTO paired_users VALUES (?, ?, ?, ?)",
+                             (platform, row["user_id"], row["user_name"], now))
+            await db.execute("DELETE FROM pairing_codes WHERE code = ?", (code,))
+        return PendingCode(code, platform, row["user_id"], row["user_name"], row["expires_at"])
+
+    async def revoke(self, platform: str, user_id: str) -> bool:
+        async with self.store.tx() as db:
+            cur = await db.execute("DELETE FROM paired_users WHERE platform = ? AND user_id = ?", (platform, user_id))
+            return cur.rowcount > 0
+
+    async def pending(self) -> list[PendingCode]:
+        rows = await self.store.fetch_all("SELECT * FROM pairing_codes WHERE expires_at > ? ORDER BY created_at",
+                                          (time.time(),))
+        return [PendingCode(r["code"], r["platform"], r["user_id"], r["user_name"], r["expires_at"]) for r in rows]
+
+    async def approved(self) -> list[tuple[str, str, str, float]]:
+        rows = await self.store.fetch_all("SELECT * FROM paired_users ORDER BY approved_at")
+        return [(r["platform"], r["user_id"], r["user_name"], r["approved_at"]) for r in rows]
+
+    async def expire(self) -> int:
+        async with self.store.tx() as db:
+            cur = await db.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (time.time(),))
+            return cur.rowcount
