@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, model_validator
 
 DEFAULT_IDENTITY = (
     "You are a helpful assistant reached through a chat app. Answer clearly and concisely; "
     "use Markdown sparingly. Use tools when they help, and say so when you cannot do something."
 )
+
+
+# Platform user and chat ids are strings; YAML writes Telegram's numeric ids as numbers.
+Id = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
 
 
 class ConfigError(Exception):
@@ -79,7 +83,7 @@ class TelegramConfig(_Section):
     webhook_url: str | None = None  # the public URL Telegram calls, ending in /telegram/webhook
     webhook_secret: SecretStr | None = None  # default: derived from the token
     require_mention: bool = True  # in groups, answer only when addressed
-    chats: dict[str, ChatOverrides] = {}  # per chat id, e.g. {"-100123": {"require_mention": false}}
+    chats: dict[Id, ChatOverrides] = {}  # per chat id, e.g. {"-100123": {"require_mention": false}}
     max_file_mb: float = Field(20.0, gt=0)
     poll_timeout: int = Field(30, ge=0, le=600)
 
@@ -107,8 +111,8 @@ class PlatformsConfig(_Section):
 
 
 class AccessConfig(_Section):
-    allowed_users: dict[str, list[str]] = {}
-    admins: dict[str, list[str]] = {}
+    allowed_users: dict[str, list[Id]] = {}
+    admins: dict[str, list[Id]] = {}
     dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
 
 

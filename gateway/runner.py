@@ -77,6 +77,8 @@ class GatewayRunner:
         self.pairing: Pairing | None = None
         self.llm: LLMClient | None = None
         self.http: HttpServer | None = None
+        self.sessions: Sessions | None = None
+        self.delivery: Delivery | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -133,12 +135,14 @@ class GatewayRunner:
     async def stop(self) -> None:
         if self.state in ("stopped", "draining"):
             return
-        self.state = "draining"
+        self.state = "draining"  # also after a failed start: close whatever was opened
         drain = self.config.gateway.drain_seconds
-        await self.sessions.drain(drain)
+        if self.sessions is not None:
+            await self.sessions.drain(drain)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=max(drain, 1.0))
-        await self.delivery.stop(timeout=max(drain, 1.0))
+        if self.delivery is not None:
+            await self.delivery.stop(timeout=max(drain, 1.0))
         for adapter in reversed(list(self.adapters.values())):
             try:
                 await adapter.stop()

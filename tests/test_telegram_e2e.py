@@ -1,0 +1,341 @@
+"""End to end on Telegram: the real python-telegram-bot against the fake Bot API, over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+
+from gateway import cli
+from gateway.runner import GatewayRunner
+from platforms.text import text_length
+from tests.fakes.llm import FakeLLM, Reply
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import gateway_env, start_gateway
+
+ANN = 1001
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+def telegram_settings(tg: FakeTelegram, **more: Any) -> dict[str, Any]:
+    return {"platforms__telegram__token": tg.token, "platforms__telegram__base_url": tg.url,
+            "platforms__telegram__poll_timeout": 1, "access__allowed_users": f"{{telegram: [{ANN}]}}", **more}
+
+
+async def telegram_gateway(home: Path, llm: FakeLLM, tg: FakeTelegram, **more: Any) -> GatewayRunner:
+    return await start_gateway(home, llm.base_url, **telegram_settings(tg, **more))
+
+
+def sent_texts(tg: FakeTelegram, chat_id: int) -> list[str]:
+    return [m.text or "" for m in tg.sent_messages(chat_id)]
+
+
+async def wait_for_text(tg: FakeTelegram, text: str, timeout: float = 8.0) -> None:
+    """Wait until some message the bot sent (after edits) reads `text`."""
+    async with tg._cond:  # notified on every call the fake answers
+        try:
+            await asyncio.wait_for(tg._cond.wait_for(lambda: any(m.text == text for m in tg.sent_messages())),
+                                   timeout)
+        except TimeoutError:
+            raise AssertionError(f"no message reads {text!r}; sent: {[m.text for m in tg.sent_messages()]}") \
+                from None
+
+
+async def test_dm_message_gets_a_formatted_reply(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    llm.script(Reply.text("Hello **Ann**!"))
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("hi there")
+        await wait_for_text(tg, "Hello <b>Ann</b>!")
+        [message] = tg.sent_messages(ANN)
+        assert message.parse_mode == "HTML"
+        assert {c["command"] for c in tg.commands} >= {"new", "stop", "status", "help"}
+    finally:
+        await runner.stop()
+
+
+async def test_group_needs_a_mention_or_a_reply_to_the_bot(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("talking among ourselves", chat_type="group")
+        mention = tg.user_message("@chatgate_bot what is 2+2?", chat_type="group")
+        await wait_for_text(tg, "echo: [Ann] what is 2+2?")
+        group = mention["message"]["chat"]["id"]
+        [answer] = tg.sent_messages(group)
+        assert answer.reply_to_message_id == mention["message"]["message_id"]  # quotes what it answers
+        tg.user_message("and 3+3?", chat_type="group", reply_to_bot=True)
+        await wait_for_text(tg, "echo: [Ann] and 3+3?")
+        assert sent_texts(tg, group) == ["echo: [Ann] what is 2+2?", "echo: [Ann] and 3+3?"]
+        assert all("talking among ourselves" not in str(r["messages"]) for r in llm.requests)
+    finally:
+        await runner.stop()
+
+
+async def test_two_forum_topics_are_two_sessions(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg, platforms__telegram__require_mention=False)
+    try:
+        tg.user_message("apples", chat_type="supergroup", message_thread_id=11)
+        await wait_for_text(tg, "echo: [Ann] apples")
+        tg.user_message("pears", chat_type="supergroup", message_thread_id=22)
+        await wait_for_text(tg, "echo: [Ann] pears")
+        second = str(llm.requests[1]["messages"])
+        assert "apples" not in second  # the other topic's conversation is not in this one
+        threads = {m.text: m.message_thread_id for m in tg.sent_messages()}
+        assert threads == {"echo: [Ann] apples": 11, "echo: [Ann] pears": 22}
+    finally:
+        await runner.stop()
+
+
+async def test_long_reply_is_split_under_the_utf16_limit_with_fences_intact(tmp_path, llm: FakeLLM,
+                                                                         tg: FakeTelegram):
+    code = "\n".join(f"print('line {i:03d} 😀')" for i in range(240))
+    body = "Here you go 😀 " * 40 + "\n\n```python\n" + code + "\n```\nThat is all."
+    assert len(body) > 5000
+    llm.script(Reply.text(body, chunk_size=400))
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("give me code")
+        await tg.wait_for("sendMessage", lambda c: "That is all." in str(c.get("text")), timeout=10)
+        await asyncio.sleep(0.2)
+        messages = tg.sent_messages(ANN)
+        assert len(messages) >= 2
+        for m in messages:
+            assert text_length(m.text or "", "utf16") <= 4096
+            assert m.text.count("<pre>") == m.text.count("</pre>")
+        joined = "".join(m.text or "" for m in messages)
+        for i in range(240):
+            assert f"print(&#x27;line {i:03d} 😀&#x27;)" in joined or f"print('line {i:03d} 😀')" in joined
+    finally:
+        await runner.stop()
+
+
+async def test_rejected_markup_is_resent_as_plain_text(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    tg.reject_markup_containing = "<b>"
+    llm.script(Reply.text("a **bold** claim"))
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("say it")
+        await wait_for_text(tg, "a **bold** claim")
+        [message] = tg.sent_messages(ANN)
+        assert message.parse_mode is None
+    finally:
+        await runner.stop()
+
+
+async def test_429_on_send_is_honoured_and_the_reply_arrives(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    tg.fail_next("sendMessage", status=429, retry_after=1)
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("hello")
+        await wait_for_text(tg, "echo: hello")
+        attempts = tg.calls_to("sendMessage")
+        assert attempts[0].status == 429 and attempts[-1].ok
+        assert attempts[-1].time - attempts[0].time >= 0.9  # waited out retry_after
+        assert sent_texts(tg, ANN) == ["echo: hello"]
+    finally:
+        await runner.stop()
+
+
+@pytest.mark.parametrize("fault", ["502", "drop"])
+async def test_get_updates_failures_recover(tmp_path, llm: FakeLLM, tg: FakeTelegram, fault: str):
+    if fault == "502":
+        tg.fail_next("getUpdates", status=502, description="Bad Gateway")
+    else:
+        tg.drop_next("getUpdates")
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("are you there?")
+        await wait_for_text(tg, "echo: are you there?", timeout=10)
+        assert any(c.status != 200 for c in tg.calls_to("getUpdates"))
+    finally:
+        await runner.stop()
+
+
+async def test_the_same_update_twice_gets_one_reply(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        update = tg.user_message("only once")
+        await wait_for_text(tg, "echo: only once")
+        tg.inject({"update_id": update["update_id"], "message": update["message"]})
+        tg.user_message("next")
+        await wait_for_text(tg, "echo: next")
+        assert sent_texts(tg, ANN) == ["echo: only once", "echo: next"]
+        assert len(llm.requests) == 2
+    finally:
+        await runner.stop()
+
+
+async def test_streaming_edits_are_paced_and_the_final_text_lands(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    words = " ".join(f"word{i}" for i in range(60))
+    llm.script(Reply.text(words, chunk_size=6, chunk_delay=0.05))  # about 3 s of streaming
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("stream please")
+        await wait_for_text(tg, words, timeout=10)
+        edits = tg.calls_to("editMessageText")
+        assert len(edits) >= 2
+        gaps = [b.time - a.time for a, b in zip(edits, edits[1:])]
+        assert min(gaps[:-1] or [1.0]) >= 0.8  # at most about one edit per second (the final may follow at once)
+        assert len(tg.sent_messages(ANN)) == 1  # the reply grew in place
+    finally:
+        await runner.stop()
+
+
+async def test_typing_is_shown_during_a_turn_and_stops_after_it(tmp_path, tg: FakeTelegram):
+    async with FakeLLM(latency=4.5) as llm:
+        runner = await telegram_gateway(tmp_path, llm, tg)
+        try:
+            tg.user_message("think hard")
+            await wait_for_text(tg, "echo: think hard", timeout=10)
+            during = len(tg.calls_to("sendChatAction"))
+            assert during >= 2  # refreshed while the turn ran
+            await asyncio.sleep(4.5)
+            assert len(tg.calls_to("sendChatAction")) == during
+        finally:
+            await runner.stop()
+
+
+async def test_unknown_dm_user_gets_a_code_then_is_served_after_approval(tmp_path, llm: FakeLLM,
+                                                                        tg: FakeTelegram, monkeypatch, capsys):
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    stranger = 2002
+    try:
+        tg.user_message("hello bot", user_id=stranger, first_name="Bob")
+        await tg.wait_for("sendMessage", lambda c: c.get("chat_id") == str(stranger))
+        [offer] = sent_texts(tg, stranger)
+        code = re.search(r"pairing code is ([A-Z2-9]{8})", offer).group(1)  # type: ignore[union-attr]
+        assert not set(code) & set("01OIL")
+        tg.user_message("hello again", user_id=stranger, first_name="Bob")
+        await asyncio.sleep(0.3)
+        assert len(sent_texts(tg, stranger)) == 1 and llm.requests == []  # nothing else, no agent
+
+        for key, value in gateway_env(tmp_path, None).items():
+            monkeypatch.setenv(key, value)
+        assert await asyncio.to_thread(cli.main, ["pair", "approve", "telegram", code.lower()]) == 0
+        assert "approved Bob" in capsys.readouterr().out
+
+        tg.user_message("now?", user_id=stranger, first_name="Bob")
+        await wait_for_text(tg, "echo: now?")
+    finally:
+        await runner.stop()
+
+
+async def test_unknown_users_in_groups_are_ignored_silently(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("@chatgate_bot hi", chat_type="group", user_id=3003)
+        tg.user_message("@chatgate_bot hi from Ann", chat_type="group")
+        await wait_for_text(tg, "echo: [Ann] hi from Ann")
+        assert len(tg.calls_to("sendMessage")) == 1
+    finally:
+        await runner.stop()
+
+
+async def test_webhook_mode_checks_the_secret(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg, platforms__telegram__mode="webhook",
+                                    platforms__telegram__webhook_url="http://placeholder/telegram/webhook",
+                                    http__port=0)
+    try:
+        [hook] = tg.calls_to("setWebhook")
+        assert hook.get("secret_token")
+        tg.webhook_url = f"http://127.0.0.1:{runner.http.port}/telegram/webhook"  # where the gateway listens
+        update = {"update_id": 5, "message": {"message_id": 1, "date": 0, "text": "via webhook",
+                                              "chat": {"id": ANN, "type": "private"},
+                                              "from": {"id": ANN, "is_bot": False, "first_name": "Ann"}}}
+        assert await tg.push_webhook(update) == 200
+        await wait_for_text(tg, "echo: via webhook")
+        tg.webhook_secret = "wrong"
+        assert await tg.push_webhook({**update, "update_id": 6}) == 403
+        assert tg.calls_to("getUpdates") == []
+    finally:
+        await runner.stop()
+
+
+async def test_button_press_reaches_the_runner_and_is_answered(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    pressed: list[Any] = []
+
+    async def handler(press: Any) -> str:
+        pressed.append(press)
+        return "Noted."
+
+    runner.button_handlers["demo:"] = handler
+    try:
+        from platforms.base import ChatRef
+        await runner.delivery.reply(ChatRef("telegram", str(ANN)), "Pick one",
+                                    buttons=[[{"text": "Yes", "data": "demo:yes"}, {"text": "No", "data": "demo:no"}]])
+        [message] = tg.sent_messages(ANN)
+        assert [b["text"] for b in message.reply_markup["inline_keyboard"][0]] == ["Yes", "No"]
+        tg.callback_query("demo:yes", message_id=message.message_id)
+        [answer] = await tg.wait_for("answerCallbackQuery")
+        assert answer.get("text") == "Noted."
+        assert pressed[0].user_id == str(ANN) and pressed[0].data == "demo:yes"
+        tg.callback_query("stale:zzz", message_id=message.message_id)
+        answers = await tg.wait_for("answerCallbackQuery", count=2)
+        assert answers[1].get("text") == "This button is no longer active."
+    finally:
+        await runner.stop()
+
+
+async def test_photo_is_given_to_the_agent_and_oversized_files_are_refused(tmp_path, llm: FakeLLM,
+                                                                          tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg, platforms__telegram__max_file_mb=0.001)
+    try:
+        tg.user_message(caption="what is this?", photo=b"\xff\xd8small-jpeg")
+        await llm.wait_for_requests(1)
+        content = llm.requests[0]["messages"][-1]["content"]
+        assert content.startswith("what is this?") and "[attached image" in content
+        saved = re.search(r"saved at (\S+)\]", content).group(1)  # type: ignore[union-attr]
+        assert Path(saved).read_bytes() == b"\xff\xd8small-jpeg"
+        tg.user_message(document=("big.bin", b"x" * 5000))
+        await tg.wait_for("sendMessage", lambda c: "could not take this file" in str(c.get("text")))
+        assert len(llm.requests) == 1
+    finally:
+        await runner.stop()
+
+
+async def test_conflict_409_is_a_clear_fatal_error(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    tg.conflict = True
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        await asyncio.wait_for(runner.failed.wait(), 5)
+        assert "409 Conflict" in (runner.failure or "")
+        assert len(tg.calls_to("getUpdates")) == 1  # no retry loop
+    finally:
+        await runner.stop()
+
+
+async def test_killed_after_storing_the_update_replies_exactly_once_after_restart(tmp_path, tg: FakeTelegram):
+    async with FakeLLM() as llm:
+        llm.script(Reply.hang())
+        env = {**os.environ, **gateway_env(tmp_path, llm.base_url, **telegram_settings(tg))}
+        cmd = [sys.executable, "-m", "gateway.cli", "run"]
+        first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            tg.user_message("survive this")
+            await llm.wait_for_requests(1, timeout=15)  # stored, and the turn is running
+            first.send_signal(signal.SIGKILL)
+            first.wait(5)
+        finally:
+            first.kill()
+        second = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            await wait_for_text(tg, "echo: survive this", timeout=20)
+            await asyncio.sleep(1.5)
+            assert sent_texts(tg, ANN) == ["echo: survive this"]
+            assert len(llm.requests) == 2
+        finally:
+            second.terminate()
+            second.wait(10)
