@@ -21,6 +21,28 @@ class TranscriptSearch(Protocol):
     async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10) -> list[Any]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What a tool wants to do that needs a person's consent."""
+
+    kind: str  # "command" | "file"
+    subject: str  # the command line, or the path
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalOutcome:
+    approved: bool
+    decision: str  # "once" | "session" | "always" | "auto" | "denied" | "expired" | "cancelled" | "refused"
+    message: str  # the outcome in plain words, for the model
+
+
+class ApprovalPort(Protocol):
+    """How a tool asks the person it works for; the gateway decides how (buttons, rules, mode)."""
+
+    async def request(self, ctx: "ToolContext", request: ApprovalRequest) -> ApprovalOutcome: ...
+
+
 @dataclass(slots=True)
 class ToolContext:
     """Who a tool call acts for, and the ports the gateway lends it."""
@@ -30,6 +52,7 @@ class ToolContext:
     user_id: str = ""
     session_id: int | None = None
     transcripts: TranscriptSearch | None = None
+    approvals: ApprovalPort | None = None  # None: nobody can consent, so anything needing consent is refused
     extras: dict[str, Any] = field(default_factory=dict)
 
 
