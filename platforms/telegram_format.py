@@ -208,7 +208,8 @@ def _fit(markdown: str, limit: int, budget: int) -> list[Reply]:
         elif budget > limit // 5:
             replies.extend(_fit(part, limit, max(budget * 4 // 5, limit // 5)))
         else:  # escaping grows text at most 5x (& -> &amp;): escaped plain text always fits here
-            replies.extend(Reply(text=_escaped_text(p), plain=p) for p in split_text(part, max(limit // 5, 1), "utf16"))
+            pieces = split_text(part, max(limit // 5, 1), "utf16")
+            replies.extend(Reply(text=_escaped_text(piece), plain=piece) for piece in pieces)
     return replies
 
 

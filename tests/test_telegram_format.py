@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from platforms.telegram_format import render_for_telegram, to_telegram_html
+from platforms.telegram_format import _safe_href, render_for_telegram, to_telegram_html
 from platforms.text import text_length
 
 ALLOWED = {"b": set(), "i": set(), "u": set(), "s": set(), "code": {"class"}, "pre": set(),
@@ -74,7 +74,8 @@ def assert_well_formed(text: str) -> None:
 
 
 def test_checker_catches_bad_html() -> None:
-    for bad in ("<b>x", "<b><i>x</b></i>", "<span>x</span>", "a < b", "a & b", "x \n", "<pre>x </pre>", "<a onclick='y'>z</a>"):
+    for bad in ("<b>x", "<b><i>x</b></i>", "<span>x</span>", "a < b", "a & b", "&nbsp;", "x \n",
+                "<pre>x </pre>", "<a onclick='y'>z</a>"):
         with pytest.raises(AssertionError):
             assert_well_formed(bad)
 
@@ -102,6 +103,13 @@ def test_inline(source: str, expected: str) -> None:
     rendered = to_telegram_html(source)
     assert rendered == expected
     assert_well_formed(rendered)
+
+
+def test_href_is_checked_and_attribute_escaped() -> None:
+    assert _safe_href('https://e.com/?q="x"&y=<1>') == "https://e.com/?q=&quot;x&quot;&amp;y=&lt;1&gt;"
+    assert _safe_href("HTTP://E.COM") == "HTTP://E.COM"
+    for refused in ("javascript:alert(1)", "data:text/html,x", "file:///etc/passwd", "/relative", "", None):
+        assert _safe_href(refused) is None
 
 
 @pytest.mark.parametrize("source, expected", [
@@ -170,7 +178,9 @@ def test_mixed_document_is_well_formed() -> None:
 
 
 def test_no_trailing_whitespace() -> None:
-    assert to_telegram_html("-\n- b\n\n```\nx = 1   \n\ny\t\n```\n\n   \n") == "•\n• b\n\n<pre>x = 1\n\ny</pre>"
+    source = "-\n- b\n\n```\nx = 1   \n\ny\t\n```\n\n*x*&#32;\n[ a ](http://l)\n\n   \n"
+    expected = '•\n• b\n\n<pre>x = 1\n\ny</pre>\n\n<i>x</i>\n<a href="http://l"> a</a>'
+    assert to_telegram_html(source) == expected
 
 
 def test_empty_input() -> None:
@@ -186,7 +196,8 @@ def test_short_reply_is_one_part_with_markdown_fallback() -> None:
 
 
 def _pre_contents(text: str) -> list[str]:
-    return [html.unescape(m) for m in re.findall(r"<pre><code class=\"language-python\">(.*?)</code></pre>", text, re.S)]
+    found = re.findall(r'<pre><code class="language-python">(.*?)</code></pre>', text, re.S)
+    return [html.unescape(piece) for piece in found]
 
 
 def test_long_reply_with_code_and_emoji_is_split() -> None:
