@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -30,6 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("query")
     search.add_argument("--platform", required=True)
     search.add_argument("--user", required=True)
+    approvals = sub.add_parser("approvals", help="the command safety check and 'always allow' rules")
+    approvals_sub = approvals.add_subparsers(dest="action", required=True)
+    check = approvals_sub.add_parser("check", help="classify a shell command: hardline, dangerous or safe (JSON)")
+    check.add_argument("shell_command")
+    rules = approvals_sub.add_parser("rules", help="list or remove 'always allow' rules")
+    rules.add_argument("rules_action", choices=["list", "remove"])
+    rules.add_argument("rule_id", nargs="?", type=int)
     pair = sub.add_parser("pair", help="admit people who asked for access in a DM")
     pair_sub = pair.add_subparsers(dest="action", required=True)
     pair_sub.add_parser("list", help="pending codes and approved people")
@@ -77,6 +85,37 @@ async def _doctor(config: Config) -> int:
     print("\n".join(lines))
     print("all good" if ok else "problems found")
     return 0 if ok else 1
+
+
+def _check_command(command: str) -> int:
+    from agent.command_guard import classify
+
+    print(json.dumps(classify(command).as_dict()))
+    return 0
+
+
+async def _rules(config: Config, args: argparse.Namespace) -> int:
+    from gateway.store import Store
+
+    store = await Store.open(config.db_path)
+    try:
+        if args.rules_action == "remove":
+            if args.rule_id is None:
+                print("usage: chatgate approvals rules remove RULE_ID", file=sys.stderr)
+                return 2
+            async with store.tx() as db:
+                cur = await db.execute("DELETE FROM approval_rules WHERE id = ?", (args.rule_id,))
+            if not cur.rowcount:
+                print(f"no rule {args.rule_id}", file=sys.stderr)
+                return 1
+            print(f"removed rule {args.rule_id}")
+            return 0
+        for rule in await store.fetch_all("SELECT * FROM approval_rules ORDER BY id"):
+            when = datetime.fromtimestamp(rule["created_at"]).strftime("%Y-%m-%d %H:%M")
+            print(f"{rule['id']:>4}  {rule['kind']:<8} {when}  by {rule['created_by']}: {rule['subject']}")
+    finally:
+        await store.close()
+    return 0
 
 
 async def _pair(config: Config, args: argparse.Namespace) -> int:
@@ -129,6 +168,8 @@ async def _sessions(config: Config, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "approvals" and args.action == "check":
+        return _check_command(args.shell_command)  # needs no configuration
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -142,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_doctor(config))
         if args.command == "pair":
             return asyncio.run(_pair(config, args))
+        if args.command == "approvals":
+            return asyncio.run(_rules(config, args))
         return asyncio.run(_sessions(config, args))
     except KeyboardInterrupt:
         return 130

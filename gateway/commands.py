@@ -9,10 +9,12 @@ COMMANDS = {
     "reset": "same as /new",
     "stop": "cancel the request that is running",
     "status": "show this session's state",
+    "approve": "approve the waiting request: /approve [id]",
+    "deny": "deny the waiting request: /deny [id] [reason]",
     "help": "list the commands",
 }
 # Handled at once, even while a turn runs; the others wait their turn in the session's queue.
-CONTROL = frozenset({"stop", "status", "help"})
+CONTROL = frozenset({"stop", "status", "help", "approve", "deny"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ raises `ConfigError` whose message is one line naming the key and what is expect
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
@@ -23,6 +24,22 @@ DEFAULT_IDENTITY = (
 
 # Platform user and chat ids are strings; YAML writes Telegram's numeric ids as numbers.
 Id = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as people mean it: only true/false are booleans (YAML 1.1 also reads on/off/yes/no,
+    which would turn `approvals.mode: off` into False)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
+
+
+def _yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 class ConfigError(Exception):
@@ -60,6 +77,13 @@ class GatewayConfig(_Section):
 class AgentConfig(_Section):
     identity: str = DEFAULT_IDENTITY
     max_iterations: int = Field(60, ge=1, le=500)
+    workspace: Path | None = None  # where the terminal and file tools work; default $CHATGATE_HOME/workspace
+    command_timeout_seconds: float = Field(60.0, gt=0, le=3600)
+
+
+class ApprovalsConfig(_Section):
+    mode: Literal["ask", "deny", "off"] = "ask"  # off: everything but hardline runs; deny: no prompts
+    timeout_seconds: float = Field(300.0, gt=0)
 
 
 class HttpConfig(_Section):
@@ -123,6 +147,7 @@ class Config(_Section):
     http: HttpConfig = HttpConfig()
     platforms: PlatformsConfig = PlatformsConfig()
     access: AccessConfig = AccessConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home())
 
@@ -133,6 +158,10 @@ class Config(_Section):
     @property
     def db_path(self) -> Path:
         return self._home / "state.db"
+
+    @property
+    def workspace(self) -> Path:
+        return (self.agent.workspace or self._home / "workspace").expanduser()
 
     def secrets(self) -> list[str]:
         """Every secret value in the config, for log redaction."""
@@ -176,7 +205,7 @@ def _set_path(data: dict[str, Any], path: tuple[str, ...], value: Any, *, overwr
 
 def _env_value(raw: str) -> Any:
     try:
-        value = yaml.safe_load(raw)
+        value = _yaml(raw)
     except yaml.YAMLError:
         return raw
     return raw if value is None and raw.strip() else value
@@ -237,7 +266,7 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
         raise ConfigError(f"config error: file not found: {file}")
     if file.exists():
         try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+            data = _yaml(file.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

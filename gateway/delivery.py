@@ -35,6 +35,7 @@ class Delivery:
         self._not_before: dict[int, float] = {}
         self._retry_task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._typing_paused: dict[ChatRef, int] = {}
 
     # -- sending --------------------------------------------------------------------------
 
@@ -164,7 +165,8 @@ class Delivery:
         async def keep() -> None:
             while True:
                 try:
-                    await adapter.typing(chat, True)
+                    if not self._typing_paused.get(chat):
+                        await adapter.typing(chat, True)
                 except Exception as exc:
                     log.debug("typing indicator failed: %s", exc)
                 await asyncio.sleep(TYPING_REFRESH)
@@ -179,6 +181,24 @@ class Delivery:
                 await adapter.typing(chat, False)
             except Exception as exc:
                 log.debug("clearing typing indicator failed: %s", exc)
+
+
+    @asynccontextmanager
+    async def typing_paused(self, chat: ChatRef) -> AsyncIterator[None]:
+        """No typing indicator in this chat during the block (e.g. while a person decides)."""
+        self._typing_paused[chat] = self._typing_paused.get(chat, 0) + 1
+        adapter = self.adapters.get(chat.platform)
+        try:
+            if adapter is not None and adapter.capabilities.can_typing:
+                try:
+                    await adapter.typing(chat, False)
+                except Exception as exc:
+                    log.debug("clearing typing indicator failed: %s", exc)
+            yield
+        finally:
+            self._typing_paused[chat] -= 1
+            if not self._typing_paused[chat]:
+                del self._typing_paused[chat]
 
 
 class StreamPreview:

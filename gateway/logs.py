@@ -6,21 +6,17 @@ import logging
 import sys
 from typing import Iterable
 
+from gateway.redact import redact
+
 
 class RedactSecrets(logging.Filter):
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
-        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
-
-    def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        self._secrets = list(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self._secrets:
-            record.msg = self.redact(record.getMessage())
-            record.args = None
+        record.msg = redact(record.getMessage(), self._secrets)
+        record.args = None
         return True
 
 

@@ -17,7 +17,10 @@ from agent.builtin_tools import BUILTIN_TOOLS
 from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
 from agent.tools import ToolRegistry
-from gateway.access import TRUSTED_PLATFORMS, check_access
+from agent.system_tools import system_tools
+from gateway.access import TRUSTED_PLATFORMS, check_access, is_admin
+from gateway.approvals import NO, YES, Approvals
+from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.commands import COMMANDS, Command, help_text, parse_command, unknown_text
 from gateway.config import Config
 from gateway.delivery import Delivery
@@ -79,6 +82,7 @@ class GatewayRunner:
         self.http: HttpServer | None = None
         self.sessions: Sessions | None = None
         self.delivery: Delivery | None = None
+        self.approvals: Approvals | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -97,10 +101,16 @@ class GatewayRunner:
                 api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
                 timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature))
         agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations) if self.llm else None
-        self.tools = ToolRegistry(BUILTIN_TOOLS)
+        self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
+                                                                 timeout=cfg.agent.command_timeout_seconds)])
         self.delivery = Delivery(self.store, self.adapters)
+        self.approvals = Approvals(self.store, self.delivery, self.adapters, mode=cfg.approvals.mode,
+                                   timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(),
+                                   is_admin=lambda platform, user: is_admin(cfg.access, platform, user))
+        self.button_handlers[APPROVAL_PREFIX] = self.approvals.on_button
         self.turns = TurnRunner(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
-                                metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone)
+                                metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
+                                approvals=self.approvals)
         self.sessions = Sessions(self._process, cfg.gateway.session_idle_seconds)
         for adapter in self.adapters.values():
             adapter.set_callback(self.on_event, self._adapter_failed)
@@ -111,6 +121,7 @@ class GatewayRunner:
         for adapter in self.adapters.values():
             await adapter.start()
             await adapter.set_commands(COMMANDS)
+        await self.approvals.expire_all("the gateway restarted")  # nobody is waiting for these any more
         await self._resume()
         self.state = "running"
         await self.delivery.start()
@@ -137,6 +148,8 @@ class GatewayRunner:
             return
         self.state = "draining"  # also after a failed start: close whatever was opened
         drain = self.config.gateway.drain_seconds
+        if self.approvals is not None:  # waiting turns hear "expired" and finish
+            await self.approvals.expire_all("the gateway shut down")
         if self.sessions is not None:
             await self.sessions.drain(drain)
         if self._tasks:
@@ -235,6 +248,11 @@ class GatewayRunner:
         if command is not None and command.immediate:
             self._spawn(self._control(command, item))
             return
+        answer = item.msg.text.strip().lower().rstrip(".!")
+        if (answer in YES or answer in NO) and self.approvals is not None \
+                and len(self.approvals.pending_in(item.key)) == 1:  # a bare yes/no answers the one waiting request
+            self._spawn(self._control(Command("approve" if answer in YES else "deny", ""), item))
+            return
         worker = self.sessions.worker(item.key)
         policy = self.config.gateway.busy_policy
         if worker.busy and command is None:
@@ -265,6 +283,11 @@ class GatewayRunner:
             text = "Stopped the running request." if stopped else "Nothing is running."
         elif command.name == "status":
             text = await self._status_text(item.key, worker)
+        elif command.name in ("approve", "deny"):
+            assert self.approvals is not None
+            msg = item.msg
+            text = await self.approvals.on_command(item.key, msg.platform, msg.user_id, msg.user_name,
+                                                   command.name == "approve", command.args)
         elif command.name == "help":
             text = help_text()
         else:

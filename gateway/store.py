@@ -108,12 +108,11 @@ class Store:
             await self._db.execute("COMMIT")
 
     async def fetch_one(self, sql: str, args: tuple[Any, ...] = ()) -> aiosqlite.Row | None:
-        async with self._db.execute(sql, args) as cur:
-            return await cur.fetchone()
+        rows = await self._db.execute_fetchall(sql, args)  # one trip to the database thread
+        return next(iter(rows), None)
 
     async def fetch_all(self, sql: str, args: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
-        async with self._db.execute(sql, args) as cur:
-            return list(await cur.fetchall())
+        return list(await self._db.execute_fetchall(sql, args))
 
     # -- inbox ----------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from agent.llm import LLMError
 from agent.loop import Agent
-from agent.tools import ToolContext, ToolScope
+from agent.tools import ApprovalPort, ToolContext, ToolScope
 from gateway.delivery import Delivery
 from gateway.metrics import Metrics
 from gateway.sessions import SessionWorker, WorkItem
@@ -45,7 +45,8 @@ def session_context(msg: InboundMessage) -> str:
 
 class TurnRunner:
     def __init__(self, *, store: Store, agent: Agent | None, tools: ToolScope, delivery: Delivery, metrics: Metrics,
-                 busy_policy: str, timezone: str | None) -> None:
+                 busy_policy: str, timezone: str | None, approvals: ApprovalPort | None) -> None:
+        self.approvals = approvals
         self.store = store
         self.agent = agent
         self.tools = tools
@@ -79,7 +80,8 @@ class TurnRunner:
             return [user_text(i.msg) for i in taken]
 
         ctx = ToolContext(platform=msg.platform, chat_id=msg.chat_id, user_id=msg.user_id, session_id=session_id,
-                          transcripts=self.store, extras={"timezone": self.timezone})
+                          transcripts=self.store, approvals=self.approvals,
+                          extras={"timezone": self.timezone, "thread_id": msg.thread_id, "session_key": item.key})
         outcome = "ok"
         try:
             async with self.delivery.typing(msg.chat):

@@ -107,6 +107,13 @@ class Tab:
         return [t for mid, t in texts.items() if final[mid]]
 
     async def reply(self, n: int = 1, timeout: float = 10.0) -> str:
-        """Wait for the n-th final reply in this tab and return its text."""
-        await self.wait_for(lambda f: f["type"] in ("message", "edit") and f["final"], timeout, count=n)
+        """Wait for the n-th finished message in this tab and return its text as shown now."""
+        async def enough() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: len(self.replies()) >= n)
+        try:
+            await asyncio.wait_for(enough(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"only {len(self.replies())} of {n} replies within {timeout}s: "
+                                 f"{self.replies()}; last frames: {self.frames[-8:]}") from None
         return self.replies()[n - 1]

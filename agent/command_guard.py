@@ -1,0 +1,954 @@
+"""Classify a shell command line before the agent runs it: hardline, dangerous or safe.
+
+    >>> classify("rm -rf build/")
+    Verdict(verdict='dangerous', reasons=('recursive delete: rm -rf build/',))
+
+* hardline: never runs (wiping / or home, formatting disks, fork bombs, power-off, ...);
+* dangerous: runs only after a person approves it (recursive deletes, force pushes, curl | sh, ...);
+* safe: everything else.
+
+How it works: a small shell lexer (quotes, backslashes, `$'..'`, `$IFS`, variables assigned
+earlier in the line, `$(..)`, backticks, `<(..)`, heredocs, here-strings, comments) turns the
+text into pipelines of simple commands, the way bash would split them. Each simple command
+is normalised (assignments, reserved words, `{ }` and wrappers such as sudo, env, nohup,
+timeout, nice, xargs, find -exec are peeled off; argv[0] becomes its lower-cased basename)
+and the rules in `agent.command_rules` look at its argv, never at the raw text, so
+`grep 'rm -rf' notes.txt` stays safe. Code that runs other code is followed: `sh -c`, `eval`,
+`ssh host cmd`, `python -c`/`perl -e`/`node -e` one-liners, heredocs fed to shells,
+interpreters and SQL clients, and literal payloads decoded on the way
+(`echo .. | base64 -d | sh`). A pipeline is followed as data: what `echo`, `printf`,
+`base64 -d`, `xxd -r -p`, `rev`, `tr`, `gunzip` or a downloader writes is known (or known to be
+downloaded / decoded) when it reaches a shell. The worst part decides; every hit is a reason.
+
+Limits, all failing closed (dangerous): input over 100 000 characters, nesting deeper than
+10 levels, more than 1 MB analysed in total, and any internal error.
+
+Choices: `sudo <safe command>` is safe (the guard judges effects, not privilege; pass
+`strict_sudo=True` to require consent for any sudo); `kill -0`, `kill PID` (SIGTERM) and
+`pip uninstall` are safe; `kill -9`, killall and pkill are dangerous; writes outside the
+current directory are dangerous only in sensitive places (/etc, /usr, ~/.ssh, shell rc files,
+cron, systemd, sudoers, ...); a relative `.bashrc` or `.ssh/...` counts as sensitive because
+the agent often works in ~. Commands inside `docker exec`/`kubectl exec` are never worse
+than dangerous.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bz2
+import fnmatch
+import gzip
+import lzma
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from agent import command_rules as rules
+from agent.command_rules import DANGEROUS, HARDLINE, SAFE, Call, Hit, Recurse
+
+__all__ = ["Verdict", "classify"]
+
+MAX_LEN = 100_000
+MAX_DEPTH = 10
+MAX_WORK = 1_000_000
+_LEVELS = ("safe", "dangerous", "hardline")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # "hardline" | "dangerous" | "safe"
+    reasons: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"verdict": self.verdict, "reasons": list(self.reasons)}
+
+
+def classify(command: str, *, strict_sudo: bool = False) -> Verdict:
+    """The verdict for one command line. Never raises."""
+    try:
+        if isinstance(command, bytes):
+            command = command.decode("utf-8", "replace")
+        command = command if isinstance(command, str) else str(command)
+        if len(command) > MAX_LEN:
+            return Verdict("dangerous", (f"command too long to analyse: {len(command)} characters",))
+        a = _Analysis()
+        a.script(command, 0, (), {}, HARDLINE)
+        if strict_sudo and a.sudo and not a.hits:
+            a.hits.append((DANGEROUS, "runs with root privileges: sudo"))
+    except Exception as exc:  # fail closed: a person decides
+        return Verdict("dangerous", (f"could not analyse the command ({type(exc).__name__})",))
+    level = max((lvl for lvl, _ in a.hits), default=SAFE)
+    reasons = tuple(dict.fromkeys(r for lvl, r in sorted(a.hits, key=lambda h: -h[0]) if lvl > SAFE))
+    return Verdict(_LEVELS[level], reasons)
+
+
+# ---------------------------------------------------------------- lexer
+
+@dataclass
+class Stream:
+    """What flows through a pipe: its text when known, and whether it was downloaded or decoded."""
+
+    text: str | None = None
+    origin: str | None = None  # None | "download" | "decode"
+    desc: str = ""  # the producing commands, for reasons
+
+
+@dataclass
+class _Cmd:
+    words: list = field(default_factory=list)
+    redirs: list = field(default_factory=list)  # (operator, target)
+    stdin_text: str | None = None
+    stdin_origin: str | None = None
+    stdin_set: bool = False
+    stdin_desc: str = ""
+    subs: list = field(default_factory=list)  # Streams of $(..), `..`, <(..) in this command
+    exec_origin: str | None = None  # argv[0] came from downloaded / decoded output
+
+
+_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
+_ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+         "\\": "\\", "'": "'", '"': '"', "?": "?"}
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|0?[0-7]{1,3}|c.|.)", re.S)
+
+
+def _unescape(s: str) -> str:
+    """Backslash escapes as in $'..', echo -e and printf."""
+    def one(m: re.Match) -> str:
+        e = m.group(1)
+        if e[0] in "xuU" and len(e) > 1:
+            return chr(min(int(e[1:], 16), 0x10FFFF))
+        if e[0] in "01234567":
+            return chr(int(e, 8) & 0xFF)
+        if e[0] == "c" and len(e) > 1:
+            return chr(ord(e[1]) & 31)
+        return _ANSI.get(e, "\\" + e)
+    return _ESCAPE.sub(one, s)
+
+
+def _match(s: str, i: int, open_: str = "(", close: str = ")") -> int:
+    """Index of the bracket closing the one opened just before `i` (len(s) if unbalanced)."""
+    depth, n = 1, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'" and open_ == "(":
+            j = s.find("'", i + 1)
+            i = n if j < 0 else j + 1
+            continue
+        if c == '"':
+            i += 1
+            while i < n and s[i] != '"':
+                i += 2 if s[i] == "\\" else 1
+            i += 1
+            continue
+        if c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return n
+
+
+class _Lexer:
+    """Splits shell text into pipelines of simple commands, expanding what it can."""
+
+    def __init__(self, text: str, env: dict, resolve: Callable[[str], Stream]):
+        self.s, self.n, self.i = text, len(text), 0
+        self.env, self.resolve = env, resolve
+        self.out: list = []
+        self.pipe: list = []
+        self.cmd = _Cmd()
+        self.cur: list | None = None
+        self.quoted = False
+        self.redir: str | None = None
+        self.heredocs: list = []
+        self.after_op = False
+
+    def run(self) -> Iterator[list]:
+        s = self.s
+        while self.i < self.n:
+            if self.out and not self.heredocs:
+                yield self.out.pop(0)
+            c = s[self.i]
+            if c in " \t\r":
+                self.end_word()
+                self.i += 1
+            elif c == "\n":
+                self.i += 1
+                if self.after_op and not self.heredocs:
+                    self.end_word()
+                    continue
+                self.end_cmd()
+                self.end_pipe()
+                self.read_heredocs()
+            elif c == "#" and self.cur is None:
+                j = s.find("\n", self.i)
+                self.i = self.n if j < 0 else j
+            elif c == "\\":
+                nxt = s[self.i + 1:self.i + 2]
+                if nxt != "\n":
+                    self.add(nxt or "\\", quoted=True)
+                self.i += 2
+            elif c == "'":
+                j = s.find("'", self.i + 1)
+                j = self.n if j < 0 else j
+                self.add(s[self.i + 1:j], quoted=True)
+                self.i = j + 1
+            elif c == '"':
+                self.i = self.dquote(self.i + 1)
+            elif c == "`":
+                self.backtick()
+            elif c == "$":
+                self.dollar(False)
+            elif c in ";&|()<>":
+                self.operator(c)
+            else:
+                j = self.i + 1
+                while j < self.n and s[j] not in " \t\r\n#\\'\"`$;&|()<>":
+                    j += 1
+                self.add(s[self.i:j])
+                self.i = j
+        self.end_cmd()
+        self.end_pipe()
+        yield from self.out
+
+    def expand_heredoc(self) -> str:
+        self.add("", quoted=True)
+        self.dquote(0, stop=False)
+        return "".join(self.cur or [])
+
+    # words
+
+    def add(self, text: str, quoted: bool = False) -> None:
+        if self.cur is None:
+            self.cur = []
+        self.cur.append(text)
+        self.quoted = self.quoted or quoted
+        self.after_op = False
+
+    def insert(self, value: str, quoted: bool) -> None:
+        if quoted or self.redir:
+            self.add(value, quoted=quoted)
+            return
+        for piece in re.split(r"(\s+)", value):
+            if piece and piece.isspace():
+                self.end_word()
+            elif piece:
+                self.add(piece)
+
+    def end_word(self) -> None:
+        if self.cur is None:
+            return
+        w, q = "".join(self.cur), self.quoted
+        self.cur, self.quoted = None, False
+        if not w and not q:
+            return
+        if self.redir:
+            op, self.redir = self.redir, None
+            if op in ("<<", "<<-"):
+                self.heredocs.append((self.cmd, w, op == "<<-", q))
+            elif op == "<<<":
+                self.cmd.stdin_text, self.cmd.stdin_set = w + "\n", True
+            else:
+                self.cmd.redirs.append((op, w))
+                self.cmd.stdin_set = self.cmd.stdin_set or op == "<"
+            return
+        self.cmd.words.append(w)
+
+    def end_cmd(self) -> None:
+        self.end_word()
+        self.redir = None
+        c = self.cmd
+        if c.words or c.redirs or c.stdin_set or c.subs:
+            self.note_assignments(c.words)
+            self.pipe.append(c)
+        self.cmd = _Cmd()
+
+    def end_pipe(self) -> None:
+        if self.pipe:
+            self.out.append(self.pipe)
+        self.pipe = []
+
+    def note_assignments(self, words: list) -> None:
+        env = self.env
+        if words[:1] == ["alias"]:
+            for w in words[1:]:
+                name, eq, val = w.partition("=")
+                if eq:
+                    env["alias " + name] = val
+            return
+        if words[:1] == ["unset"]:
+            for w in words[1:]:
+                env.pop(w, None)
+            return
+        if words[:1] and words[0] in ("export", "declare", "typeset", "local", "readonly"):
+            words = [w for w in words[1:] if not w.startswith(("-", "+"))]
+        if words and all(_ASSIGN.match(w) for w in words):
+            for w in words:
+                name, _, val = w.partition("=")
+                if name.endswith("+"):
+                    name = name[:-1]
+                    val = env.get(name, "") + val
+                env[name.split("[")[0]] = val
+
+    # quotes and expansions
+
+    def dquote(self, i: int, stop: bool = True) -> int:
+        s = self.s
+        self.add("", quoted=True)
+        while i < self.n:
+            c = s[i]
+            if c == '"' and stop:
+                return i + 1
+            if c == "\\" and i + 1 < self.n:
+                nxt = s[i + 1]
+                self.add(nxt if nxt in "$`\"\\" else "" if nxt == "\n" else "\\" + nxt, quoted=True)
+                i += 2
+            elif c == "$":
+                self.i = i
+                self.dollar(True)
+                i = self.i
+            elif c == "`":
+                self.i = i
+                self.backtick(True)
+                i = self.i
+            else:
+                j = i + 1
+                while j < self.n and s[j] not in '"\\$`':
+                    j += 1
+                self.add(s[i:j], quoted=True)
+                i = j
+        return i
+
+    def backtick(self, quoted: bool = False) -> None:
+        s, i, buf = self.s, self.i + 1, []
+        while i < self.n and s[i] != "`":
+            if s[i] == "\\" and i + 1 < self.n and s[i + 1] in "`\\$":
+                i += 1
+            buf.append(s[i])
+            i += 1
+        self.i = i + 1
+        self.substitute("".join(buf), quoted)
+
+    def dollar(self, quoted: bool) -> None:
+        s, i = self.s, self.i
+        nx = s[i + 1:i + 2]
+        if nx == "'" and not quoted:
+            j = i + 2
+            while j < self.n and s[j] != "'":
+                j += 2 if s[j] == "\\" else 1
+            self.add(_unescape(s[i + 2:j]), quoted=True)
+            self.i = j + 1
+        elif nx == '"' and not quoted:
+            self.i = self.dquote(i + 2)
+        elif s.startswith("$((", i):
+            j = _match(s, i + 2)
+            self.add(s[i:j + 1], quoted=True)
+            self.i = j + 1
+        elif nx == "(":
+            j = _match(s, i + 2)
+            self.i = j + 1
+            self.substitute(s[i + 2:j], quoted)
+        elif nx == "{":
+            j = _match(s, i + 2, "{", "}")
+            self.i = j + 1
+            self.param(s[i + 2:j], quoted, braced=True)
+        elif nx and (nx.isalnum() or nx == "_"):
+            m = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d").match(s, i + 1)
+            self.i = m.end() if m else i + 2
+            self.param(m.group() if m else nx, quoted)
+        elif nx in ("@", "*"):
+            self.i = i + 2
+            self.param(nx, quoted)
+        elif nx and nx in "#?$!-":
+            self.add(s[i:i + 2], quoted=True)
+            self.i = i + 2
+        else:
+            self.add("$")
+            self.i = i + 1
+
+    def param(self, expr: str, quoted: bool, braced: bool = False) -> None:
+        if expr.startswith("IFS"):  # ${IFS}, $IFS, ${IFS%?}: a word separator
+            self.add(" ") if quoted else self.end_word()
+            return
+        m = re.match(r"[A-Za-z_]\w*|\d+|[@*]", expr)
+        if not m or expr.startswith("#"):
+            self.add("${" + expr + "}", quoted=True)
+            return
+        name, rest = m.group(), expr[m.end():]
+        val = self.env.get(name)
+        if val is None and (name.isdigit() and name != "0" or name in "@*"):
+            val = self.env.get("@", "") if name in "@*" else ""
+        literal = "${" + expr + "}" if braced else "$" + name
+        if rest.startswith((":-", "-", ":=", "=")):
+            val = val or rest.lstrip(":")[1:]
+        elif rest.startswith((":+", "+")):
+            val = rest.lstrip(":")[1:] if val else ""
+        elif sl := re.fullmatch(r":\s*(-?\d+)(?::\s*(\d+))?", rest):
+            if val is None and name in ("PATH", "HOME", "PWD", "SHELL", "OLDPWD") and sl.group(1) == "0":
+                val = "/"
+            if val is not None:
+                start = int(sl.group(1))
+                val = val[start:start + int(sl.group(2))] if sl.group(2) else val[start:]
+        if val is None:
+            self.add(literal, quoted=True)
+        else:
+            self.insert(val, quoted)
+
+    def substitute(self, inner: str, quoted: bool) -> None:
+        st = self.resolve(inner)
+        self.cmd.subs.append(st)
+        if self.redir == "<<<" and st.origin:
+            self.cmd.stdin_origin = st.origin
+        partial = "".join(self.cur or [])
+        if st.origin and not _ASSIGN.match(partial) and self.redir is None and all(
+                _ASSIGN.match(w) for w in self.cmd.words):
+            self.cmd.exec_origin = st.origin
+        if st.text is None:
+            self.add("$(…)", quoted=True)
+        else:
+            self.insert(st.text.rstrip("\n"), quoted)
+
+    def operator(self, c: str) -> None:
+        s, i = self.s, self.i
+        if c in "<>" and s[i + 1:i + 2] == "(":  # process substitution
+            j = _match(s, i + 2)
+            st = self.resolve(s[i + 2:j])
+            if self.redir == "<":  # bash < <(curl ..): the output is stdin
+                self.cmd.stdin_text, self.cmd.stdin_origin, self.cmd.stdin_desc = st.text, st.origin, st.desc
+            else:
+                self.cmd.subs.append(st)
+            self.add("/dev/fd/63", quoted=True)
+            self.i = j + 1
+            return
+        if c in "<>":
+            if self.cur is not None and "".join(self.cur).isdigit() and not self.quoted:
+                self.cur = None  # a file descriptor number such as 2>
+            else:
+                self.end_word()
+            op = next(o for o in ("<<<", "<<-", "<<", "<>", "<&", ">>", ">|", ">&", "<", ">") if s.startswith(o, i))
+            self.i = i + len(op)
+            if op in ("<&", ">&"):
+                m = re.match(r"\s*(?:\d+|-)(?=$|[\s;&|)<>])", s[self.i:])
+                if m:
+                    self.i += m.end()
+                    return
+                op = op[0]
+            self.redir = op
+            return
+        if c == "&" and s[i + 1:i + 2] == ">":
+            self.end_word()
+            self.redir = ">>" if s.startswith("&>>", i) else ">"
+            self.i = i + (3 if self.redir == ">>" else 2)
+            return
+        if c == "(" and self.cur is not None and "".join(self.cur).endswith("="):  # arr=(a b)
+            j = _match(s, i + 1)
+            self.add(s[i:j + 1])
+            self.i = j + 1
+            return
+        self.end_word()
+        self.after_op = c in "|&"
+        if c == "(" and s.startswith("((", i):  # arithmetic command
+            self.i = _match(s, i + 2) + 2
+        elif c == "|" and s[i + 1:i + 2] in ("&", ""):
+            self.end_cmd()
+            self.i = i + 2
+        elif c == "|" and s[i + 1] != "|":
+            self.end_cmd()
+            self.i = i + 1
+        else:
+            self.end_cmd()
+            self.end_pipe()
+            self.i = i + (2 if s[i:i + 2] in ("&&", "||", ";;", ";&") else 1)
+
+    def read_heredocs(self) -> None:
+        s = self.s
+        for cmd, delim, strip, quoted in self.heredocs:
+            lines, i = [], self.i
+            while i < self.n:
+                j = s.find("\n", i)
+                end = self.n if j < 0 else j
+                line = s[i:end].lstrip("\t") if strip else s[i:end]
+                i = end + 1
+                if line == delim:
+                    break
+                lines.append(line)
+            self.i = min(i, self.n)
+            body = "\n".join(lines) + "\n" if lines else ""
+            if not quoted and ("$" in body or "`" in body):
+                sub = _Lexer(body, self.env, self.resolve)
+                body = sub.expand_heredoc()
+                cmd.subs.extend(sub.cmd.subs)
+            cmd.stdin_text, cmd.stdin_set = body, True
+        self.heredocs = []
+
+
+# ---------------------------------------------------------------- analysis
+
+SHELLS = frozenset("sh bash zsh dash ksh mksh ash fish csh tcsh rbash yash".split())
+INTERPRETERS = {"perl": "perl", "perl5": "perl", "ruby": "ruby", "node": "node", "nodejs": "node", "bun": "node",
+                "php": "php", "lua": "lua", "luajit": "lua", "osascript": "applescript", "awk": "awk",
+                "gawk": "awk", "mawk": "awk", "nawk": "awk"}
+# lang: (letters giving code, long names giving code, short options taking a value, "run a module" flag)
+_INTERP_OPTS = {"python": ("c", (), "cmWXQ", "m"), "perl": ("eE", (), "eEIMmlxC", ""), "ruby": ("e", (), "eIrECx", ""),
+                "node": ("ep", ("eval", "print"), "epr", ""), "php": ("r", (), "rdcfzBERFt", ""),
+                "lua": ("e", (), "el", ""), "applescript": ("e", (), "el", ""), "awk": ("", (), "fvF", "")}
+DOWNLOADERS = frozenset("curl wget fetch aria2c http https xh nc ncat netcat socat telnet".split())
+NET_TOOLS = frozenset("nc ncat netcat socat telnet".split())
+DECODERS = frozenset("base64 base32 basenc gbase64 openssl xxd rev tr gunzip zcat gzip bzip2 bzcat xz xzcat unxz".split())
+_RESERVED = frozenset("{ } ! then do else elif if while until time fi done esac coproc".split())
+# wrappers that run the rest of the line: (short options taking a value, long ones, positionals to skip)
+_WRAPPERS = {
+    "sudo": ("ugpChDrtUT", ("user", "group", "prompt", "close-from", "chdir", "role", "type", "other-user", "host",
+                            "command-timeout"), 0),
+    "doas": ("uC", (), 0), "pkexec": ("", ("user",), 0), "nohup": ("", (), 0), "setsid": ("", (), 0),
+    "unbuffer": ("", (), 0), "builtin": ("", (), 0), "exec": ("a", (), 0), "time": ("fo", ("format", "output"), 0),
+    "nice": ("n", ("adjustment",), 0), "ionice": ("cnp", ("class", "classdata", "pid"), 0),
+    "stdbuf": ("ioe", ("input", "output", "error"), 0), "timeout": ("sk", ("signal", "kill-after"), 1),
+    "chroot": ("", ("userspec", "groups"), 1), "taskset": ("", (), 1), "chrt": ("", (), 1),
+    "strace": ("oepsuEPIab", (), 0), "ltrace": ("oepsuEnaA", (), 0), "torsocks": ("upaP", (), 0),
+    "proxychains": ("f", (), 0), "proxychains4": ("f", (), 0), "caffeinate": ("tw", (), 0),
+    "faketime": ("f", (), 1), "numactl": ("CmNPip", (), 0), "busybox": ("", (), 0), "toybox": ("", (), 0),
+    "command": ("", (), 0), "env": ("uCS", ("unset", "chdir", "split-string"), 0), "su": ("cgsG", (
+        "command", "group", "shell"), 0), "runuser": ("cugGs", ("command", "user", "group", "shell"), 0),
+    "flock": ("cwE", ("command", "timeout", "conflict-exit-code"), 1), "watch": ("ndgq", ("interval",), 0),
+    "systemd-run": ("upEMHs", ("unit", "property", "setenv", "machine", "host", "slice", "uid", "gid"), 0),
+    "nix-shell": ("pAI", ("run", "command", "packages", "attr"), 0), "sg": ("c", (), 1),
+}
+_RUNNERS = {"poetry": "run", "pipenv": "run", "pdm": "run", "uv": "run", "hatch": "run", "rye": "run",
+            "bundle": "exec", "conda": "run", "mamba": "run", "micromamba": "run", "npm": "exec", "pnpm": "exec"}
+KNOWN = rules.RULE_NAMES | SHELLS | set(INTERPRETERS) | set(_WRAPPERS) | DOWNLOADERS | {
+    "python", "python3", "eval", "source", "xargs", "ssh", "echo", "printf", "cat"}
+_DYNAMIC = re.compile(r"\s*\$\{?[A-Za-z_@*0-9]")
+_PLAIN = re.compile(r"[\w@%+=:,./~*?\[\]{}$!^#()…-]+")
+_ORIGIN = {"download": "downloaded code", "decode": "decoded payload"}
+
+
+def show(argv) -> str:
+    s = " ".join(a if _PLAIN.fullmatch(a) else shlex.quote(a) for a in argv)
+    return s if len(s) <= 200 else s[:197] + "..."
+
+
+def _name(word: str) -> str:
+    base = word.rstrip("/").rsplit("/", 1)[-1].lower() if "/" in word.rstrip("/") else word.lower()
+    if "$" in base:
+        stripped = re.sub(r"\$\{[^}]*\}|\$[A-Za-z_]\w*", "", base)
+        if stripped in KNOWN:
+            return stripped
+    m = re.fullmatch(r"(python|pypy)[\d.]*(?:-\w+)?", base)
+    return "python" if m else base
+
+
+def _b2s(b: bytes) -> str:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b.decode("latin-1")
+
+
+def _s2b(s: str) -> bytes:
+    try:
+        return s.encode("latin-1")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "replace")
+
+
+def b64(text: str) -> str | None:
+    t = re.sub(r"\s+", "", text)
+    for fn in (base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            return _b2s(fn(t + "=" * (-len(t) % 4)))
+        except (binascii.Error, ValueError):
+            continue
+    return None
+
+
+def _tr_set(spec: str) -> str:
+    spec = _unescape(spec)
+    return re.sub(r"(.)-(.)", lambda m: "".join(chr(c) for c in range(ord(m.group(1)), ord(m.group(2)) + 1))
+                  if ord(m.group(1)) <= ord(m.group(2)) else m.group(), spec)
+
+
+def _decode(name: str, args: list[str], text: str) -> str | None:
+    """Output of a decoding filter, when it can be computed; raises nothing."""
+    try:
+        o = rules.parse(args)
+        if name in ("base64", "gbase64", "basenc") and o.has("d", "D", "decode"):
+            return b64(text) if name != "basenc" or o.has("base64") else None
+        if name == "base32" and o.has("d", "decode"):
+            return _b2s(base64.b32decode(re.sub(r"\s+", "", text)))
+        if name == "openssl" and ("base64" in args or "-a" in args or "-base64" in args) and "-d" in args:
+            return b64(text)
+        if name == "xxd" and "-r" in args:
+            return _b2s(bytes.fromhex(re.sub(r"\s+", "", text))) if any(a.startswith("-p") for a in args) else None
+        if name == "rev":
+            return "\n".join(line[::-1] for line in text.split("\n"))
+        if name == "tr" and len(o.pos) == 2 and not o.flags:
+            a, b = _tr_set(o.pos[0]), _tr_set(o.pos[1])
+            b = (b + b[-1:] * len(a))[:len(a)]
+            return text.translate(str.maketrans(a, b)) if a else None
+        raw = _s2b(text)
+        for names, fn in ((("gunzip", "zcat", "gzip"), gzip.decompress), (("bzip2", "bzcat"), bz2.decompress),
+                          (("xz", "xzcat", "unxz"), lzma.decompress)):
+            if name in names and (name not in ("gzip", "bzip2", "xz") or o.has("d", "decompress")):
+                return _b2s(fn(raw))
+    except Exception:
+        return None
+    return None
+
+
+def _decoding(name: str, args: list[str]) -> bool:
+    """Whether a DECODERS command is decoding (not encoding) here."""
+    if name in ("rev", "tr", "gunzip", "zcat", "bzcat", "xzcat", "unxz"):
+        return True
+    if name == "xxd":
+        return "-r" in args or "-revert" in args
+    if name == "openssl":
+        return "-d" in args and any(a in ("base64", "-a", "-base64", "enc") for a in args)
+    return rules.parse(args).has("d", "D", "decode", "decompress")
+
+
+def _printf(args: list[str]) -> str:
+    if not args:
+        return ""
+    fmt, rest, out = _unescape(args[0]), list(args[1:]), []
+    for _ in range(8):
+        out.append(re.sub(r"%[-+ #0-9.]*([sbdiqcxo%])", lambda m: "%" if m.group(1) == "%" else (
+            _unescape(rest.pop(0)) if m.group(1) == "b" else rest.pop(0)) if rest else "", fmt))
+        if not rest:
+            break
+    return "".join(out)
+
+
+class _Analysis:
+    def __init__(self) -> None:
+        self.hits: list[tuple[int, str]] = []
+        self.budget = MAX_WORK
+        self.downloads: set[str] = set()
+        self.sudo = False
+        self.last_name = ""
+        self.cwd: str | None = None
+        self.scripts: dict[str, str] = {}  # files this command line writes with known text
+
+    def hit(self, level: int, rule: str, part: str, via: tuple, cap: int) -> None:
+        part = " ".join(part.split())
+        part = part if len(part) <= 200 else part[:197] + "..."
+        self.hits.append((min(level, cap), f"{rule}: {part}" + (f" (via {' -> '.join(via)})" if via else "")))
+
+    def take(self, findings: Iterator, cmd: _Cmd | None, stdin: Stream, depth: int, via: tuple, env: dict,
+             cap: int) -> None:
+        for f in findings:
+            if isinstance(f, Hit):
+                self.hit(f.level, f.rule, f.part, via, cap)
+            elif f.kind == "shell":
+                self.script(str(f.payload), depth + 1, via + (f.via,), dict(env), min(cap, f.cap))
+            elif f.kind == "argv":
+                self.run_argv(list(f.payload), cmd or _Cmd(), stdin, depth + 1, via + (f.via,), env,
+                              min(cap, f.cap), bulk=f.bulk)
+            elif f.kind == "code":
+                self.code(f.lang, str(f.payload), depth + 1, via + (f.via,), env, cap)
+            elif f.kind == "sql":
+                self.take(rules.scan_sql(str(f.payload)), cmd, stdin, depth, via + (f.via,), env, cap)
+
+    def script(self, text: str, depth: int, via: tuple, env: dict, cap: int) -> Stream:
+        if depth > MAX_DEPTH:
+            self.hit(DANGEROUS, "too deeply nested to analyse", text, via, cap)
+            return Stream()
+        self.budget -= len(text) + 1
+        if self.budget < 0:
+            self.hit(DANGEROUS, "too complex to analyse", text, via, cap)
+            return Stream()
+        for bomb in rules.fork_bombs(text):
+            self.hit(HARDLINE, "fork bomb", bomb, via, cap)
+        lexer = _Lexer(text, env, lambda inner: self.script(inner, depth + 1, via + ("$(…)",), dict(env), cap))
+        last = Stream()
+        for pipe in lexer.run():
+            last = self.pipeline(pipe, depth, via, env, cap)
+        return last
+
+    def code(self, lang: str, code: str, depth: int, via: tuple, env: dict, cap: int) -> None:
+        if depth > MAX_DEPTH:
+            self.hit(DANGEROUS, "too deeply nested to analyse", code, via, cap)
+            return
+        self.budget -= len(code) + 1
+        if self.budget >= 0:
+            self.take(rules.scan_code(lang, code, b64), None, Stream(), depth, via, env, cap)
+
+    def pipeline(self, cmds: list, depth: int, via: tuple, env: dict, cap: int) -> Stream:
+        stream, names = Stream(), []
+        for k, cmd in enumerate(cmds):
+            stdin = stream if k else Stream()
+            if cmd.stdin_set or cmd.stdin_text is not None:
+                stdin = Stream(cmd.stdin_text, cmd.stdin_origin, cmd.stdin_desc)
+            self.last_name = ""
+            stream = self.simple(cmd, stdin, depth, via, env, cap)
+            names.append(self.last_name)
+            for op, target in cmd.redirs:
+                if op in (">", ">>", ">|"):
+                    base = target.rsplit("/", 1)[-1]
+                    if stream.text is not None:  # echo 'rm -rf /' > x.sh; sh x.sh
+                        self.scripts[base] = (self.scripts.get(base, "") if op == ">>" else "") + stream.text
+                    else:
+                        self.scripts.pop(base, None)
+                    stream = Stream()
+        shell_at = [k for k, n in enumerate(names) if n in SHELLS]
+        if shell_at and any(n in NET_TOOLS for n in names[shell_at[0] + 1:]):
+            self.hit(DANGEROUS, "shell wired to the network (reverse shell)", " | ".join(
+                show(c.words) for c in cmds), via, cap)
+        return stream
+
+    def simple(self, cmd: _Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int) -> Stream:
+        for op, target in cmd.redirs:
+            risk = rules.write_risk(target) if op != "<" or target.startswith("/dev/tcp/") else None
+            if risk:
+                self.hit(risk[0], risk[1], f"{show(cmd.words)} {op} {target}".strip(), via, cap)
+        if cmd.exec_origin:
+            self.hit(DANGEROUS, f"{_ORIGIN[cmd.exec_origin]} run as a command", show(cmd.words), via, cap)
+        if not cmd.words:
+            return Stream(stdin.text, stdin.origin, stdin.desc) if cmd.stdin_set else Stream()
+        return self.run_argv(list(cmd.words), cmd, stdin, depth, via, env, cap)
+
+    def prefix(self, argv: list, env: dict) -> list:
+        seen = set()
+        while argv:
+            w = argv[0]
+            if w in _RESERVED:
+                argv = argv[2:] if w == "time" and argv[1:2] == ["-p"] else argv[1:]
+            elif w == "function":
+                argv = [a for a in argv[2:] if a not in ("{", "()")]
+            elif _ASSIGN.match(w):
+                argv = argv[1:]
+            elif re.fullmatch(r"\{[^{}]*,[^{}]*\}", w):
+                argv = [x for x in w[1:-1].split(",") if x] + argv[1:]
+            elif "alias " + w in env and w not in seen:
+                seen.add(w)
+                argv = _split(env["alias " + w]) + argv[1:]
+            else:
+                break
+        return argv
+
+    def unwrap(self, name: str, argv: list) -> list | str | None:
+        """The command a wrapper runs: an argv, a shell string, or None when it runs nothing."""
+        short, long, skip = _WRAPPERS[name]
+        if name in ("su", "flock", "sg"):  # options may follow the user / lock file
+            for k, a in enumerate(argv[1:-1], start=1):
+                if a in ("-c", "--command"):
+                    self.sudo = self.sudo or name == "su"
+                    return argv[k + 1]
+            if name == "su":
+                self.sudo = True
+                return ["sh"]
+        o = rules.parse(argv[1:], short, long, stop=True)
+        if name in ("sudo", "doas", "pkexec", "su", "runuser"):
+            self.sudo = True
+        if name == "command" and o.has("v", "V"):
+            return None
+        if name == "env" and o.val("S", "split-string"):
+            return _split(o.val("S", "split-string")) + o.rest
+        code = o.val("c", "command", "run") if name in ("runuser", "nix-shell") else None
+        if code is not None:
+            return code
+        if name == "watch":
+            return " ".join(o.rest) if o.rest else None
+        rest = o.rest[skip:]
+        if not rest and name in ("sudo", "doas") and o.has("i", "s", "login", "shell"):
+            return ["sh"]
+        return rest or None
+
+    def run_argv(self, argv: list, cmd: _Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int,
+                 bulk: bool = False) -> Stream:
+        if depth > MAX_DEPTH:
+            self.hit(DANGEROUS, "too deeply nested to analyse", show(argv), via, cap)
+            return Stream()
+        sudo = False
+        for _ in range(32):
+            argv = self.prefix(argv, env)
+            if not argv:
+                return Stream()
+            name = _name(argv[0])
+            if name in _RUNNERS and argv[1:2] == [_RUNNERS[name]]:
+                o = rules.parse(argv[2:], "np", ("with", "python", "env-file", "project", "directory", "package",
+                                                 "extra", "group", "index", "name", "prefix"), stop=True)
+                argv, via = o.rest, via + (f"{name} {_RUNNERS[name]}",)
+                continue
+            if name not in _WRAPPERS or (name in ("time", "command", "exec", "builtin") and len(argv) == 1):
+                break
+            nxt = self.unwrap(name, argv)
+            sudo = sudo or name in ("sudo", "doas", "pkexec", "su", "runuser")
+            if isinstance(nxt, str):
+                self.script(nxt, depth + 1, via + (name,), dict(env), cap)
+                return Stream()
+            if nxt is None:
+                return Stream()
+            argv, via = nxt, via + (name,)
+        if _GLOB.search(name):
+            for cand in sorted(n for n in KNOWN if fnmatch.fnmatchcase(n, name)):
+                self.run_argv([cand] + argv[1:], cmd, stdin, depth + 1, via + (f"glob {argv[0]}",), env, cap, bulk)
+            return Stream()
+        if name.startswith("$") and argv[1:2] == ["-c"]:  # $SHELL -c '...'
+            name = "sh"
+        self.last_name = name
+        args, shown = argv[1:], show([name] + argv[1:])
+        if "/" in argv[0]:
+            self.file_exec(argv[0], "shell", shown, depth, via, env, cap)
+        if name in ("cd", "pushd"):
+            target = next((a for a in args if not a.startswith("-") or a == "-"), "~")
+            self.cwd = (rules.norm_path(target) if target.startswith(("/", "~", "$HOME", "${HOME}")) else
+                        rules.norm_path(self.cwd + "/" + target) if self.cwd and target != "-" else None)
+        elif name == "trap" and len(args) >= 2 and not args[0].startswith("-"):
+            self.script(args[0], depth + 1, via + ("trap",), dict(env), cap)
+        elif name == "parallel" and ":::" in args:
+            o = rules.parse(args[:args.index(":::")], "jSPn", ("jobs", "sshlogin", "delay"), stop=True)
+            items = [a for a in args[args.index(":::") + 1:] if a not in (":::", "::::")][:64]
+            self.run_argv(o.rest + items, cmd, Stream(), depth + 1, via + ("parallel",), env, cap, bulk=True)
+        elif name in SHELLS:
+            self.shell(name, args, cmd, stdin, shown, depth, via, env, cap, sudo)
+        elif name in ("eval", "source", "."):
+            code = " ".join(args) if name == "eval" else None
+            self.exec_checks(cmd, code, shown, via, cap)
+            if code is not None:
+                self.script(code, depth + 1, via + ("eval",), dict(env), cap)
+            elif args and args[0] in ("/dev/stdin", "-"):
+                self.stdin_exec(name, "shell", stdin, shown, depth, via, env, cap, False)
+            elif args:
+                self.file_exec(args[0], "shell", shown, depth, via, env, cap)
+        elif name == "python" or name in INTERPRETERS:
+            self.interpreter(name, INTERPRETERS.get(name, "python"), args, cmd, stdin, shown, depth, via, env, cap)
+        elif name == "deno" and args[:1] == ["eval"] and len(args) > 1:
+            self.code("node", args[1], depth + 1, via + ("deno eval",), env, cap)
+        elif name == "xargs":
+            o = rules.parse(args, "ILnPsdEa", ("max-args", "max-procs", "delimiter", "arg-file", "replace", "eof",
+                                               "max-lines", "max-chars", "process-slot-var"), stop=True)
+            extra = (stdin.text or "").split()[:64]
+            rep = o.val("I", "replace")
+            sub = o.rest or ["echo"]
+            if rep and extra:
+                sub = [w.replace(rep, extra[0]) for w in sub]
+            elif extra:
+                sub = sub + extra
+            self.run_argv(sub, cmd, Stream(), depth + 1, via + ("xargs",), env, cap, bulk=stdin.text is None)
+        elif name == "ssh":
+            o = rules.parse(args, "BbcDEeFIiJLlmOopQRSWw", stop=True)
+            if len(o.rest) > 1:
+                self.script(" ".join(o.rest[1:]), depth + 1, via + (f"ssh {o.rest[0]}",), {}, cap)
+            elif o.rest and stdin.text:
+                self.script(stdin.text, depth + 1, via + (f"stdin of ssh {o.rest[0]}",), {}, cap)
+        elif name in ("at", "batch") and stdin.text:
+            self.script(stdin.text, depth + 1, via + (name,), dict(env), cap)
+        else:
+            where = f" (in {self.cwd})" if self.cwd else ""
+            c = Call(name, list(args), shown + where, argv[0], bulk, stdin.text, self.cwd)
+            self.take(rules.check(c), cmd, stdin, depth, via, env, cap)
+        return self.stdout(name, args, stdin, shown, cmd)
+
+    def file_exec(self, path: str, lang: str, shown: str, depth: int, via: tuple, env: dict, cap: int) -> None:
+        """Running a file this same command line downloaded or wrote."""
+        base = path.rsplit("/", 1)[-1]
+        if base in self.downloads:
+            self.hit(DANGEROUS, "download then execute", shown, via, cap)
+        if base in self.scripts:
+            if lang == "shell":
+                self.script(self.scripts[base], depth + 1, via + (f"script {base}",), dict(env), cap)
+            else:
+                self.code(lang, self.scripts[base], depth + 1, via + (f"script {base}",), env, cap)
+
+    def exec_checks(self, cmd: _Cmd, code: str | None, shown: str, via: tuple, cap: int) -> None:
+        for st in cmd.subs:
+            if st.origin:
+                self.hit(DANGEROUS, f"{_ORIGIN[st.origin]} executed", f"{shown}, running the output of {st.desc}",
+                         via, cap)
+        if code is not None and _DYNAMIC.match(code):
+            self.hit(DANGEROUS, "execution of a dynamic string", shown, via, cap)
+
+    def stdin_exec(self, name: str, lang: str, stdin: Stream, shown: str, depth: int, via: tuple, env: dict,
+                   cap: int, sudo: bool) -> None:
+        part = f"{stdin.desc} | {shown}" if stdin.desc else shown
+        kind = "shell" if lang == "shell" else lang
+        if stdin.origin:
+            self.hit(DANGEROUS, f"{_ORIGIN[stdin.origin]} piped to {kind}", part, via, cap)
+        if stdin.text is not None:
+            if lang == "shell":
+                self.script(stdin.text, depth + 1, via + (f"stdin of {name}",), dict(env), cap)
+            else:
+                self.code(lang, stdin.text, depth + 1, via + (f"stdin of {name}",), env, cap)
+        elif sudo and lang == "shell" and not stdin.origin:
+            self.hit(DANGEROUS, "interactive root shell", shown, via, cap)
+
+    def shell(self, name: str, args: list, cmd: _Cmd, stdin: Stream, shown: str, depth: int, via: tuple, env: dict,
+              cap: int, sudo: bool) -> None:
+        o = rules.parse(args, "oO", ("rcfile", "init-file"), stop=True)
+        if "c" in o.flags:
+            code = o.rest[0] if o.rest else ""
+            penv = dict(env)
+            penv.update({str(k): v for k, v in enumerate(o.rest[1:])})
+            penv["@"] = " ".join(o.rest[2:])
+            self.exec_checks(cmd, code, shown, via, cap)
+            self.script(code, depth + 1, via + (f"{name} -c",), penv, cap)
+        elif not o.rest or o.rest[0] in ("-", "/dev/stdin") or "s" in o.flags:
+            self.exec_checks(cmd, None, shown, via, cap)
+            self.stdin_exec(name, "shell", stdin, shown, depth, via, env, cap, sudo)
+        else:
+            self.exec_checks(cmd, None, shown, via, cap)
+            self.file_exec(o.rest[0], "shell", shown, depth, via, env, cap)
+
+    def interpreter(self, name: str, lang: str, args: list, cmd: _Cmd, stdin: Stream, shown: str, depth: int,
+                    via: tuple, env: dict, cap: int) -> None:
+        code_short, code_long, values, module = _INTERP_OPTS[lang]
+        o = rules.parse(args, values, code_long + ("require", "import", "loader", "input-type"), stop=lang != "awk")
+        codes = [v for k in code_short for v in o.vals.get(k, [])] + [v for k in code_long for v in o.longs.get(k, [])]
+        script = o.rest[0] if o.rest else (o.pos[0] if o.pos else None)
+        if lang == "awk" and not o.has("f"):
+            codes, script = o.pos[:1], None
+        if codes:
+            self.exec_checks(cmd, codes[0], shown, via, cap)
+            for code in codes:
+                self.code(lang, code, depth + 1, via + (f"{name} code",), env, cap)
+        elif (module and o.has(module)) or lang == "awk":
+            return
+        elif script is None or script in ("-", "/dev/stdin"):
+            self.exec_checks(cmd, None, shown, via, cap)
+            self.stdin_exec(name, lang, stdin, shown, depth, via, env, cap, False)
+        else:
+            self.exec_checks(cmd, None, shown, via, cap)
+            self.file_exec(script, lang, shown, depth, via, env, cap)
+
+    def stdout(self, name: str, args: list, stdin: Stream, shown: str, cmd: _Cmd) -> Stream:
+        desc = f"{stdin.desc} | {shown}" if stdin.desc else shown
+        if name == "echo":
+            flags = ""
+            while args and re.fullmatch(r"-[neE]+", args[0]):
+                flags, args = flags + args[0], args[1:]
+            text = " ".join(args)
+            return Stream(_unescape(text) if "e" in flags else text, None, desc)
+        if name == "printf":
+            return Stream(_printf(args), None, desc)
+        if name in ("cat", "tee") and (name == "tee" or all(a == "-" or a.startswith("-") for a in args)):
+            return Stream(stdin.text, stdin.origin, desc)
+        if name in ("which", "type") and args:
+            return Stream(args[-1].rsplit("/", 1)[-1], None, desc)
+        if name in DECODERS and _decoding(name, args):
+            text = _decode(name, args, stdin.text) if stdin.text is not None else None
+            return Stream(text, stdin.origin or "decode", desc)
+        if name in DOWNLOADERS:
+            to_stdout, files = rules.download_info(name, args)
+            redirected = [t for op, t in cmd.redirs if op in (">", ">>", ">|")]
+            self.downloads.update(f.rsplit("/", 1)[-1] for f in files + (redirected if to_stdout else []))
+            if to_stdout:
+                return Stream(None, "download", desc)
+        return Stream(None, stdin.origin, desc)
+
+
+_GLOB = re.compile(r"[*?\[]")
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()

@@ -1,0 +1,995 @@
+"""Rules over normalised commands, used by `agent.command_guard`.
+
+The guard turns a command line into simple commands (argv with quotes, wrappers and
+obfuscation removed). Each rule here looks at one of them and yields `Hit`s (a level and a
+reason) or `Recurse` requests (a nested shell string, argv, code snippet or SQL text that the
+guard must analyse too). Nothing in this module raises on odd input: every parser degrades to
+"no finding".
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Union
+
+SAFE, DANGEROUS, HARDLINE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Hit:
+    level: int
+    rule: str
+    part: str
+
+
+@dataclass(frozen=True)
+class Recurse:
+    kind: str  # "shell" | "argv" | "code" | "sql"
+    payload: Union[str, tuple]
+    via: str
+    lang: str = ""
+    cap: int = HARDLINE  # e.g. a command inside a container is never worse than dangerous
+    bulk: bool = False  # find -exec / xargs: every delete or chmod acts on many files
+
+
+Finding = Union[Hit, Recurse]
+
+
+@dataclass
+class Call:
+    """One simple command as the rules see it."""
+
+    name: str  # lower-cased basename of argv[0]
+    args: list[str]
+    shown: str  # the command as shown in reasons
+    raw0: str = ""  # argv[0] as written
+    bulk: bool = False
+    stdin: str | None = None  # literal stdin (heredoc, here-string, echo | ...), if known
+    cwd: str | None = None  # working directory, when an earlier `cd` made it known
+
+    def at(self, path: str) -> str:
+        """`path` resolved against the known working directory."""
+        if self.cwd and path and not path.startswith(("/", "~", "$")):
+            return posixpath.join(self.cwd, path)
+        return path
+
+
+# ---------------------------------------------------------------- option parsing
+
+@dataclass
+class Opts:
+    flags: set = field(default_factory=set)
+    vals: dict = field(default_factory=dict)  # short option -> [values]
+    longs: dict = field(default_factory=dict)  # long option -> [values]
+    pos: list = field(default_factory=list)
+    rest: list = field(default_factory=list)  # with stop=True: args from the first positional on
+
+    def has(self, *names: str) -> bool:
+        return any((n in self.flags) if len(n) == 1 else (n in self.longs) for n in names)
+
+    def val(self, *names: str) -> str | None:
+        for n in names:
+            got = self.vals.get(n) if len(n) == 1 else self.longs.get(n)
+            if got:
+                return got[-1]
+        return None
+
+
+def parse(args: list[str], short: str = "", long: tuple = (), stop: bool = False) -> Opts:
+    """GNU-style option parsing. `short`: letters taking a value; `long`: long names taking a value."""
+    o = Opts()
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            o.pos.extend(args[i + 1:])
+            o.rest = args[i + 1:]
+            break
+        if a.startswith("--") and len(a) > 2:
+            k, eq, v = a[2:].partition("=")
+            if not eq and k in long and i + 1 < len(args):
+                i += 1
+                v = args[i]
+            o.longs.setdefault(k, []).append(v)
+        elif a.startswith("-") and len(a) > 1:
+            for j, ch in enumerate(a[1:], start=2):
+                o.flags.add(ch)
+                if ch in short:
+                    v = a[j:]
+                    if not v and i + 1 < len(args):
+                        i += 1
+                        v = args[i]
+                    o.vals.setdefault(ch, []).append(v)
+                    break
+        elif stop:
+            o.rest = args[i:]
+            o.pos.extend(args[i:])
+            break
+        else:
+            o.pos.append(a)
+        i += 1
+    return o
+
+
+# ---------------------------------------------------------------- paths
+
+def _home() -> str:
+    return os.path.expanduser("~").rstrip("/") or "/"
+
+
+def norm_path(p: str) -> str:
+    """Canonical form: `~` for the home directory, no `//`, `.` or `..`, no trailing slash."""
+    p = p.strip()
+    if not p:
+        return p
+    for var in ("${HOME}", "$HOME"):
+        if p == var or p.startswith(var + "/"):
+            p = "~" + p[len(var):]
+            break
+    home = _home()
+    if home != "/" and (p == home or p.startswith(home + "/")):
+        p = "~" + p[len(home):]
+    if p.startswith("~"):
+        head, _, rest = p.partition("/")
+        r = posixpath.normpath(rest) if rest else "."
+        if r == ".":
+            return head
+        return "/" if r.startswith("..") else head + "/" + r
+    if p.startswith("/"):
+        return posixpath.normpath("/" + p.lstrip("/"))
+    return posixpath.normpath(p)
+
+
+_GLOB = re.compile(r"[*?\[]")
+CRITICAL = frozenset("""/ ~ /bin /boot /dev /etc /home /lib /lib32 /lib64 /opt /proc /root /sbin /srv /sys
+    /usr /var /usr/bin /usr/lib /usr/local /usr/sbin /usr/share /var/lib /Users /System /Library
+    /Applications /private /snap""".split())
+_SYSTEM_DIRS = ("/etc/", "/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/", "/boot/", "/System/")
+
+
+def is_critical(p: str) -> bool:
+    """`/`, home, a top-level system directory, or a glob over one of them (`/*`, `~/*`)."""
+    n = norm_path(p)
+    if n in CRITICAL or re.fullmatch(r"~[\w.-]+", n):
+        return True
+    head, sep, last = n.rpartition("/")
+    return bool(sep and _GLOB.search(last) and (head or "/") in CRITICAL)
+
+
+_SYSTEM_TOP = frozenset({"/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/System"})
+
+
+def is_system(p: str) -> bool:
+    """An operating-system location: `/`, /etc, /usr, /bin, /boot, ... or anything below them."""
+    n = norm_path(p)
+    return n in _SYSTEM_TOP or n.startswith(_SYSTEM_DIRS)
+
+
+_DEVICE = re.compile(r"/dev/(?:sd[a-z]+\d*|hd[a-z]\d*|x?vd[a-z]+\d*|nvme\d+(?:n\d+(?:p\d+)?)?|mmcblk\d+(?:p\d+)?"
+                     r"|r?disk\d+(?:s\d+)*|md\d+|dm-\d+|nbd\d+|sg\d+|mapper/\S+|disk/\S+|mem|kmem|port)")
+
+
+def is_device(p: str) -> bool:
+    return bool(_DEVICE.fullmatch(norm_path(p)))
+
+
+RC_FILES = frozenset(""".bashrc .bash_profile .bash_login .bash_logout .profile .zshrc .zprofile .zshenv .zlogin
+    .cshrc .tcshrc .kshrc .mkshrc .xprofile .xinitrc""".split())
+_LABELS = (  # (prefix, label); a prefix ending in "/" also matches the directory itself
+    ("~/.ssh/", "ssh keys/config"), ("/etc/sudoers", "sudoers"),
+    ("/etc/cron", "cron jobs"), ("/var/spool/cron", "cron jobs"), ("/etc/anacrontab", "cron jobs"),
+    ("/etc/systemd/", "systemd units"), ("/lib/systemd/", "systemd units"), ("/usr/lib/systemd/", "systemd units"),
+    ("~/.config/systemd/", "systemd units"), ("/etc/init.d/", "init scripts"), ("/etc/rc.local", "init scripts"),
+    ("~/Library/LaunchAgents/", "launch agents"), ("/Library/Launch", "launch agents"),
+    ("~/.config/autostart/", "autostart entries"), ("~/.config/fish/config.fish", "shell startup file"),
+    ("/etc/profile", "shell startup file"), ("/etc/bash.bashrc", "shell startup file"),
+    ("/etc/bashrc", "shell startup file"), ("/etc/zsh", "shell startup file"), ("/etc/environment", "shell startup file"),
+    ("/etc/passwd", "account database"), ("/etc/shadow", "account database"), ("/etc/group", "account database"),
+    ("/etc/gshadow", "account database"), ("/etc/ld.so.preload", "dynamic loader preload"),
+    ("~/.aws/", "cloud credentials"), ("~/.kube/", "cloud credentials"), ("~/.gnupg/", "gpg keys"),
+    ("/proc/sys/", "kernel settings"), ("/etc/", "system configuration"), ("/usr/", "system directory"),
+    ("/bin/", "system directory"), ("/sbin/", "system directory"), ("/lib/", "system directory"),
+    ("/lib32/", "system directory"), ("/lib64/", "system directory"), ("/boot/", "boot files"),
+    ("/System/", "system directory"),
+)
+
+
+def sensitive_label(p: str) -> str | None:
+    n = norm_path(p)
+    n = re.sub(r"^(?:/root|/home/[^/]+|/Users/[^/]+)(?=/|$)", "~", n)
+    if n == ".ssh" or n.startswith(".ssh/"):  # relative: the agent often works in ~
+        n = "~/" + n
+    base = n.rsplit("/", 1)[-1]
+    if base == "authorized_keys":
+        return "ssh authorized_keys"
+    if base in RC_FILES and (n == base or n == "~/" + base):
+        return "shell startup file"
+    for prefix, label in _LABELS:
+        if n.startswith(prefix) or (prefix.endswith("/") and n == prefix[:-1]):
+            return label
+    return None
+
+
+def write_risk(p: str) -> tuple[int, str] | None:
+    """How bad writing to path `p` is, or None when it is an ordinary file."""
+    n = norm_path(p)
+    if n.startswith(("/dev/tcp/", "/dev/udp/")):
+        return DANGEROUS, "network redirection (reverse shell?)"
+    if is_device(n):
+        return HARDLINE, "overwrite of a disk device"
+    if n == "/proc/sysrq-trigger":
+        return HARDLINE, "kernel sysrq trigger"
+    if n.startswith("/dev/"):
+        return None
+    label = sensitive_label(n)
+    if label:
+        return DANGEROUS, f"write to {label}"
+    if is_critical(n):
+        return DANGEROUS, "write over a system directory"
+    return None
+
+
+def _writes(c: Call, paths) -> Iterator[Hit]:
+    for p in paths:
+        risk = write_risk(p)
+        if risk:
+            yield Hit(risk[0], risk[1], c.shown)
+
+
+# ---------------------------------------------------------------- file system rules
+
+def r_rm(c: Call) -> Iterator[Finding]:
+    o = parse(c.args)
+    recursive = o.has("r", "R", "recursive")
+    crit = [t for t in o.pos if is_critical(c.at(t))]
+    if crit and (recursive or c.bulk):
+        yield Hit(HARDLINE, "wipe of / or home", c.shown)
+    elif recursive:
+        yield Hit(DANGEROUS, "recursive delete", c.shown)
+    elif c.bulk:
+        yield Hit(DANGEROUS, "bulk delete", c.shown)
+    elif crit or any(sensitive_label(t) for t in o.pos):
+        yield Hit(DANGEROUS, "delete of a protected file", c.shown)
+
+
+_FIND_FILTERS = {"-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-wholename", "-iwholename", "-lname",
+                 "-inum", "-samefile", "-newer", "-mtime", "-mmin", "-atime", "-ctime", "-size", "-user", "-group",
+                 "-empty", "-links", "-perm"}
+
+
+def r_find(c: Call) -> Iterator[Finding]:
+    args, i = c.args, 0
+    while i < len(args) and args[i] in ("-H", "-L", "-P") or (i < len(args) and args[i].startswith(("-O", "-D"))):
+        i += 2 if args[i] == "-D" else 1
+    roots = []
+    while i < len(args) and not args[i].startswith("-") and args[i] not in ("(", "!", ","):
+        roots.append(args[i])
+        i += 1
+    roots = roots or ["."]
+    expr = args[i:]
+    roots = [c.at(r) for r in roots]
+    wipe = any(is_critical(r) for r in roots) and not (_FIND_FILTERS & set(expr))
+    if "-delete" in expr:
+        yield Hit(HARDLINE if wipe else DANGEROUS, "wipe of / or home" if wipe else "recursive delete", c.shown)
+    j = 0
+    while j < len(expr):
+        if expr[j] in ("-exec", "-execdir", "-ok", "-okdir"):
+            k = j + 1
+            while k < len(expr) and expr[k] not in (";", "+"):
+                k += 1
+            sub = expr[j + 1:k]
+            if wipe:
+                root = next(r for r in roots if is_critical(r))
+                sub = [w.replace("{}", root) for w in sub]
+            if sub:
+                yield Recurse("argv", tuple(sub), f"find {expr[j]}", bulk=True)
+            j = k
+        j += 1
+
+
+def r_chmod(c: Call) -> Iterator[Finding]:
+    args = [a if not re.fullmatch(r"-[rwxXst]+", a) else "\0" + a for a in c.args]  # "-x" is a mode
+    o = parse(args, long=("reference",))
+    pos = [a.lstrip("\0") for a in o.pos]
+    recursive = o.has("R", "recursive") or c.bulk
+    if c.name == "chmod" and not o.longs.get("reference"):
+        mode, targets = (pos[0] if pos else ""), pos[1:]
+    else:
+        mode, targets = "", (pos[1:] if c.name != "chmod" else pos)
+    what = "permission" if c.name == "chmod" else "ownership"
+    targets = [c.at(t) for t in targets]
+    if recursive and any(is_critical(t) for t in targets):
+        yield Hit(HARDLINE, f"recursive {what} change on / or home", c.shown)
+        return
+    if recursive:
+        yield Hit(DANGEROUS, f"recursive {c.name}", c.shown)
+    if c.name != "chmod":
+        if any(is_system(t) or is_critical(t) for t in targets):
+            yield Hit(DANGEROUS, "ownership change of a system path", c.shown)
+        return
+    world = (mode.isdigit() and int(mode[-1]) & 2) or re.search(r"(?:^|,)[ugoa]*[oa][ugoa]*[+=][^,]*w", mode)
+    none = mode.isdigit() and int(mode) == 0
+    if (world or none) and any(is_system(t) or is_critical(t) or sensitive_label(t) for t in targets):
+        yield Hit(DANGEROUS, "chmod of a system path", c.shown)
+    if (mode.isdigit() and len(mode) == 4 and int(mode[0]) & 6) or re.search(r"[+=][^,]*s", mode):
+        yield Hit(DANGEROUS, "setuid/setgid bit", c.shown)
+
+
+def r_copy(c: Call) -> Iterator[Finding]:  # mv, cp, install, ln, rsync
+    o = parse(c.args, short="tSmogeTfB" if c.name == "rsync" else "tSmog",
+              long=("target-directory", "suffix", "mode", "owner", "group", "rsh", "exclude", "include", "filter"))
+    dest = o.val("t", "target-directory")
+    srcs = o.pos if dest else o.pos[:-1]
+    if not dest and len(o.pos) >= 2:
+        dest = o.pos[-1]
+    if c.name == "mv" and any(is_critical(c.at(s)) for s in srcs):
+        yield Hit(HARDLINE, "moving away / or home", c.shown)
+    elif c.name == "mv" and any(is_system(s) or sensitive_label(s) for s in srcs):
+        yield Hit(DANGEROUS, "move of a system file", c.shown)
+    if not dest or (c.name == "rsync" and ":" in dest.split("/")[0]):
+        return
+    if c.name == "rsync" and any(k.startswith("delete") for k in o.longs) and is_critical(dest):
+        yield Hit(HARDLINE, "sync with --delete over / or home", c.shown)
+    elif c.name == "mv" and norm_path(dest) == "/dev/null":
+        yield Hit(DANGEROUS, "move into /dev/null", c.shown)
+    elif is_system(dest) and not write_risk(dest):
+        yield Hit(DANGEROUS, "overwrite in a system directory", c.shown)
+    else:
+        yield from _writes(c, [dest])
+
+
+def r_tee(c: Call) -> Iterator[Finding]:
+    yield from _writes(c, parse(c.args).pos)
+
+
+def r_sed(c: Call) -> Iterator[Finding]:
+    o = parse(c.args, short="efl", long=("expression", "file", "line-length"))
+    if o.has("i", "in-place"):
+        yield from _writes(c, o.pos if o.has("e", "f", "expression", "file") else o.pos[1:])
+
+
+def r_truncate(c: Call) -> Iterator[Finding]:
+    yield from _writes(c, parse(c.args, short="sor", long=("size", "reference")).pos)
+
+
+def r_dd(c: Call) -> Iterator[Finding]:
+    for a in c.args:
+        if a.startswith("of="):
+            yield from _writes(c, [a[3:]])
+
+
+def r_tar(c: Call) -> Iterator[Finding]:
+    args = c.args
+    first = args[0] if args else ""
+    extract = ("x" in first and not first.startswith("-")) or any(
+        a in ("--extract", "--get") or (re.fullmatch(r"-[a-zA-Z]+", a) and "x" in a) for a in args)
+    for k, a in enumerate(args):
+        target = args[k + 1] if a == "-C" and k + 1 < len(args) else a.partition("=")[2] if a.startswith("--directory=") else None
+        if extract and target and is_system(target):
+            yield Hit(DANGEROUS, "extract into a system directory", c.shown)
+        for opt in ("--to-command=", "--checkpoint-action=exec=", "--use-compress-program="):
+            if a.startswith(opt):
+                yield Recurse("shell", a[len(opt):], f"tar {opt.rstrip('=')}")
+
+
+def r_shred(c: Call) -> Iterator[Finding]:
+    targets = parse(c.args, short="nsx", long=("iterations", "size", "random-source")).pos
+    if any(is_device(t) for t in targets):
+        yield Hit(HARDLINE, "shredding a disk device", c.shown)
+    elif targets:
+        yield Hit(DANGEROUS, "irrecoverable file shredding", c.shown)
+
+
+# ---------------------------------------------------------------- disks, power, processes
+
+def r_disk(c: Call) -> Iterator[Finding]:
+    n, args = c.name, c.args
+    if any(a in ("--help", "-h", "-V", "--version") for a in args) and n != "parted":
+        return
+    if n.startswith(("mkfs", "mke2fs", "mkntfs", "mkdosfs", "newfs")) or n in ("blkdiscard", "mkswap"):
+        yield Hit(HARDLINE, "formatting a disk", c.shown)
+    elif n == "wipefs":
+        if not any(a in ("-n", "--no-act") for a in args):
+            yield Hit(HARDLINE, "wiping disk signatures", c.shown)
+    elif n == "cryptsetup":
+        if any(a.lower() in ("luksformat", "erase", "luksErase") for a in args):
+            yield Hit(HARDLINE, "formatting a disk", c.shown)
+    elif n in ("fdisk", "sfdisk", "cfdisk", "gdisk", "sgdisk", "parted"):
+        listing = {"-l", "--list", "print", "-p", "--print", "-d", "--dump"}
+        if n == "sgdisk" and any(a in ("-Z", "--zap-all", "-o", "--clear", "-z", "--zap") for a in args):
+            yield Hit(HARDLINE, "wiping a partition table", c.shown)
+        elif any(is_device(a) for a in args) and not (listing & set(args)):
+            yield Hit(HARDLINE, "rewriting a partition table", c.shown)
+    elif n in ("lvremove", "vgremove", "pvremove") or (n in ("zfs", "zpool") and "destroy" in args):
+        yield Hit(DANGEROUS, "destroying a volume", c.shown)
+
+
+def r_power(c: Call) -> Iterator[Finding]:
+    args = c.args
+    if "--help" in args or (c.name == "shutdown" and any(a in ("-c", "-k", "--show") for a in args)):
+        return
+    if c.name in ("init", "telinit"):
+        if args and args[0] in ("0", "6", "1", "s", "S", "single", "q") and args[0] != "q":
+            yield Hit(HARDLINE, "power off / reboot", c.shown)
+        return
+    if c.name == "kexec" and not any(a in ("-e", "--exec") for a in args):
+        return
+    yield Hit(HARDLINE, "power off / reboot", c.shown)
+
+
+_KILL_SIGS = {"9", "KILL", "SIGKILL"}
+
+
+def r_kill(c: Call) -> Iterator[Finding]:
+    if c.name == "fuser":
+        if any(re.fullmatch(r"-\w*k\w*", a) or a == "--kill" for a in c.args):
+            yield Hit(DANGEROUS, "killing processes by port/file", c.shown)
+        return
+    if c.name != "kill":
+        if not any(a in ("-l", "--list", "-L", "-V", "--version", "--help") for a in c.args):
+            yield Hit(DANGEROUS, "killing processes by name", c.shown)
+        return
+    sig, pids, args, i = None, [], c.args, 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            pids += args[i + 1:]
+            break
+        if a in ("-l", "-L", "--list", "--table"):
+            return
+        if a in ("-s", "-n", "--signal") and i + 1 < len(args):
+            sig, i = args[i + 1], i + 1
+        elif a.startswith("-") and sig is None and not pids and len(a) > 1:
+            sig = a[1:]
+        else:
+            pids.append(a)
+        i += 1
+    sig = (sig or "TERM").upper()
+    if sig in ("0", "SIG0"):
+        return
+    if "-1" in pids or ("1" in pids and sig in _KILL_SIGS | {"TERM", "15", "SIGTERM", "INT", "2"}):
+        yield Hit(HARDLINE, "killing every process / init", c.shown)
+    elif sig in _KILL_SIGS:
+        yield Hit(DANGEROUS, "force kill (SIGKILL)", c.shown)
+
+
+_SYSTEMCTL_HARD = {"poweroff", "reboot", "halt", "kexec", "rescue", "emergency", "soft-reboot", "default"}
+_SYSTEMCTL_BAD = {"stop", "disable", "mask", "kill", "isolate", "suspend", "hibernate", "hybrid-sleep",
+                  "suspend-then-hibernate", "edit", "revert", "set-default"}
+
+
+def r_systemctl(c: Call) -> Iterator[Finding]:
+    o = parse(c.args, short="HMtpnosP", long=("host", "machine", "type", "property", "lines", "output", "signal",
+                                               "state", "root", "kill-whom"))
+    sub = o.pos[0] if o.pos else ""
+    if c.name == "loginctl":
+        if sub in ("poweroff", "reboot", "halt"):
+            yield Hit(HARDLINE, "power off / reboot", c.shown)
+        elif sub.startswith(("terminate", "kill")):
+            yield Hit(DANGEROUS, "terminating sessions", c.shown)
+    elif sub in _SYSTEMCTL_HARD or (sub == "isolate" and any(
+            t.startswith(("rescue", "emergency", "poweroff", "reboot", "halt")) for t in o.pos[1:])):
+        yield Hit(HARDLINE, "power off / reboot", c.shown)
+    elif sub in _SYSTEMCTL_BAD:
+        yield Hit(DANGEROUS, f"systemctl {sub}", c.shown)
+
+
+def r_service(c: Call) -> Iterator[Finding]:
+    if len(c.args) >= 2 and c.args[1] in ("stop", "disable", "kill", "zap"):
+        yield Hit(DANGEROUS, "stopping a service", c.shown)
+
+
+_DOCKER_BAD = {"stop", "kill", "rm", "rmi", "prune", "down", "pause"}
+_DOCKER_GROUPS = {"container", "image", "volume", "network", "system", "builder", "buildx", "service", "stack",
+                  "secret", "config", "node", "plugin", "swarm", "compose"}
+
+
+def r_docker(c: Call) -> Iterator[Finding]:
+    o = parse(c.args, short="Hcl", long=("host", "context", "config", "log-level", "tlscacert", "tlscert", "tlskey"),
+              stop=True)
+    rest = o.rest
+    if c.name in ("docker-compose", "podman-compose"):
+        rest = ["compose"] + rest
+    if not rest:
+        return
+    if rest[0] == "exec" or (rest[0] == "compose" and parse(rest[1:], short="fp", long=(
+            "file", "project-name", "profile", "env-file", "project-directory"), stop=True).rest[:1] == ["exec"]):
+        if rest[0] == "compose":
+            rest = parse(rest[1:], short="fp", long=("file", "project-name", "profile", "env-file",
+                                                       "project-directory"), stop=True).rest
+        e = parse(rest[1:], short="euw", long=("env", "user", "workdir", "env-file", "detach-keys", "index"), stop=True)
+        if len(e.rest) > 1:
+            yield Recurse("argv", tuple(e.rest[1:]), f"{c.name} exec", cap=DANGEROUS)
+        return
+    if rest[0] == "run":
+        for k, a in enumerate(rest):
+            v = rest[k + 1] if a in ("-v", "--volume") and k + 1 < len(rest) else a.partition("=")[2] if a.startswith(
+                ("--volume=", "--mount=")) else ""
+            if re.match(r"/:|(?:.*,)?(?:source|src)=/(?:,|$)", v):
+                yield Hit(DANGEROUS, "host root mounted into a container", c.shown)
+                return
+        return
+    words = [w for w in rest[:3] if not w.startswith("-")]
+    if words and words[0] == "compose":
+        words = [w for w in parse(rest[1:], short="fp", long=("file", "project-name", "profile", "env-file",
+                                                               "project-directory"), stop=True).rest[:1]]
+        if words and words[0] in ("down", "rm", "kill", "stop"):
+            yield Hit(DANGEROUS, f"compose {words[0]}", c.shown)
+        return
+    verb = words[1] if len(words) > 1 and words[0] in _DOCKER_GROUPS else words[0] if words else ""
+    if verb in _DOCKER_BAD or (words and words[0] == "swarm" and verb == "leave") or verb in ("remove", "delete"):
+        yield Hit(DANGEROUS, f"{c.name} {' '.join(words[:2]) if words[0] in _DOCKER_GROUPS else verb}", c.shown)
+
+
+def r_kubectl(c: Call) -> Iterator[Finding]:
+    o = parse(c.args, short="nlcs", long=("namespace", "context", "cluster", "kubeconfig", "user", "selector",
+                                          "server", "token", "container"))
+    sub = o.pos[0] if o.pos else ""
+    if c.name == "helm":
+        if sub in ("uninstall", "delete", "del", "un"):
+            yield Hit(DANGEROUS, "helm uninstall", c.shown)
+    elif sub in ("delete", "drain"):
+        yield Hit(DANGEROUS, f"kubectl {sub}", c.shown)
+    elif sub == "exec" and "--" in c.args:
+        yield Recurse("argv", tuple(c.args[c.args.index("--") + 1:]), "kubectl exec", cap=DANGEROUS)
+
+
+def r_infra(c: Call) -> Iterator[Finding]:
+    a = c.args
+    if c.name in ("terraform", "tofu", "pulumi", "cdk"):
+        if "destroy" in a or (a[:1] == ["apply"] and "-destroy" in a):
+            yield Hit(DANGEROUS, f"{c.name} destroy", c.shown)
+    elif c.name == "aws":
+        if (a[:2] == ["s3", "rm"] and "--recursive" in a) or a[:2] == ["s3", "rb"] or any(
+                w.startswith(("delete-", "terminate-")) for w in a if not w.startswith("-")):
+            yield Hit(DANGEROUS, "deleting cloud resources", c.shown)
+    elif "delete" in a:
+        yield Hit(DANGEROUS, "deleting cloud resources", c.shown)
+
+
+# ---------------------------------------------------------------- git
+
+def r_git(c: Call) -> Iterator[Finding]:
+    g = parse(c.args, short="Cc", long=("git-dir", "work-tree", "namespace", "exec-path", "config-env"), stop=True)
+    if not g.rest:
+        return
+    sub, sargs = g.rest[0], g.rest[1:]
+    o = parse(sargs, short="oCmF" if sub == "commit" else "o", long=("push-option", "repo", "receive-pack", "exec"))
+    bad = None
+    if sub == "push":
+        refs = o.pos[1:]
+        if o.has("f", "force", "force-with-lease", "mirror") or any(r.startswith("+") for r in refs):
+            bad = "force push"
+        elif o.has("d", "delete", "prune") or any(r.startswith(":") for r in refs):
+            bad = "deleting remote branches"
+    elif sub == "reset" and o.has("hard"):
+        bad = "git reset --hard"
+    elif sub == "clean" and o.has("f", "force") and not o.has("n", "dry-run"):
+        bad = "git clean -f"
+    elif sub == "branch" and (o.has("D") or (o.has("d", "delete") and o.has("f", "force"))):
+        bad = "force-deleting a branch"
+    elif sub == "checkout" and (o.has("f", "force") or any(p in (".", ":/", "*") for p in o.pos)):
+        bad = "discarding working-tree changes"
+    elif sub == "restore" and not (o.has("S", "staged") and not o.has("W", "worktree")) and any(
+            p in (".", ":/", "*") for p in o.pos):
+        bad = "discarding working-tree changes"
+    elif (sub == "stash" and o.pos[:1] == ["clear"]) or (sub == "reflog" and o.pos[:1] in (["expire"], ["delete"])):
+        bad = "destroying recovery data"
+    elif sub == "gc" and any(v in ("now", "all") for v in o.longs.get("prune", [])):
+        bad = "destroying recovery data"
+    elif sub in ("filter-branch", "filter-repo"):
+        bad = "rewriting history"
+    if bad:
+        yield Hit(DANGEROUS, bad, c.shown)
+
+
+# ---------------------------------------------------------------- system administration
+
+def r_crontab(c: Call) -> Iterator[Finding]:
+    o = parse(c.args, short="uc")
+    if o.has("r"):
+        yield Hit(DANGEROUS, "removing the crontab", c.shown)
+    elif o.has("e"):
+        yield Hit(DANGEROUS, "editing the crontab", c.shown)
+    elif not o.has("l", "V", "T", "help"):
+        yield Hit(DANGEROUS, "installing a crontab", c.shown)
+
+
+def r_admin(c: Call) -> Iterator[Finding]:
+    n, a = c.name, c.args
+    if n in ("visudo", "vipw", "vigr"):
+        if not any(x in ("-c", "--check") for x in a):
+            yield Hit(DANGEROUS, "editing sudoers/accounts", c.shown)
+    elif n in ("userdel", "deluser", "groupdel", "delgroup", "usermod", "passwd", "chpasswd", "useradd", "adduser"):
+        if not (n == "passwd" and any(x in ("-S", "--status") for x in a)):
+            yield Hit(DANGEROUS, "user account change", c.shown)
+    elif n in ("iptables", "ip6tables", "iptables-legacy", "iptables-nft"):
+        if any(x in ("-F", "--flush", "-X", "--delete-chain") for x in a) or (
+                any(x in ("-P", "--policy") for x in a) and any(x in ("DROP", "REJECT") for x in a)):
+            yield Hit(DANGEROUS, "firewall flush / lockout", c.shown)
+    elif n == "nft" and "flush" in a:
+        yield Hit(DANGEROUS, "firewall flush / lockout", c.shown)
+    elif n == "ufw" and a[:1] in (["disable"], ["reset"]):
+        yield Hit(DANGEROUS, "firewall flush / lockout", c.shown)
+    elif (n == "ip" and "link" in a[:2] and "down" in a) or (n == "ifconfig" and "down" in a) or n == "ifdown" or (
+            n == "nmcli" and "off" in a):
+        yield Hit(DANGEROUS, "taking the network down", c.shown)
+    elif n in ("apt", "apt-get", "aptitude", "dnf", "yum", "microdnf", "zypper", "apk", "snap", "pacman"):
+        if any(x in ("remove", "purge", "autoremove", "autopurge", "erase", "rm", "del") for x in a) or (
+                n == "pacman" and any(re.fullmatch(r"-R\w*", x) for x in a)):
+            yield Hit(DANGEROUS, "system package removal", c.shown)
+    elif n in ("nc", "ncat", "netcat") and any(x in ("-e", "-c", "--exec", "--sh-exec") or x.startswith("-e") for x in a):
+        yield Hit(DANGEROUS, "network shell (nc -e)", c.shown)
+    elif n == "socat" and any(re.match(r"(?i)(exec|system):", x) for x in a):
+        yield Hit(DANGEROUS, "network shell (socat exec)", c.shown)
+    elif n == "launchctl" and a[:1] in (["unload"], ["bootout"], ["remove"], ["reboot"]):
+        yield Hit(HARDLINE if a[0] == "reboot" else DANGEROUS, f"launchctl {a[0]}", c.shown)
+
+
+_PUBLISH = {"npm": ("publish", "unpublish", "deprecate"), "pnpm": ("publish",), "yarn": ("publish", "npm"),
+            "cargo": ("publish", "yank"), "twine": ("upload",), "gem": ("push", "yank"), "poetry": ("publish",),
+            "flit": ("publish",), "uv": ("publish",), "hatch": ("publish",), "rye": ("publish",)}
+
+
+def r_publish(c: Call) -> Iterator[Finding]:
+    words = [a for a in c.args if not a.startswith("-")]
+    if words and words[0] in _PUBLISH.get(c.name, ()):
+        if not (c.name == "yarn" and words[0] == "npm" and "publish" not in words[1:2]):
+            yield Hit(DANGEROUS, "publishing a package", c.shown)
+
+
+# ---------------------------------------------------------------- databases
+
+def r_sql_client(c: Call) -> Iterator[Finding]:
+    n, a = c.name, c.args
+    if n == "redis-cli":
+        if any(x.upper() in ("FLUSHALL", "FLUSHDB") for x in a) or re.search(r"(?i)\bflush(all|db)\b", c.stdin or ""):
+            yield Hit(DANGEROUS, "redis flush", c.shown)
+        return
+    if n in ("mongo", "mongosh"):
+        js = " ".join(v for v in parse(a, long=("eval",)).longs.get("eval", [])) + (c.stdin or "")
+        if re.search(r"dropDatabase\(|\.drop\(\s*\)|(?:deleteMany|remove)\(\s*\{\s*\}\s*\)", js):
+            yield Hit(DANGEROUS, "dropping mongo data", c.shown)
+        return
+    spec = {"psql": ("c", ("command",)), "mysql": ("e", ("execute",)), "mariadb": ("e", ("execute",)),
+            "duckdb": ("c", ("c",)), "clickhouse-client": ("q", ("query",)), "sqlcmd": ("Qq", ()),
+            "cqlsh": ("e", ("execute",)), "sqlite3": ("", ())}[n]
+    if n == "sqlite3":  # sqlite3 [options] DB [SQL...]; single-dash long options
+        sql, pos, i = [], [], 0
+        while i < len(a):
+            if a[i] in ("-cmd",) and i + 1 < len(a):
+                sql.append(a[i + 1])
+                i += 1
+            elif a[i] in ("-separator", "-nullvalue", "-newline", "-init") and i + 1 < len(a):
+                i += 1
+            elif not a[i].startswith("-"):
+                pos.append(a[i])
+            i += 1
+        sql += pos[1:]
+        via = "sqlite3"
+        if not sql and c.stdin:
+            sql, via = [c.stdin], "stdin of sqlite3"
+    else:
+        o = parse(a, short=spec[0] + "dUhpPfuWDSHEo", long=spec[1] + ("dbname", "username", "host", "port", "file",
+                                                                       "user", "password", "database"))
+        sql = [v for k in spec[0] for v in o.vals.get(k, [])] + [v for k in spec[1] for v in o.longs.get(k, [])]
+        if n == "duckdb":
+            sql += o.pos[1:]
+        via = f"{n} -{spec[0][0]}"
+        if not sql and c.stdin and not o.has("f", "file"):
+            sql, via = [c.stdin], f"stdin of {n}"
+    for s in sql:
+        yield Recurse("sql", s, via)
+
+
+def _strip_sql(sql: str) -> str:
+    out, i, n = [], 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch == "'":
+            j = i + 1
+            while j < n and (sql[j] != "'" or sql[j + 1:j + 2] == "'"):
+                j += 2 if sql[j] == "'" else 1
+            out.append("''")
+            i = j + 1
+        elif sql.startswith("--", i) or (ch == "#" and (i == 0 or sql[i - 1] in " \t\n")):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif ch == "$" and (m := re.match(r"\$\w*\$", sql[i:i + 40])):
+            j = sql.find(m.group(), i + m.end())
+            out.append("''")
+            i = n if j < 0 else j + m.end()
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _no_where(up: str) -> bool:
+    m = re.search(r"\bWHERE\s+(.*)", up)
+    return not m or bool(re.match(r"(?:1\s*=\s*1|TRUE|1|'' = '')\s*(?:$|\bLIMIT\b|\bRETURNING\b|\bORDER\b)",
+                                  m.group(1)))
+
+
+def scan_sql(sql: str) -> Iterator[Hit]:
+    for stmt in _strip_sql(sql).split(";"):
+        flat = " ".join(stmt.split())
+        up = flat.upper()
+        if not up:
+            continue
+        rule = None
+        if m := re.search(r"\bDROP\s+(TABLE|DATABASE|SCHEMA)\b", up):
+            rule = f"SQL DROP {m.group(1)}"
+        elif re.search(r"(?:^|\s)TRUNCATE\b", up):
+            rule = "SQL TRUNCATE"
+        elif re.search(r"\bDELETE\s+FROM\b", up) and _no_where(up):
+            rule = "SQL DELETE without WHERE"
+        elif re.search(r"(?:^|\s)UPDATE\s+\S+(?:\s+(?:AS\s+)?\w+)?\s+SET\b", up) and _no_where(up):
+            rule = "SQL UPDATE without WHERE"
+        elif re.search(r"\bALTER\s+TABLE\b.*\bDROP\s+COLUMN\b", up):
+            rule = "SQL DROP COLUMN"
+        if rule:
+            yield Hit(DANGEROUS, rule, flat)
+
+
+# ---------------------------------------------------------------- code one-liners (python, perl, ruby, node, ...)
+
+_LIT = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
+_ESC = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
+
+
+def _literals(text: str) -> list[str]:
+    return [re.sub(r"\\(.)", lambda m: _ESC.get(m.group(1), "\\" + m.group(1)), m.group(1) if m.group(1) is not None
+                   else m.group(2)) for m in _LIT.finditer(text)]
+
+
+def _region(code: str, start: int) -> str:
+    """The argument text of a call whose name ends just before `start`."""
+    if start < len(code) and code[start] == "(":
+        depth, i, n = 0, start, len(code)
+        while i < n:
+            ch = code[i]
+            if ch in "'\"":
+                m = _LIT.match(code, i)
+                i = m.end() if m else i + 1
+                continue
+            depth += ch in "([{"
+            depth -= ch in ")]}"
+            if depth == 0:
+                return code[start + 1:i]
+            i += 1
+        return code[start + 1:]
+    m = re.match(r"[^;\n]*", code[start:])
+    return m.group() if m else ""
+
+
+def _split_args(region: str) -> list[str]:
+    parts, depth, cur, i = [], 0, [], 0
+    while i < len(region):
+        ch = region[i]
+        if ch in "'\"" and (m := _LIT.match(region, i)):
+            cur.append(m.group())
+            i = m.end()
+            continue
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return [p for p in parts if p.strip()]
+
+
+_SHELL_CALL = re.compile(r"(?<![\w$])(system|popen[234]?|spawn(?:Sync)?|exec(?:Sync|File(?:Sync)?|[lv]p?e?)?|"
+                         r"check_output|check_call|call|run|Popen|getoutput|getstatusoutput|shell_exec|passthru|"
+                         r"proc_open|capture[23]e?|eval|Function)\s*(\(|(?=['\"\[]))")
+_RMTREE = re.compile(r"(?<![\w$])(rmtree|rm_rf|rm_r|remove_dir|remove_entry(?:_secure)?|remove_tree|rimraf(?:\.sync|Sync)?"
+                     r"|rmSync|rmdirSync|rm|rmdir)\s*(\(|(?=['\"]))")
+_HOME_EXPR = re.compile(r"expanduser|Path\.home|homedir\(|Dir\.home|\bHOME\b")
+_OPEN = re.compile(r"(?<![\w$])(open|fopen|writeFileSync|writeFile|appendFileSync|appendFile|createWriteStream|"
+                   r"file_put_contents|File\.write)\s*\(")
+_PATH_WRITE = re.compile(r"Path\(\s*[rbfu]*(['\"])([^'\"]+)\1\s*\)\s*\.\s*(?:expanduser\(\)\s*\.\s*)?"
+                         r"(?:write_text|write_bytes)")
+_DECODE = re.compile(r"b64decode|decodebytes|decode_base64|atob\s*\(|Base64\.decode64|unpack1?\s*\(\s*['\"]m|"
+                     r"Buffer\.from\([^)]*base64|base64_decode|codecs\.decode|bytes\.fromhex|unhexlify|"
+                     r"zlib\.decompress|marshal\.loads")
+_FETCH = re.compile(r"urlopen|urlretrieve|requests\.(?:get|post)|httpx\.(?:get|post)|fetch\s*\(|LWP::|HTTP::Tiny|"
+                    r"Net::HTTP|open-uri|URI\.open|https?\.get\s*\(|file_get_contents\s*\(\s*['\"]https?:|curl_exec")
+_EVAL = re.compile(r"(?<![\w.$])(?:exec|eval|execfile|Function|instance_eval)\s*[(\s'\"]")
+_B64_LIT = re.compile(r"['\"]([A-Za-z0-9+/]{8,}={0,2})['\"]")
+
+
+def scan_code(lang: str, code: str, decode: Callable[[str], str | None]) -> Iterator[Finding]:
+    """Findings in a one-liner of `lang` (python, perl, ruby, node, php, lua, awk, applescript)."""
+    via = f"{lang} code"
+    if re.search(r"\bfork\b", code) and re.search(r"\bwhile\b|\bloop\b|for\s*\(\s*;\s*;", code):
+        yield Hit(HARDLINE, "fork bomb", _clip(code))
+    if lang == "python" and re.search(r"os\.kill\(\s*-1\b", code):
+        yield Hit(HARDLINE, "killing every process / init", _clip(code))
+    for m in _SHELL_CALL.finditer(code):
+        name, region = m.group(1), _region(code, m.end() - len(m.group(2)))
+        as_code = name in ("eval", "Function") or (name == "exec" and lang == "python")
+        args = [a for a in _split_args(region) if not re.match(r"\s*\*{0,2}[A-Za-z_]\w*\s*=(?!=)", a)
+                and not a.strip().startswith("{")]
+        if not args:
+            continue
+        if as_code:
+            for lit in _literals(args[0]):
+                yield Recurse("code", lit, f"{lang} {name}", lang=lang)
+        elif len(args) == 1 and not args[0].strip().startswith("["):
+            lits = _literals(args[0])
+            if lits:
+                yield Recurse("shell", " ".join(lits), f"{lang} {name}()")
+        else:
+            words = [w for a in args for w in _literals(a)]
+            if words:
+                yield Recurse("argv", tuple(words), f"{lang} {name}()")
+    if lang in ("perl", "ruby", "php"):
+        for m in re.finditer(r"`([^`]*)`|(?:\bqx|%x)\s*(?:\{([^}]*)\}|\(([^)]*)\)|/([^/]*)/)", code):
+            yield Recurse("shell", next(g for g in m.groups() if g is not None), f"{lang} backticks")
+    if lang == "applescript":
+        for m in re.finditer(r'do shell script\s+"((?:[^"\\]|\\.)*)"', code):
+            yield Recurse("shell", m.group(1), "do shell script")
+    if lang == "awk":
+        for m in re.finditer(r'print[^|;}]*\|\s*"(?:/bin/)?(?:ba|z|da|k)?sh"', code):
+            yield Hit(DANGEROUS, "awk output piped to a shell", _clip(m.group()))
+            for lit in _literals(m.group()[:m.group().rfind("|")]):
+                yield Recurse("shell", lit, "awk | sh")
+    for m in _RMTREE.finditer(code):
+        region = _region(code, m.end() - len(m.group(2)))
+        if m.group(1) in ("rm", "rmdir", "rmSync", "rmdirSync") and not re.search(r"recursive\s*:\s*true", region):
+            continue
+        first = (_split_args(region) or [""])[0]
+        lits = _literals(first)
+        if _HOME_EXPR.search(first) and all(x in ("~", "~/", "/", "HOME", "") for x in lits):
+            target = "~"
+        else:
+            target = lits[0] if lits else "<dynamic path>"
+        part = _clip(f"{m.group(1)}({region})")
+        if is_critical(target):
+            yield Hit(HARDLINE, "wipe of / or home", part)
+        else:
+            yield Hit(DANGEROUS, "recursive delete", part)
+    for m in _OPEN.finditer(code):
+        region = _region(code, m.end() - 1)
+        writes, path = m.group(1) not in ("open", "fopen"), None
+        for lit in _literals(region):
+            s = lit.strip()
+            if s[:1] in "<>+" and (">" in s or "+" in s):
+                writes = True
+                path = path or s.lstrip("+<>").strip() or None
+            elif re.fullmatch(r"[rwaxbt+]{1,3}", s):
+                writes = writes or bool(set(s) & set("wax+"))
+            elif path is None and s:
+                path = s
+        if writes and path and (risk := write_risk(path)):
+            yield Hit(risk[0], risk[1], _clip(f"{m.group(1)}({region})"))
+    for m in _PATH_WRITE.finditer(code):
+        if risk := write_risk(m.group(2)):
+            yield Hit(risk[0], risk[1], _clip(m.group()))
+    for m in re.finditer(r"(?<![\w$])(execute|executescript|executemany|query)\s*\(", code):
+        lits = _literals((_split_args(_region(code, m.end() - 1)) or [""])[0])
+        if lits:
+            yield Recurse("sql", " ".join(lits), f"{lang} {m.group(1)}()")
+    runs = bool(_EVAL.search(code) or _SHELL_CALL.search(code))
+    if runs and _DECODE.search(code):
+        yield Hit(DANGEROUS, "decoded payload executed", _clip(code))
+        for m in _B64_LIT.finditer(code):
+            text = decode(m.group(1))
+            if text:
+                yield Recurse("code", text, f"{lang} decoded payload", lang=lang)
+                yield Recurse("shell", text, f"{lang} decoded payload")
+    if _EVAL.search(code) and _FETCH.search(code):
+        yield Hit(DANGEROUS, "downloaded code executed", _clip(code))
+
+
+def _clip(s: str, limit: int = 200) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- shell text patterns
+
+_FUNC_DEF = re.compile(r"(?:\bfunction\s+([^\s(){}|;&<>]{1,40})\s*(?:\(\s*\))?|([^\s(){}|;&<>]{1,40})\s*\(\s*\))"
+                       r"\s*\{([^{}]{0,200})\}")
+
+
+def fork_bombs(text: str) -> Iterator[str]:
+    """Function definitions that call themselves through a pipe or in the background."""
+    if "{" in text and "}" in text:
+        for m in _FUNC_DEF.finditer(text):
+            name, body = m.group(1) or m.group(2), m.group(3)
+            if name in re.split(r"[\s|&;]+", body) and ("|" in body or "&" in body):
+                yield m.group()
+    if re.search(r"%0\s*\|\s*%0", text):
+        yield "%0|%0"
+
+
+# ---------------------------------------------------------------- downloads
+
+def download_info(name: str, args: list[str]) -> tuple[bool, list[str]]:
+    """(writes to stdout?, basenames of files it saves) for a downloader."""
+    def base(url: str) -> str:
+        path = re.sub(r"^\w+://[^/]*", "", url).split("?")[0].split("#")[0]
+        return path.rstrip("/").rsplit("/", 1)[-1] or "index.html"
+    if name == "curl":
+        o = parse(args, short="AbcCdDeEFHKmoPQrTtuUwxXyYz", long=(
+            "output", "data", "header", "request", "user", "user-agent", "referer", "config", "range", "upload-file",
+            "write-out", "proxy", "cookie", "cookie-jar", "dump-header", "form", "max-time", "connect-timeout",
+            "retry", "output-dir", "data-raw", "data-binary", "data-urlencode", "json", "url", "cacert", "cert"))
+        urls = [p for p in o.pos + o.longs.get("url", []) if "://" in p or "." in p]
+        outs = [v for v in o.vals.get("o", []) + o.longs.get("output", []) if v != "-"]
+        if o.has("O", "remote-name", "remote-name-all"):
+            outs += [base(u) for u in urls]
+        return not outs, [x.rsplit("/", 1)[-1] for x in outs]
+    if name == "wget":
+        o = parse(args, short="OoaPtTwUeiBQlD", long=("output-document", "output-file", "directory-prefix", "tries",
+                                                      "timeout", "user-agent", "header", "input-file", "level"))
+        doc = o.val("O", "output-document")
+        if doc == "-":
+            return True, []
+        return False, [doc.rsplit("/", 1)[-1]] if doc else [base(u) for u in o.pos]
+    if name in ("fetch", "aria2c"):
+        o = parse(args, short="od", long=("out", "output", "dir"))
+        out = o.val("o", "out", "output")
+        return False, [out.rsplit("/", 1)[-1]] if out else [base(u) for u in o.pos]
+    return True, []
+
+
+# ---------------------------------------------------------------- dispatch
+
+_RULES: dict[str, Callable[[Call], Iterator[Finding]]] = {
+    "rm": r_rm, "unlink": r_rm, "find": r_find, "chmod": r_chmod, "chown": r_chmod, "chgrp": r_chmod,
+    "mv": r_copy, "cp": r_copy, "install": r_copy, "ln": r_copy, "rsync": r_copy, "tee": r_tee, "sponge": r_tee,
+    "sed": r_sed, "gsed": r_sed, "truncate": r_truncate, "dd": r_dd, "tar": r_tar, "gtar": r_tar,
+    "shred": r_shred, "srm": r_shred, "wipe": r_shred,
+    "shutdown": r_power, "reboot": r_power, "halt": r_power, "poweroff": r_power, "init": r_power,
+    "telinit": r_power, "kexec": r_power,
+    "kill": r_kill, "fuser": r_kill, "killall": r_kill, "pkill": r_kill, "killall5": r_kill, "skill": r_kill,
+    "systemctl": r_systemctl, "loginctl": r_systemctl, "service": r_service, "rc-service": r_service,
+    "docker": r_docker, "podman": r_docker, "nerdctl": r_docker, "docker-compose": r_docker,
+    "podman-compose": r_docker, "kubectl": r_kubectl, "helm": r_kubectl, "oc": r_kubectl,
+    "terraform": r_infra, "tofu": r_infra, "pulumi": r_infra, "cdk": r_infra, "aws": r_infra,
+    "gcloud": r_infra, "az": r_infra, "git": r_git, "crontab": r_crontab,
+    "psql": r_sql_client, "mysql": r_sql_client, "mariadb": r_sql_client, "sqlite3": r_sql_client,
+    "duckdb": r_sql_client, "clickhouse-client": r_sql_client, "sqlcmd": r_sql_client, "cqlsh": r_sql_client,
+    "redis-cli": r_sql_client, "mongo": r_sql_client, "mongosh": r_sql_client,
+}
+for _n in ("visudo vipw vigr userdel deluser groupdel delgroup usermod passwd chpasswd useradd adduser iptables "
+           "ip6tables iptables-legacy iptables-nft nft ufw ip ifconfig ifdown nmcli apt apt-get aptitude dnf yum "
+           "microdnf zypper apk snap pacman nc ncat netcat socat launchctl").split():
+    _RULES[_n] = r_admin
+for _n in _PUBLISH:
+    _RULES.setdefault(_n, r_publish)
+for _n in ("fdisk sfdisk cfdisk gdisk sgdisk parted wipefs blkdiscard mkswap mke2fs mkntfs mkdosfs cryptsetup "
+           "lvremove vgremove pvremove zfs zpool").split():
+    _RULES[_n] = r_disk
+RULE_NAMES = frozenset(_RULES)
+
+
+def check(c: Call) -> Iterator[Finding]:
+    """All findings for one normalised simple command."""
+    rule = _RULES.get(c.name)
+    if rule is None and c.name.startswith(("mkfs", "newfs")):
+        rule = r_disk
+    if rule is None and c.raw0.startswith("/etc/init.d/"):
+        c.args = [c.name] + c.args
+        rule = r_service
+    if rule is not None:
+        yield from rule(c)
+    if c.name in ("curl", "wget", "fetch", "aria2c"):
+        saved = []
+        if c.name in ("curl", "wget"):
+            o = parse(c.args, short="oO" if c.name == "curl" else "O", long=("output", "output-document"))
+            saved = [v for v in o.vals.get("o" if c.name == "curl" else "O", []) +
+                     o.longs.get("output", []) + o.longs.get("output-document", []) if v != "-"]
+        yield from _writes(c, saved)

@@ -1,0 +1,267 @@
+"""Asking a person before the agent does something dangerous, and remembering the answer.
+
+Each request is a row that moves once, by compare-and-set, from `pending` to one of `once`,
+`session`, `always`, `denied`, `expired` or `cancelled`, with who decided and when; every step
+is also written to `approval_events`. Whatever ends a request — a button, `/approve`, `/deny`,
+a bare yes/no, `/stop`, the timeout, a shutdown or a restart — edits the prompt to say so and
+removes its buttons, and the waiting tool gets the outcome in plain words for the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
+from gateway.delivery import Delivery
+from gateway.redact import redact
+from gateway.store import Store
+from platforms.base import Button, ButtonPress, ChatRef, PlatformAdapter, Reply
+
+log = logging.getLogger(__name__)
+
+PREFIX = "ap:"
+CHOICES = {"o": "once", "s": "session", "a": "always", "d": "denied"}
+LABELS = {"once": "Allow once", "session": "Allow for this session", "always": "Always allow", "denied": "Deny"}
+APPROVED = frozenset({"once", "session", "always"})
+YES = frozenset({"yes", "y", "ok", "approve", "allow"})
+NO = frozenset({"no", "n", "deny", "stop"})
+MAX_SHOWN = 1500
+
+
+def subject_hash(kind: str, subject: str) -> str:
+    return hashlib.sha256(f"{kind}\0{subject}".encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class _Waiting:
+    approval_id: str
+    session_key: str
+    future: asyncio.Future[ApprovalOutcome]
+
+
+def _status_line(state: str, who: str, note: str | None, timeout: float) -> str:
+    if state == "once":
+        return f"✅ Allowed once by {who}."
+    if state == "session":
+        return f"✅ Allowed for this session by {who}."
+    if state == "always":
+        return f"✅ Always allowed by {who} (rule added)."
+    if state == "denied":
+        return f"❌ Denied by {who}" + (f": {note}" if note else ".")
+    if state == "cancelled":
+        return "⏹ Cancelled: the request was stopped."
+    return f"⌛ Expired: {note or f'nobody answered within {timeout / 60:.0f} min'}. Treated as denied."
+
+
+def _agent_words(state: str, who: str, note: str | None, timeout: float) -> str:
+    if state == "once":
+        return f"{who} approved it once."
+    if state == "session":
+        return f"{who} approved it for the rest of this session."
+    if state == "always":
+        return f"{who} approved it and allowed it from now on."
+    not_run = " It was NOT run; do not try to get around this, ask the user how to proceed."
+    if state == "denied":
+        return f"{who} denied it" + (f", saying: {note}." if note else ".") + not_run
+    if state == "cancelled":
+        return "The user stopped the request." + not_run
+    return (f"Nobody approved it ({note or f'no answer within {timeout / 60:.0f} min'}), so it counts as denied."
+            + not_run)
+
+
+class Approvals:
+    """The gateway's side of `agent.tools.ApprovalPort`."""
+
+    def __init__(self, store: Store, delivery: Delivery, adapters: Mapping[str, PlatformAdapter], *, mode: str,
+                 timeout: float, is_admin: Callable[[str, str], bool], secrets_: list[str]) -> None:
+        self.store = store
+        self.delivery = delivery
+        self.adapters = adapters
+        self.mode = mode
+        self.timeout = timeout
+        self.is_admin = is_admin
+        self.secrets = secrets_
+        self._waiting: dict[str, _Waiting] = {}
+
+    def pending_in(self, session_key: str) -> list[str]:
+        return [w.approval_id for w in self._waiting.values() if w.session_key == session_key]
+
+    # -- the port -------------------------------------------------------------------------
+
+    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
+        reasons = "; ".join(request.reasons) or "it needs consent"
+        if self.mode == "off":
+            return ApprovalOutcome(True, "auto", "Approvals are off (approvals.mode: off).")
+        if self.mode == "deny":
+            return ApprovalOutcome(False, "refused", f"Refused without asking: {reasons}; approvals.mode is deny. "
+                                   "It was NOT run. Tell the user what you wanted to do and why.")
+        digest = subject_hash(request.kind, request.subject)
+        if await self.store.fetch_one("SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ?",
+                                      (request.kind, digest)):
+            return ApprovalOutcome(True, "always", "Allowed by an 'always allow' rule.")
+        if ctx.session_id is not None and await self.store.fetch_one(
+                "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'",
+                (ctx.session_id, digest)):
+            return ApprovalOutcome(True, "session", "Allowed for this session earlier.")
+        return await self._ask(ctx, request, digest)
+
+    async def _ask(self, ctx: ToolContext, request: ApprovalRequest, digest: str) -> ApprovalOutcome:
+        approval_id = secrets.token_urlsafe(12)
+        chat = ChatRef(ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
+        shown = redact(request.subject, self.secrets)[:MAX_SHOWN]
+        reasons = [redact(reason, self.secrets) for reason in request.reasons]  # they quote the command
+        now = time.time()
+        async with self.store.tx() as db:
+            await db.execute(
+                "INSERT INTO approvals (id, session_key, session_id, platform, chat_id, thread_id, requester_id, kind,"
+                " subject, subject_hash, reasons, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (approval_id, ctx.extras.get("session_key", ""), ctx.session_id, chat.platform, chat.chat_id,
+                 chat.thread_id, ctx.user_id, request.kind, shown, digest, json.dumps(reasons), now,
+                 now + self.timeout))
+            await self._event(db, approval_id, "requested", ctx.user_id, shown)
+        future: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
+        self._waiting[approval_id] = _Waiting(approval_id, ctx.extras.get("session_key", ""), future)
+        try:
+            if not await self._show_prompt(approval_id, chat):
+                await self.decide(approval_id, "expired", "gateway", "the approval prompt could not be shown")
+            async with self.delivery.typing_paused(chat):
+                try:
+                    return await asyncio.wait_for(asyncio.shield(future), self.timeout)
+                except TimeoutError:
+                    await self.decide(approval_id, "expired", "timeout")
+                    return future.result()
+        except asyncio.CancelledError:
+            await self.decide(approval_id, "cancelled", "stop")
+            raise
+        finally:
+            self._waiting.pop(approval_id, None)
+
+    # -- deciding -------------------------------------------------------------------------
+
+    async def decide(self, approval_id: str, state: str, actor: str, note: str | None = None) -> bool:
+        """Move a pending request to `state`; False when it was already decided (first one wins)."""
+        now = time.time()
+        async with self.store.tx() as db:
+            cur = await db.execute("UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, note = ?"
+                                   " WHERE id = ? AND state = 'pending'", (state, actor, now, note, approval_id))
+            if cur.rowcount == 0:
+                return False
+            await self._event(db, approval_id, state, actor, note)
+            if state == "always":
+                await db.execute("INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, created_by,"
+                                 " created_at) SELECT kind, subject, subject_hash, ?, ? FROM approvals WHERE id = ?",
+                                 (actor, now, approval_id))
+        row = await self._row(approval_id)
+        assert row is not None
+        log.info("approval %s: %s by %s", approval_id, state, actor)
+        await self._show_outcome(row)
+        waiting = self._waiting.get(approval_id)
+        if waiting is not None and not waiting.future.done():
+            waiting.future.set_result(ApprovalOutcome(state in APPROVED, state,
+                                                      _agent_words(state, actor, note, self.timeout)))
+        return True
+
+    async def on_button(self, press: ButtonPress) -> str:
+        """A button under a prompt was pressed; returns the short answer shown to the presser."""
+        _, _, rest = press.data.partition(PREFIX)
+        approval_id, _, choice = rest.rpartition(":")
+        row = await self._row(approval_id)
+        if row is None or choice not in CHOICES or (row["platform"], row["chat_id"]) != (press.platform, press.chat_id):
+            return "This approval request does not exist."
+        if not self._may_decide(row, press.platform, press.user_id):
+            await self._audit(approval_id, "refused_press", press.user_id, "not the requester or an admin")
+            return "This approval is not yours to decide."
+        state = CHOICES[choice]
+        if not await self.decide(approval_id, state, press.user_name or press.user_id):
+            return "Already decided."
+        return LABELS[state] + " — done."
+
+    async def on_command(self, session_key: str, platform: str, user_id: str, user_name: str, approve: bool,
+                         args: str) -> str:
+        """`/approve [id]`, `/deny [id] [reason]`, or a bare yes/no (args empty)."""
+        pending = self.pending_in(session_key)
+        first, _, rest = args.partition(" ")
+        matches = [a for a in pending if first and len(first) >= 4 and a.startswith(first)]
+        if matches:
+            approval_id, note = matches[0], rest.strip() or None
+        elif len(pending) == 1:
+            approval_id, note = pending[0], args.strip() or None
+        elif not pending:
+            return "There is no approval waiting here."
+        else:
+            return f"{len(pending)} approvals are waiting; use the buttons or give the id: /approve <id>."
+        row = await self._row(approval_id)
+        if row is None or not self._may_decide(row, platform, user_id):
+            return "This approval is not yours to decide."
+        state = "once" if approve else "denied"
+        if not await self.decide(approval_id, state, user_name or user_id, None if approve else note):
+            return "Already decided."
+        return "Approved once." if approve else "Denied."
+
+    async def expire_all(self, note: str) -> None:
+        """End every pending request (at shutdown, and at start for those a dead process left)."""
+        rows = await self.store.fetch_all("SELECT id FROM approvals WHERE state = 'pending'")
+        for row in rows:
+            await self.decide(row["id"], "expired", "gateway", note)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _may_decide(self, row: Mapping[str, Any], platform: str, user_id: str) -> bool:
+        return user_id == row["requester_id"] or self.is_admin(platform, user_id)
+
+    async def _row(self, approval_id: str) -> Any:
+        return await self.store.fetch_one("SELECT * FROM approvals WHERE id = ?", (approval_id,))
+
+    @staticmethod
+    async def _event(db: Any, approval_id: str, event: str, actor: str | None, detail: str | None) -> None:
+        await db.execute("INSERT INTO approval_events (approval_id, event, actor, detail, at) VALUES (?,?,?,?,?)",
+                         (approval_id, event, actor, detail, time.time()))
+
+    async def _audit(self, approval_id: str, event: str, actor: str, detail: str) -> None:
+        async with self.store.tx() as db:
+            await self._event(db, approval_id, event, actor, detail)
+
+    def _prompt_text(self, row: Mapping[str, Any]) -> str:
+        what = "run this command" if row["kind"] == "command" else "touch this file"
+        reasons = "; ".join(json.loads(row["reasons"])) or "it needs consent"
+        return (f"⚠️ **Approval needed** — the agent wants to {what}:\n```\n{row['subject']}\n```\n"
+                f"Why it asks: {reasons}\nOnly the person who asked (or an admin) can decide. "
+                f"id `{row['id']}`")
+
+    async def _show_prompt(self, approval_id: str, chat: ChatRef) -> bool:
+        adapter = self.adapters.get(chat.platform)
+        row = await self._row(approval_id)
+        if adapter is None or row is None:
+            return False
+        text = self._prompt_text(row) + f"\nExpires in {self.timeout / 60:.0f} min."
+        part = adapter.render(text)[0]
+        buttons = tuple(tuple(Button(LABELS[CHOICES[c]], f"{PREFIX}{approval_id}:{c}") for c in pair)
+                        for pair in (("o", "s"), ("a", "d")))
+        try:
+            message_id = await adapter.send_buttons(chat, Reply(text=part.text, plain=part.plain, buttons=buttons))
+        except Exception as exc:
+            log.warning("could not show approval prompt %s: %s", approval_id, exc)
+            return False
+        async with self.store.tx() as db:
+            await db.execute("UPDATE approvals SET prompt_message_id = ? WHERE id = ?", (message_id, approval_id))
+        return True
+
+    async def _show_outcome(self, row: Mapping[str, Any]) -> None:
+        adapter = self.adapters.get(row["platform"])
+        if adapter is None or not row["prompt_message_id"]:
+            return
+        text = self._prompt_text(row) + "\n\n" + _status_line(row["state"], row["decided_by"] or "", row["note"],
+                                                              self.timeout)
+        part = adapter.render(text)[0]
+        chat = ChatRef(row["platform"], row["chat_id"], row["thread_id"])
+        try:
+            await adapter.edit(chat, row["prompt_message_id"], Reply(text=part.text, plain=part.plain))
+        except Exception as exc:  # best effort: the decision stands either way
+            log.warning("could not update approval prompt %s: %s", row["id"], exc)
