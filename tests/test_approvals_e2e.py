@@ -251,3 +251,60 @@ async def test_telegram_restart_while_pending_edits_the_prompt_to_expired(tmp_pa
         finally:
             second.terminate()
             second.wait(10)
+
+
+async def test_allow_for_this_session_covers_the_session_only(tmp_path, llm: FakeLLM):
+    llm.script(run_tool("rm -rf victim"), Reply.text("first"))
+    runner = await webchat_gateway(tmp_path, llm)
+    try:
+        async with Tab(runner) as tab:
+            await tab.say("delete victim")
+            await press(tab, await tab.wait_for(is_prompt), "Allow for this session")
+            assert await tab.reply(2) == "first"
+            (tmp_path / "ws" / "victim").mkdir()
+            llm.script(run_tool("rm -rf victim"), Reply.text("second"))
+            await tab.say("again")
+            assert await tab.reply(3) == "second"
+            assert sum(1 for f in tab.frames if is_prompt(f)) == 1  # no new prompt in the same session
+            assert not (tmp_path / "ws" / "victim").exists()
+            (tmp_path / "ws" / "victim").mkdir()
+            await tab.say("/new")
+            await tab.reply(4)
+            llm.script(run_tool("rm -rf victim"), Reply.text("third"))
+            await tab.say("once more")
+            await tab.wait_for(is_prompt, count=2)  # a new session asks again
+    finally:
+        await runner.stop()
+
+
+def test_cli_check_prints_the_verdict_as_json():
+    out = subprocess.run([sys.executable, "-m", "gateway.cli", "approvals", "check", "sudo rm -rf /"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    verdict = __import__("json").loads(out.stdout)
+    assert verdict["verdict"] == "hardline" and verdict["reasons"]
+    safe = subprocess.run([sys.executable, "-m", "gateway.cli", "approvals", "check", "grep 'rm -rf' notes.txt"],
+                          capture_output=True, text=True, timeout=30)
+    assert __import__("json").loads(safe.stdout) == {"verdict": "safe", "reasons": []}
+
+
+async def test_cli_lists_and_removes_always_rules(tmp_path, llm: FakeLLM, monkeypatch, capsys):
+    llm.script(run_tool("rm -rf victim"), Reply.text("gone"))
+    runner = await webchat_gateway(tmp_path, llm)
+    try:
+        async with Tab(runner) as tab:
+            await tab.say("delete victim")
+            await press(tab, await tab.wait_for(is_prompt), "Always allow")
+            await tab.reply(2)
+    finally:
+        await runner.stop()
+    from gateway import cli
+    for key, value in gateway_env(tmp_path, None).items():
+        monkeypatch.setenv(key, value)
+    assert await asyncio.to_thread(cli.main, ["approvals", "rules", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "rm -rf victim" in listing
+    rule_id = listing.split()[0]
+    assert await asyncio.to_thread(cli.main, ["approvals", "rules", "remove", rule_id]) == 0
+    assert await asyncio.to_thread(cli.main, ["approvals", "rules", "list"]) == 0
+    assert "rm -rf victim" not in capsys.readouterr().out
