@@ -8,8 +8,9 @@ import json
 import logging
 import signal
 import sys
+from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Sequence
+from typing import Any, AsyncIterator, Sequence
 
 from gateway.config import Config, ConfigError, load_config
 from gateway.logs import setup_logging
@@ -94,11 +95,20 @@ def _check_command(command: str) -> int:
     return 0
 
 
-async def _rules(config: Config, args: argparse.Namespace) -> int:
+@asynccontextmanager
+async def _open_store(config: Config) -> AsyncIterator[Any]:
+    """The daemon's database, opened beside a running daemon or without one (WAL allows both)."""
     from gateway.store import Store
 
     store = await Store.open(config.db_path)
     try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def _rules(config: Config, args: argparse.Namespace) -> int:
+    async with _open_store(config) as store:
         if args.rules_action == "remove":
             if args.rule_id is None:
                 print("usage: chatgate approvals rules remove RULE_ID", file=sys.stderr)
@@ -113,18 +123,14 @@ async def _rules(config: Config, args: argparse.Namespace) -> int:
         for rule in await store.fetch_all("SELECT * FROM approval_rules ORDER BY id"):
             when = datetime.fromtimestamp(rule["created_at"]).strftime("%Y-%m-%d %H:%M")
             print(f"{rule['id']:>4}  {rule['kind']:<8} {when}  by {rule['created_by']}: {rule['subject']}")
-    finally:
-        await store.close()
     return 0
 
 
 async def _pair(config: Config, args: argparse.Namespace) -> int:
     from gateway.pairing import Pairing
-    from gateway.store import Store
 
-    store = await Store.open(config.db_path)
-    pairing = Pairing(store)
-    try:
+    async with _open_store(config) as store:
+        pairing = Pairing(store)
         if args.action == "approve":
             admitted = await pairing.approve(args.platform, args.code)
             if admitted is None:
@@ -143,16 +149,11 @@ async def _pair(config: Config, args: argparse.Namespace) -> int:
                 print(f"pending   {code.platform:<9} {code.code}  {code.user_name} ({code.user_id}), {left:.0f} min left")
             for platform, user_id, name, when in await pairing.approved():
                 print(f"approved  {platform:<9} {user_id}  {name}  since {datetime.fromtimestamp(when):%Y-%m-%d %H:%M}")
-    finally:
-        await store.close()
     return 0
 
 
 async def _sessions(config: Config, args: argparse.Namespace) -> int:
-    from gateway.store import Store
-
-    store = await Store.open(config.db_path)
-    try:
+    async with _open_store(config) as store:
         if args.action == "list":
             for s in await store.list_sessions(args.limit):
                 ended = " (ended)" if s["ended_at"] else ""
@@ -161,8 +162,6 @@ async def _sessions(config: Config, args: argparse.Namespace) -> int:
         else:
             for hit in await store.search(args.query, platform=args.platform, user_id=args.user):
                 print(f"session {hit.session_id} {hit.role}: {hit.snippet}")
-    finally:
-        await store.close()
     return 0
 
 
