@@ -161,6 +161,13 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def _kill_started(start: asyncio.Future[Any]) -> None:
+    if not start.cancelled() and start.exception() is None:
+        transport, _ = start.result()
+        _kill_group(transport.get_pid())
+        transport.close()
+
+
 async def _wait(future: asyncio.Future[None], seconds: float) -> bool:
     try:
         await asyncio.wait_for(asyncio.shield(future), seconds)
@@ -186,11 +193,18 @@ class _Shell:
         self.workspace.mkdir(parents=True, exist_ok=True)
         output = _Output(self.output_limit)
         loop = asyncio.get_running_loop()
-        transport, proto = await loop.subprocess_shell(
+        start = asyncio.ensure_future(loop.subprocess_shell(
             lambda: _Run(output), command,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             cwd=self.workspace, env=command_env(self.secrets), start_new_session=True,
-            executable=_shell_path())
+            executable=_shell_path()))
+        try:
+            transport, proto = await asyncio.shield(start)
+        except BaseException:
+            # cancelled while starting: the shell may already run (asyncio itself would kill only the
+            # shell, not what it started), so let the start finish and then kill the whole group
+            start.add_done_callback(_kill_started)
+            raise
         pgid = transport.get_pid()  # a new session: the shell leads its own process group
         try:
             timed_out = not await _wait(proto.exited, timeout)
