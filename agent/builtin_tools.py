@@ -9,12 +9,12 @@ from agent.tools import Tool, ToolContext
 
 
 async def current_time(ctx: ToolContext, tz: str | None = None) -> str:
+    default = ctx.extras.get("timezone")  # gateway.timezone: a name, a tzinfo, or None
+    name = tz or (default if isinstance(default, str) else None)
     try:
-        zone = ZoneInfo(tz) if tz else ctx.extras.get("timezone") or timezone.utc
-    except (ZoneInfoNotFoundError, ValueError):
-        return f"error: unknown time zone {tz!r}; use an IANA name such as Europe/Berlin"
-    if isinstance(zone, str):
-        zone = ZoneInfo(zone)
+        zone = ZoneInfo(name) if name else default or timezone.utc
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
+        return f"error: unknown time zone {name!r}; use an IANA name such as Europe/Berlin"
     now = datetime.now(zone)
     return now.strftime("%A %Y-%m-%d %H:%M:%S %Z (UTC%z)")
 

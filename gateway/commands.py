@@ -35,7 +35,8 @@ def parse_command(text: str) -> Command | None:
     """`/name[@bot] args` → Command; anything else (including a bare "/") → None."""
     if not text.startswith("/") or len(text) < 2 or text[1].isspace() or text[1] == "/":
         return None
-    head, _, args = text[1:].partition(" ")
+    head, *rest = text[1:].split(maxsplit=1)  # "/deny 3\nreason": any whitespace ends the name
+    args = rest[0] if rest else ""
     name = head.split("@", 1)[0].strip().lower()
     if not name or "/" in name:
         return None  # a path such as /usr/bin is not a command

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError,
+                      field_validator, model_validator)
 
 DEFAULT_IDENTITY = (
     "You are a helpful assistant reached through a chat app. Answer clearly and concisely; "
@@ -47,7 +49,8 @@ class ConfigError(Exception):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # numbers are welcome where text is expected: `token: 123456`, CHATGATE_..._TOKEN=123456
+    model_config = ConfigDict(extra="forbid", validate_default=True, coerce_numbers_to_str=True)
 
 
 class LLMConfig(_Section):
@@ -72,6 +75,16 @@ class GatewayConfig(_Section):
     session_idle_seconds: float = Field(300.0, gt=0)
     drain_seconds: float = Field(30.0, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError, OSError):
+                raise ValueError("unknown time zone; use an IANA name such as Europe/Berlin or UTC") from None
+        return value
 
 
 class AgentConfig(_Section):
@@ -192,15 +205,21 @@ _ALIASES = {  # environment variable -> config path, used when the file leaves t
 }
 
 
-def _set_path(data: dict[str, Any], path: tuple[str, ...], value: Any, *, overwrite: bool) -> None:
+def _set_path(data: dict[str, Any], path: tuple[str, ...], value: Any, *, overwrite: bool) -> bool:
+    """Set `value` at `path`; False when it was not set (the key is set already and not
+    `overwrite`, or the file has a non-mapping where a section belongs: that is its error)."""
     node = data
     for part in path[:-1]:
         child = node.get(part)
-        if not isinstance(child, dict):
+        if child is None:
             child = node[part] = {}
+        if not isinstance(child, dict):
+            return False
         node = child
     if overwrite or node.get(path[-1]) in (None, ""):
         node[path[-1]] = value
+        return True
+    return False
 
 
 def _env_value(raw: str) -> Any:
@@ -215,26 +234,29 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
     """Apply environment overrides in place; return which path came from which variable."""
     sources: dict[tuple[str, ...], str] = {}
     for var, path in _ALIASES.items():
-        if env.get(var):
-            _set_path(data, path, env[var], overwrite=False)
+        if env.get(var) and _set_path(data, path, env[var], overwrite=False):
             sources[path] = var
     for var, raw in env.items():
         if not var.startswith("CHATGATE_") or "__" not in var:
             continue
         path = tuple(p.lower() for p in var[len("CHATGATE_"):].split("__"))
-        if all(path):
-            _set_path(data, path, _env_value(raw), overwrite=True)
+        if all(path) and _set_path(data, path, _env_value(raw), overwrite=True):
             sources[path] = var
     return sources
 
 
 def _expected_keys(loc: tuple[Any, ...]) -> list[str]:
     model: Any = Config
-    for part in loc[:-1]:
-        field = getattr(model, "model_fields", {}).get(part)
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+    parts = list(loc[:-1])
+    while parts:
+        field = getattr(model, "model_fields", {}).get(parts.pop(0))
+        annotation = field.annotation if field else None
+        if get_origin(annotation) is dict and parts:  # a mapping of sections, e.g. telegram.chats.<id>
+            annotation = get_args(annotation)[1]
+            parts.pop(0)
+        if not isinstance(annotation, type) or not issubclass(annotation, BaseModel):
             return []
-        model = field.annotation
+        model = annotation
     return list(getattr(model, "model_fields", {}))
 
 
@@ -251,7 +273,9 @@ def _describe(error: ValidationError, origin: str, sources: dict[tuple[str, ...]
                 and "token" not in key and "key" not in key:
             what += f" (got {first['input']!r})"
     loc_path = tuple(str(p) for p in loc)
-    where = next((var for path, var in sources.items() if path[: len(loc_path)] == loc_path), origin)
+    # the variable that set this key, a key inside it, or the section it is in
+    where = next((var for path, var in sources.items() if path[: len(loc_path)] == loc_path
+                  or loc_path[: len(path)] == path), origin)
     more = len(error.errors()) - 1
     return f"config error: {key}: {what} [{where}]" + (f" (and {more} more)" if more else "")
 

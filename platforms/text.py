@@ -50,20 +50,21 @@ class _Splitter:
         return text_length(text, self.unit)
 
     def has_content(self) -> bool:
-        return bool(self.lines) and not (self.fence is not None and self.lines == [self.fence[1]])
+        return bool(self.lines) and not (self.reopened and len(self.lines) == 1)
 
     def flush(self, final: bool = False) -> None:
+        moved = False  # the fence's opening line goes to the next part instead
         if self.has_content():
             body = self.lines + ([self.fence[0]] if self.fence else [])
             if self.fence and not final and not any(x.strip() for x in self.lines[self.open_at + 1:]):
-                body = self.lines[:self.open_at]  # nothing in the fence yet: open it in the next part
+                body, moved = self.lines[:self.open_at], True  # nothing in the fence yet
             chunk = "\n".join(body).strip("\n")
             if chunk.strip():
                 self.parts.append(chunk)
         self.lines = [self.fence[1]] if self.fence else []
         self.used = self.size(self.fence[1]) if self.fence else 0
         self.open_at = 0
-        self.reopened = self.fence is not None
+        self.reopened = self.fence is not None and not moved
 
     def add(self, line: str) -> None:
         match = _FENCE.match(line)
