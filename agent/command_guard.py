@@ -18,7 +18,10 @@ and the rules in `agent.command_rules` look at its argv, never at the raw text, 
 interpreters and SQL clients, and literal payloads decoded on the way
 (`echo .. | base64 -d | sh`). A pipeline is followed as data: what `echo`, `printf`,
 `base64 -d`, `xxd -r -p`, `rev`, `tr`, `gunzip` or a downloader writes is known (or known to be
-downloaded / decoded) when it reaches a shell. The worst part decides; every hit is a reason.
+downloaded / decoded) when it reaches a shell. Within one line the guard also remembers the
+working directory (`cd / && rm -rf *`), files downloaded (`curl -o x.sh ..; sh x.sh`) and
+files written with known text (`echo .. > x.sh; bash x.sh`). The worst part decides; every
+hit is a reason, "rule: offending command (via how it was reached)".
 
 Limits, all failing closed (dangerous): input over 100 000 characters, nesting deeper than
 10 levels, more than 1 MB analysed in total, and any internal error.
@@ -29,7 +32,9 @@ Choices: `sudo <safe command>` is safe (the guard judges effects, not privilege;
 current directory are dangerous only in sensitive places (/etc, /usr, ~/.ssh, shell rc files,
 cron, systemd, sudoers, ...); a relative `.bashrc` or `.ssh/...` counts as sensitive because
 the agent often works in ~. Commands inside `docker exec`/`kubectl exec` are never worse
-than dangerous.
+than dangerous; commands sent over `ssh` keep their full weight. `find -exec`, `xargs` and
+`parallel` act on many files, so a plain `rm` or `chmod` behind them counts as recursive.
+Package publishing (npm publish, twine upload, ...) is dangerous because it cannot be undone.
 """
 
 from __future__ import annotations
@@ -38,15 +43,15 @@ import base64
 import binascii
 import bz2
 import fnmatch
-import gzip
 import lzma
 import re
 import shlex
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from agent import command_rules as rules
-from agent.command_rules import DANGEROUS, HARDLINE, SAFE, Call, Hit, Recurse
+from agent.command_rules import DANGEROUS, HARDLINE, SAFE, Call, Hit
 
 __all__ = ["Verdict", "classify"]
 
@@ -105,6 +110,7 @@ class _Cmd:
     stdin_desc: str = ""
     subs: list = field(default_factory=list)  # Streams of $(..), `..`, <(..) in this command
     exec_origin: str | None = None  # argv[0] came from downloaded / decoded output
+    origins: dict = field(default_factory=dict)  # x=$(curl ..): variable -> origin of its value
 
 
 _ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
@@ -232,8 +238,17 @@ class _Lexer:
         self.quoted = self.quoted or quoted
         self.after_op = False
 
+    def at_command(self) -> bool:
+        """Whether the word being built is in command position (only assignments before it)."""
+        return self.redir is None and all(_ASSIGN.match(w) for w in self.cmd.words)
+
+    def assigning(self) -> str | None:
+        """The variable name when the word being built is an assignment such as `x=$(..)`."""
+        m = _ASSIGN.match("".join(self.cur or []))
+        return m.group().rstrip("+=").split("[")[0] if m and self.at_command() else None
+
     def insert(self, value: str, quoted: bool) -> None:
-        if quoted or self.redir:
+        if quoted or self.redir or self.assigning():  # no word splitting in x=$(..)
             self.add(value, quoted=quoted)
             return
         for piece in re.split(r"(\s+)", value):
@@ -295,7 +310,12 @@ class _Lexer:
                 if name.endswith("+"):
                     name = name[:-1]
                     val = env.get(name, "") + val
-                env[name.split("[")[0]] = val
+                name = name.split("[")[0]
+                env[name] = val
+                if name in self.cmd.origins:
+                    env["origin " + name] = self.cmd.origins[name]
+                else:
+                    env.pop("origin " + name, None)
 
     # quotes and expansions
 
@@ -398,17 +418,20 @@ class _Lexer:
                 val = val[start:start + int(sl.group(2))] if sl.group(2) else val[start:]
         if val is None:
             self.add(literal, quoted=True)
-        else:
-            self.insert(val, quoted)
+            return
+        if self.env.get("origin " + name) and self.at_command() and not self.assigning():
+            self.cmd.exec_origin = self.env["origin " + name]
+        self.insert(val, quoted)
 
     def substitute(self, inner: str, quoted: bool) -> None:
         st = self.resolve(inner)
         self.cmd.subs.append(st)
         if self.redir == "<<<" and st.origin:
             self.cmd.stdin_origin = st.origin
-        partial = "".join(self.cur or [])
-        if st.origin and not _ASSIGN.match(partial) and self.redir is None and all(
-                _ASSIGN.match(w) for w in self.cmd.words):
+        name = self.assigning()
+        if st.origin and name:
+            self.cmd.origins[name] = st.origin
+        elif st.origin and self.at_command():
             self.cmd.exec_origin = st.origin
         if st.text is None:
             self.add("$(…)", quoted=True)
@@ -501,7 +524,7 @@ _INTERP_OPTS = {"python": ("c", (), "cmWXQ", "m"), "perl": ("eE", (), "eEIMmlxC"
                 "lua": ("e", (), "el", ""), "applescript": ("e", (), "el", ""), "awk": ("", (), "fvF", "")}
 DOWNLOADERS = frozenset("curl wget fetch aria2c http https xh nc ncat netcat socat telnet".split())
 NET_TOOLS = frozenset("nc ncat netcat socat telnet".split())
-DECODERS = frozenset("base64 base32 basenc gbase64 openssl xxd rev tr gunzip zcat gzip bzip2 bzcat xz xzcat unxz".split())
+DECODERS = frozenset("base64 base32 basenc gbase64 openssl xxd rev tr gunzip zcat gzip bunzip2 bzip2 bzcat xz xzcat unxz".split())
 _RESERVED = frozenset("{ } ! then do else elif if while until time fi done esac coproc".split())
 # wrappers that run the rest of the line: (short options taking a value, long ones, positionals to skip)
 _WRAPPERS = {
@@ -570,9 +593,9 @@ def b64(text: str) -> str | None:
 
 
 def _tr_set(spec: str) -> str:
-    spec = _unescape(spec)
-    return re.sub(r"(.)-(.)", lambda m: "".join(chr(c) for c in range(ord(m.group(1)), ord(m.group(2)) + 1))
-                  if ord(m.group(1)) <= ord(m.group(2)) else m.group(), spec)
+    """A tr(1) character set with ranges (a-z) expanded; huge ranges are left alone."""
+    return re.sub(r"(.)-(.)", lambda m: "".join(map(chr, range(ord(m.group(1)), ord(m.group(2)) + 1)))
+                  if 0 <= ord(m.group(2)) - ord(m.group(1)) < 512 else m.group(), _unescape(spec))
 
 
 def _decode(name: str, args: list[str], text: str) -> str | None:
@@ -593,11 +616,11 @@ def _decode(name: str, args: list[str], text: str) -> str | None:
             a, b = _tr_set(o.pos[0]), _tr_set(o.pos[1])
             b = (b + b[-1:] * len(a))[:len(a)]
             return text.translate(str.maketrans(a, b)) if a else None
-        raw = _s2b(text)
-        for names, fn in ((("gunzip", "zcat", "gzip"), gzip.decompress), (("bzip2", "bzcat"), bz2.decompress),
-                          (("xz", "xzcat", "unxz"), lzma.decompress)):
+        for names, make in ((("gunzip", "zcat", "gzip"), lambda: zlib.decompressobj(47)),
+                            (("bunzip2", "bzip2", "bzcat"), bz2.BZ2Decompressor), (("xz", "xzcat", "unxz"), lzma.LZMADecompressor)):
             if name in names and (name not in ("gzip", "bzip2", "xz") or o.has("d", "decompress")):
-                return _b2s(fn(raw))
+                out = make().decompress(_s2b(text), MAX_WORK)  # bounded: no decompression bombs
+                return _b2s(out) if len(out) < MAX_WORK else None
     except Exception:
         return None
     return None
@@ -605,7 +628,7 @@ def _decode(name: str, args: list[str], text: str) -> str | None:
 
 def _decoding(name: str, args: list[str]) -> bool:
     """Whether a DECODERS command is decoding (not encoding) here."""
-    if name in ("rev", "tr", "gunzip", "zcat", "bzcat", "xzcat", "unxz"):
+    if name in ("rev", "tr", "gunzip", "zcat", "bunzip2", "bzcat", "xzcat", "unxz"):
         return True
     if name == "xxd":
         return "-r" in args or "-revert" in args
@@ -664,7 +687,7 @@ class _Analysis:
         if self.budget < 0:
             self.hit(DANGEROUS, "too complex to analyse", text, via, cap)
             return Stream()
-        for bomb in rules.fork_bombs(text):
+        for bomb in rules.fork_bombs(_mask_quotes(text)):
             self.hit(HARDLINE, "fork bomb", bomb, via, cap)
         lexer = _Lexer(text, env, lambda inner: self.script(inner, depth + 1, via + ("$(…)",), dict(env), cap))
         last = Stream()
@@ -796,7 +819,7 @@ class _Analysis:
         self.last_name = name
         args, shown = argv[1:], show([name] + argv[1:])
         if "/" in argv[0]:
-            self.file_exec(argv[0], "shell", shown, depth, via, env, cap)
+            self.file_exec(argv[0], "shell", show(argv), depth, via, env, cap)
         if name in ("cd", "pushd"):
             target = next((a for a in args if not a.startswith("-") or a == "-"), "~")
             self.cwd = (rules.norm_path(target) if target.startswith(("/", "~", "$HOME", "${HOME}")) else
@@ -825,7 +848,10 @@ class _Analysis:
         elif name == "xargs":
             o = rules.parse(args, "ILnPsdEa", ("max-args", "max-procs", "delimiter", "arg-file", "replace", "eof",
                                                "max-lines", "max-chars", "process-slot-var"), stop=True)
-            extra = (stdin.text or "").split()[:64]
+            if stdin.origin:
+                self.hit(DANGEROUS, f"{_ORIGIN[stdin.origin]} fed to xargs", f"{stdin.desc} | {shown}", via, cap)
+            sep = "\0" if o.has("0", "null") else (o.val("d", "delimiter") or None)
+            extra = [w for w in (stdin.text or "").split(_unescape(sep) if sep else None) if w.strip()][:64]
             rep = o.val("I", "replace")
             sub = o.rest or ["echo"]
             if rep and extra:
@@ -945,6 +971,27 @@ class _Analysis:
 
 
 _GLOB = re.compile(r"[*?\[]")
+
+
+def _mask_quotes(text: str) -> str:
+    """`text` with quoted strings and comments blanked, so `echo ':(){ :|:& };:'` is no fork bomb."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            out.append(text[i:i + 2])
+            i += 2
+        elif c in "'\"" or (c == "#" and (i == 0 or text[i - 1] in " \t\n;")):
+            end = "\n" if c == "#" else c
+            j = i + 1
+            while j < n and text[j] != end:
+                j += 2 if text[j] == "\\" and c == '"' else 1
+            out.append(" " * (min(j, n) - i + (c != "#")))
+            i = j + (c != "#")
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def _split(text: str) -> list[str]:

@@ -203,6 +203,8 @@ def sensitive_label(p: str) -> str | None:
     if n == ".ssh" or n.startswith(".ssh/"):  # relative: the agent often works in ~
         n = "~/" + n
     base = n.rsplit("/", 1)[-1]
+    if base == "known_hosts":
+        return None
     if base == "authorized_keys":
         return "ssh authorized_keys"
     if base in RC_FILES and (n == base or n == "~/" + base):
@@ -319,7 +321,7 @@ def r_chmod(c: Call) -> Iterator[Finding]:
 
 
 def r_copy(c: Call) -> Iterator[Finding]:  # mv, cp, install, ln, rsync
-    o = parse(c.args, short="tSmogeTfB" if c.name == "rsync" else "tSmog",
+    o = parse(c.args, short={"install": "tSmog", "rsync": "eTfB"}.get(c.name, "tS"),
               long=("target-directory", "suffix", "mode", "owner", "group", "rsh", "exclude", "include", "filter"))
     dest = o.val("t", "target-directory")
     srcs = o.pos if dest else o.pos[:-1]
@@ -412,7 +414,7 @@ def r_power(c: Call) -> Iterator[Finding]:
     if "--help" in args or (c.name == "shutdown" and any(a in ("-c", "-k", "--show") for a in args)):
         return
     if c.name in ("init", "telinit"):
-        if args and args[0] in ("0", "6", "1", "s", "S", "single", "q") and args[0] != "q":
+        if args and args[0] in ("0", "6", "1", "s", "S", "single"):
             yield Hit(HARDLINE, "power off / reboot", c.shown)
         return
     if c.name == "kexec" and not any(a in ("-e", "--exec") for a in args):
@@ -487,41 +489,35 @@ _DOCKER_GROUPS = {"container", "image", "volume", "network", "system", "builder"
                   "secret", "config", "node", "plugin", "swarm", "compose"}
 
 
+_COMPOSE_LONG = ("file", "project-name", "profile", "env-file", "project-directory")
+
+
 def r_docker(c: Call) -> Iterator[Finding]:
-    o = parse(c.args, short="Hcl", long=("host", "context", "config", "log-level", "tlscacert", "tlscert", "tlskey"),
-              stop=True)
-    rest = o.rest
-    if c.name in ("docker-compose", "podman-compose"):
-        rest = ["compose"] + rest
-    if not rest:
-        return
-    if rest[0] == "exec" or (rest[0] == "compose" and parse(rest[1:], short="fp", long=(
-            "file", "project-name", "profile", "env-file", "project-directory"), stop=True).rest[:1] == ["exec"]):
-        if rest[0] == "compose":
-            rest = parse(rest[1:], short="fp", long=("file", "project-name", "profile", "env-file",
-                                                       "project-directory"), stop=True).rest
-        e = parse(rest[1:], short="euw", long=("env", "user", "workdir", "env-file", "detach-keys", "index"), stop=True)
+    rest = parse(c.args, short="Hcl", long=("host", "context", "config", "log-level", "tlscacert", "tlscert",
+                                            "tlskey"), stop=True).rest
+    compose = c.name.endswith("-compose") or rest[:1] == ["compose"]
+    if compose:
+        rest = parse(rest if c.name.endswith("-compose") else rest[1:], "fp", _COMPOSE_LONG, stop=True).rest
+        if rest[:1] and rest[0] in ("down", "rm", "kill", "stop"):
+            yield Hit(DANGEROUS, f"compose {rest[0]}", c.shown)
+    verb = rest[0] if rest else ""
+    if verb == "exec":  # docker exec [opts] CONTAINER cmd..., compose exec [opts] SERVICE cmd...
+        e = parse(rest[1:], "euw", ("env", "user", "workdir", "env-file", "detach-keys", "index"), stop=True)
         if len(e.rest) > 1:
             yield Recurse("argv", tuple(e.rest[1:]), f"{c.name} exec", cap=DANGEROUS)
-        return
-    if rest[0] == "run":
+    elif verb == "run" and not compose:
         for k, a in enumerate(rest):
-            v = rest[k + 1] if a in ("-v", "--volume") and k + 1 < len(rest) else a.partition("=")[2] if a.startswith(
-                ("--volume=", "--mount=")) else ""
+            v = rest[k + 1] if a in ("-v", "--volume") and k + 1 < len(rest) else (
+                a.partition("=")[2] if a.startswith(("--volume=", "--mount=")) else "")
             if re.match(r"/:|(?:.*,)?(?:source|src)=/(?:,|$)", v):
                 yield Hit(DANGEROUS, "host root mounted into a container", c.shown)
                 return
-        return
-    words = [w for w in rest[:3] if not w.startswith("-")]
-    if words and words[0] == "compose":
-        words = [w for w in parse(rest[1:], short="fp", long=("file", "project-name", "profile", "env-file",
-                                                               "project-directory"), stop=True).rest[:1]]
-        if words and words[0] in ("down", "rm", "kill", "stop"):
-            yield Hit(DANGEROUS, f"compose {words[0]}", c.shown)
-        return
-    verb = words[1] if len(words) > 1 and words[0] in _DOCKER_GROUPS else words[0] if words else ""
-    if verb in _DOCKER_BAD or (words and words[0] == "swarm" and verb == "leave") or verb in ("remove", "delete"):
-        yield Hit(DANGEROUS, f"{c.name} {' '.join(words[:2]) if words[0] in _DOCKER_GROUPS else verb}", c.shown)
+    elif not compose:
+        words = [w for w in rest[:3] if not w.startswith("-")]
+        group = bool(words) and words[0] in _DOCKER_GROUPS
+        action = words[1] if group and len(words) > 1 else words[0] if words else ""
+        if action in _DOCKER_BAD or action in ("remove", "delete", "leave"):
+            yield Hit(DANGEROUS, f"{c.name} {' '.join(words[:2]) if group else action}", c.shown)
 
 
 def r_kubectl(c: Call) -> Iterator[Finding]:
@@ -917,7 +913,7 @@ def fork_bombs(text: str) -> Iterator[str]:
 # ---------------------------------------------------------------- downloads
 
 def download_info(name: str, args: list[str]) -> tuple[bool, list[str]]:
-    """(writes to stdout?, basenames of files it saves) for a downloader."""
+    """(writes to stdout?, paths of the files it saves) for a downloader."""
     def base(url: str) -> str:
         path = re.sub(r"^\w+://[^/]*", "", url).split("?")[0].split("#")[0]
         return path.rstrip("/").rsplit("/", 1)[-1] or "index.html"
@@ -930,18 +926,18 @@ def download_info(name: str, args: list[str]) -> tuple[bool, list[str]]:
         outs = [v for v in o.vals.get("o", []) + o.longs.get("output", []) if v != "-"]
         if o.has("O", "remote-name", "remote-name-all"):
             outs += [base(u) for u in urls]
-        return not outs, [x.rsplit("/", 1)[-1] for x in outs]
+        return not outs, outs
     if name == "wget":
         o = parse(args, short="OoaPtTwUeiBQlD", long=("output-document", "output-file", "directory-prefix", "tries",
                                                       "timeout", "user-agent", "header", "input-file", "level"))
         doc = o.val("O", "output-document")
         if doc == "-":
             return True, []
-        return False, [doc.rsplit("/", 1)[-1]] if doc else [base(u) for u in o.pos]
+        return False, [doc] if doc else [base(u) for u in o.pos]
     if name in ("fetch", "aria2c"):
         o = parse(args, short="od", long=("out", "output", "dir"))
         out = o.val("o", "out", "output")
-        return False, [out.rsplit("/", 1)[-1]] if out else [base(u) for u in o.pos]
+        return False, [out] if out else [base(u) for u in o.pos]
     return True, []
 
 
@@ -987,9 +983,4 @@ def check(c: Call) -> Iterator[Finding]:
     if rule is not None:
         yield from rule(c)
     if c.name in ("curl", "wget", "fetch", "aria2c"):
-        saved = []
-        if c.name in ("curl", "wget"):
-            o = parse(c.args, short="oO" if c.name == "curl" else "O", long=("output", "output-document"))
-            saved = [v for v in o.vals.get("o" if c.name == "curl" else "O", []) +
-                     o.longs.get("output", []) + o.longs.get("output-document", []) if v != "-"]
-        yield from _writes(c, saved)
+        yield from _writes(c, download_info(c.name, c.args)[1])
