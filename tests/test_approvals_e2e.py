@@ -165,7 +165,8 @@ async def test_yes_deny_with_reason_and_stop_end_the_request(tmp_path, llm: Fake
             assert not edited["buttons"]
             if how == "yes":
                 assert "Allowed once" in edited["text"]
-                assert await tab.reply(3) == "finished"
+                await tab.reply(3)  # the acknowledgement and the turn's answer, in either order
+                assert sorted(tab.replies()[1:]) == ["Approved once.", "finished"]
                 assert not (tmp_path / "ws" / "victim").exists()
             elif how.startswith("/deny"):
                 assert "Denied" in edited["text"] and "too risky" in edited["text"]
