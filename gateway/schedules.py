@@ -19,6 +19,9 @@ Semantics worth knowing
   the previous *scheduled* time (not the time the job finished) and no drift accumulates.
   ``first(now)`` is ``now + interval``. The minimum interval is 1 minute (``allow_seconds=True``
   lifts it, for tests); the maximum for any duration is 365 days.
+* ``at`` / ``in`` / ``tomorrow`` are one-shots (kind ``"once"``, expression ``at <ISO time>``,
+  seconds kept, microseconds dropped). ``first(now)`` is the time, or None if it is before
+  `now`; ``next_after(t)`` is the time if it is after `t`, else None. A past time parses.
 * cron uses standard (Vixie) crontab meaning, evaluated on the wall clock of the job's zone:
   - weekdays are 0-7 with 0 and 7 = Sunday, or names sun..sat. APScheduler 3.x's own
     ``CronTrigger.from_crontab`` numbers weekdays from 0 = Monday (its documented "historical
@@ -28,15 +31,19 @@ Semantics worth knowing
     matching *either* fires (``0 9 1 * 1`` = the 1st and every Monday); APScheduler alone would
     require both, so that case is an OR of two CronTriggers.
   - DST, spring forward (a local time that does not exist that day, e.g. 02:30 in Berlin on the
-    last Sunday of March): APScheduler 3.11 resolves the nonexistent wall time with the offset
-    in force *before* the change, so the job fires once, one hour "late" by the new clock
-    (02:30 CET = 01:30 UTC = 03:30 CEST). Not lost, not doubled. One-shot ``at`` times in a
-    gap are resolved the same way.
+    last Sunday of March): the wall time is read with the offset in force *before* the change,
+    as APScheduler 3.11's CronTrigger and zoneinfo (fold=0) do, so the job fires once, one
+    hour "late" by the new clock (02:30 CET = 01:30 UTC = 03:30 CEST). Not lost, not doubled.
+    One-shot ``at`` times in a gap are resolved the same way.
   - DST, fall back (a local time that happens twice): APScheduler 3.11 fires at *both*
     instants. We follow Vixie cron instead: a job with a fixed minute and hour (neither field
     starts with ``*``) fires once, at the first occurrence; jobs whose minute or hour field
     starts with ``*`` (``*/15 * * * *``, ``0 * * * *``) keep running on real time through the
     repeated hour. Ambiguous one-shot ``at`` times mean the first occurrence.
+  - A plain CronTrigger on a DST zone also *loses* runs when its search steps across a change
+    (see ``WallClockCronTrigger``), so cron times are computed with CronTriggers on fixed UTC
+    offsets, stitched at each change of offset. ``trigger()`` returns that wrapper, which is
+    an APScheduler ``BaseTrigger`` and gives the same times as ``next_after``.
   - an expression that can never fire (``0 0 30 2 *``) is rejected.
 * Time zone: the ``tz`` argument, else ``default_tz`` (``gateway.timezone`` in the config), else
   the system zone, found without tzlocal: ``$TZ``, then the target of the ``/etc/localtime``
@@ -75,7 +82,7 @@ UTC = timezone.utc
 MIN_INTERVAL = timedelta(minutes=1)
 MAX_DURATION = timedelta(days=365)
 _TICK = timedelta(microseconds=1)
-# Largest clock jump in the tz database is 2 h; look back a bit further than that.
+# Clock jumps in the tz database are at most 2 h; look back a bit further than that.
 _GAP_LOOKBACK = timedelta(hours=3)
 
 
@@ -377,20 +384,30 @@ def _aps_weekdays(days: frozenset[int]) -> str:
 
 
 class WallClockCronTrigger(BaseTrigger):
-    """Cron on the wall clock of `timezone`, built from APScheduler 3.x CronTriggers.
+    """Cron on the wall clock of `timezone`, computed with APScheduler 3.x CronTriggers.
 
     `specs` are crontab strings in APScheduler's dialect (weekdays as names); more than one
-    means "fire when any of them fires" (day-of-month OR day-of-week). On top of CronTrigger:
+    means "fire when any of them fires" (day-of-month OR day-of-week).
 
-    * with `once_per_wall_time`, the second occurrence of a wall time repeated by a fall-back
-      change is skipped (CronTrigger fires at both);
-    * wall times inside a spring-forward gap resolve as CronTrigger resolves them (offset before
-      the change), but are also found when the search starts after the change: CronTrigger
-      searches from the start's wall time, so from 03:00 CEST it would never see a 02:30 that
-      it maps to 03:30 CEST. (So ``0,30 2 * * *`` fires at 03:00 and 03:30 CEST that day,
-      where chained CronTrigger calls would drop the 02:30 run.)
+    Why not a plain CronTrigger on the zone: APScheduler 3.11 steps from one candidate to the
+    next by adding the naive wall-clock difference in UTC, which is off by the DST shift when
+    the step crosses a change. It then skips runs, e.g. ``30 0 * * *`` in Berlin asked at
+    00:31 CET on spring-forward Sunday answers Tuesday 00:30 (Monday lost); from 01:25 EST
+    ``15 1,2 * * *`` in New York steps to 03:00 EDT and loses 02:15; chained calls for
+    ``0,30 2 * * *`` lose the 02:30 run on spring-forward day. And in the repeated hour of a
+    fall-back change it fires a fixed-time job twice.
 
-    Returns times in `timezone`; `next_at_or_after` returns UTC.
+    So fire times are computed on fixed-offset zones, where CronTrigger is exact: from the
+    offset in force at the search start up to the next change of offset, then from the change
+    on with the new offset. Results, by design:
+
+    * spring forward: a wall time in the gap fires at "wall time - offset before the change"
+      (what CronTrigger and zoneinfo's fold=0 give: 02:30 CET = 03:30 CEST), once;
+    * fall back: a repeated wall time matches twice; with `once_per_wall_time` only the first
+      occurrence fires.
+
+    `triggers` are the plain CronTriggers on the zone, for display. Returns times in
+    `timezone`; `next_at_or_after` returns UTC.
     """
 
     __slots__ = ("_fixed", "once_per_wall_time", "specs", "timezone", "triggers")
@@ -400,12 +417,17 @@ class WallClockCronTrigger(BaseTrigger):
         self.timezone = timezone
         self.once_per_wall_time = once_per_wall_time
         self.triggers = [CronTrigger.from_crontab(spec, timezone=timezone) for spec in self.specs]
-        self._fixed: dict[timedelta, list[CronTrigger]] = {}  # same specs on fixed-offset zones
+        self._fixed: dict[timedelta, list[CronTrigger]] = {}  # offset -> specs on a fixed-offset zone
 
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
-        start = now
-        if previous_fire_time is not None:
-            start = min(now, previous_fire_time + _TICK)
+        # Arithmetic in UTC: adding to a zoned datetime resets `fold` (02:00 CET + 1 us would be
+        # 02:00:00.000001 CEST, an hour earlier).
+        start = now.astimezone(UTC)
+        if previous_fire_time is not None:  # as CronTrigger does it
+            previous = previous_fire_time.astimezone(UTC)
+            start = min(start, previous + _TICK)
+            if start == previous:
+                start += _TICK
         found = self.next_at_or_after(start)
         return found.astimezone(self.timezone) if found is not None else None
 
@@ -418,30 +440,56 @@ class WallClockCronTrigger(BaseTrigger):
                 return found
             start = found + _TICK
 
-    @staticmethod
-    def _first(triggers: list[CronTrigger], start: datetime) -> datetime | None:
+    def _offset(self, when: datetime) -> timedelta:
+        return when.astimezone(self.timezone).utcoffset()
+
+    def _first_on_offset(self, offset: timedelta, start: datetime) -> datetime | None:
+        triggers = self._fixed.get(offset)
+        if triggers is None:
+            fixed = timezone(offset)
+            triggers = self._fixed[offset] = [CronTrigger.from_crontab(s, timezone=fixed) for s in self.specs]
         times = [t.get_next_fire_time(None, start) for t in triggers]
         times = [t.astimezone(UTC) for t in times if t is not None]
         return min(times) if times else None
 
     def _earliest(self, start: datetime) -> datetime | None:
-        found = self._first(self.triggers, start)
-        before = (start - _GAP_LOOKBACK).astimezone(self.timezone).utcoffset()
-        if found is not None and before < start.astimezone(self.timezone).utcoffset():
-            # Clocks went forward at most _GAP_LOOKBACK ago. Wall times in the gap map to
-            # "wall - offset before the change": exactly cron on a fixed zone at that offset,
-            # where the gap's wall times are ordinary. start's wall time there is >= the gap's
-            # start, so the first match is either in the gap or past it.
-            fixed = timezone(before)
-            if before not in self._fixed:
-                self._fixed[before] = [CronTrigger.from_crontab(s, timezone=fixed) for s in self.specs]
-            match = self._first(self._fixed[before], start)
-            if match is not None and match < found:
-                wall = match.astimezone(fixed).replace(tzinfo=None)
-                real = wall.replace(tzinfo=self.timezone).astimezone(UTC).astimezone(self.timezone)
-                if real.replace(tzinfo=None) != wall:  # wall does not exist in this zone
-                    found = match
-        return found
+        # Begin a little before `start` so a spring-forward gap that has just ended is seen:
+        # its wall times fire after the change (02:30 CET is 03:30 CEST), maybe after `start`.
+        segment, in_gap = start - _GAP_LOOKBACK, None
+        while True:
+            offset = self._offset(segment)
+            found = self._first_on_offset(offset, max(segment, start))
+            if found is None or (in_gap is not None and found >= in_gap):
+                return in_gap
+            change = self._next_change(segment, found, offset)
+            if change is None:
+                return found  # the offset holds from segment to found: exact
+            shift = self._offset(change) - offset
+            if shift > timedelta(0) and found < change + shift:
+                # A wall time inside the gap, fired at the offset before the change. Wall times
+                # just after the gap may come first (30-minute shifts): look on from the change.
+                in_gap = found
+            segment = change
+
+    def _next_change(self, begin: datetime, end: datetime, offset: timedelta) -> datetime | None:
+        """The first instant in (begin, end] whose offset differs from `offset`, else None.
+        Probes every 6 h (offsets never change twice within that), then bisects to the second."""
+        lo, probe = begin, begin
+        while probe < end:
+            probe = min(probe + timedelta(hours=6), end)
+            if self._offset(probe) != offset:
+                break
+            lo = probe
+        else:
+            return None
+        lo_s, hi_s = int(lo.timestamp()), int(-(-probe.timestamp() // 1))
+        while hi_s - lo_s > 1:
+            mid = (lo_s + hi_s) // 2
+            if self._offset(datetime.fromtimestamp(mid, UTC)) != offset:
+                hi_s = mid
+            else:
+                lo_s = mid
+        return datetime.fromtimestamp(hi_s, UTC)
 
     def _is_repeat(self, when: datetime) -> bool:
         """True for the second occurrence of a wall time repeated by a fall-back change."""
@@ -494,7 +542,7 @@ class CronSchedule(Schedule):
             raise ScheduleError(f"bad cron expression {_quote(' '.join(fields))}: {exc}") from None
 
     def next_after(self, after: datetime) -> datetime | None:
-        return self._trigger.next_at_or_after(_require_aware(after, "after") + _TICK)
+        return self._trigger.next_at_or_after(_require_aware(after, "after").astimezone(UTC) + _TICK)
 
     def first(self, now: datetime) -> datetime | None:
         return self._trigger.next_at_or_after(_require_aware(now, "now"))
