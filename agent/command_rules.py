@@ -806,7 +806,6 @@ _B64_LIT = re.compile(r"['\"]([A-Za-z0-9+/]{8,}={0,2})['\"]")
 
 def scan_code(lang: str, code: str, decode: Callable[[str], str | None]) -> Iterator[Finding]:
     """Findings in a one-liner of `lang` (python, perl, ruby, node, php, lua, awk, applescript)."""
-    via = f"{lang} code"
     if re.search(r"\bfork\b", code) and re.search(r"\bwhile\b|\bloop\b|for\s*\(\s*;\s*;", code):
         yield Hit(HARDLINE, "fork bomb", _clip(code))
     if lang == "python" and re.search(r"os\.kill\(\s*-1\b", code):

@@ -622,7 +622,7 @@ def row_for(results: list[RunResult]) -> dict[str, str]:
         "added p50 ms": fmt_ms(added_p50),
         "added p99 ms": fmt_ms(added_p99),
         "ack p50 ms": fmt_ms(med([pct(r.ack, 0.5) for r in results])),
-        f"<=L+2s": f"{within}/{r0.turns}",
+        "<=L+2s": f"{within}/{r0.turns}",
         "miss/dup/bad": f"{sum(r.missing for r in results)}/{sum(r.duplicates for r in results)}"
                         f"/{sum(r.wrong for r in results)}",
         "LLM calls/turn": f"{med([r.llm_calls / r.turns for r in results]):.2f}",

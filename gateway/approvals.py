@@ -211,6 +211,14 @@ class Approvals:
         for row in rows:
             await self.decide(row["id"], "expired", "gateway", note)
 
+    async def expire_overdue(self) -> None:
+        """End requests past their time that no waiting turn here will end (from the tick)."""
+        rows = await self.store.fetch_all("SELECT id FROM approvals WHERE state = 'pending' AND expires_at < ?",
+                                          (time.time() - 5.0,))
+        for row in rows:
+            if row["id"] not in self._waiting:
+                await self.decide(row["id"], "expired", "timeout")
+
     # -- helpers --------------------------------------------------------------------------
 
     def _may_decide(self, row: Mapping[str, Any], platform: str, user_id: str) -> bool:

@@ -11,10 +11,11 @@ COMMANDS = {
     "status": "show this session's state",
     "approve": "approve the waiting request: /approve [id]",
     "deny": "deny the waiting request: /deny [id] [reason]",
+    "cron": "scheduled jobs: /cron list|pause|resume|remove|run [job]",
     "help": "list the commands",
 }
 # Handled at once, even while a turn runs; the others wait their turn in the session's queue.
-CONTROL = frozenset({"stop", "status", "help", "approve", "deny"})
+CONTROL = frozenset({"stop", "status", "help", "approve", "deny", "cron"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,7 @@ class GatewayConfig(_Section):
     group_sessions: Literal["per_user", "shared"] = "per_user"
     session_idle_seconds: float = Field(300.0, gt=0)
     drain_seconds: float = Field(30.0, ge=0)
+    retention_days: float = Field(7.0, gt=0)  # finished inbox/outbox rows older than this are pruned
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("timezone")
@@ -97,6 +98,14 @@ class AgentConfig(_Section):
 class ApprovalsConfig(_Section):
     mode: Literal["ask", "deny", "off"] = "ask"  # off: everything but hardline runs; deny: no prompts
     timeout_seconds: float = Field(300.0, gt=0)
+    cron: Literal["deny", "ask-owner"] = "deny"  # scheduled runs: refuse, or ask the job's owner in their chat
+
+
+class CronConfig(_Section):
+    grace_seconds: float = Field(3600.0, ge=0)  # a run missed while down still runs once if this recent
+    max_concurrent_runs: int = Field(4, ge=1, le=64)
+    run_timeout_seconds: float = Field(900.0, gt=0)
+    min_interval_seconds: float = Field(60.0, ge=1)  # the shortest `every`
 
 
 class HttpConfig(_Section):
@@ -161,6 +170,7 @@ class Config(_Section):
     platforms: PlatformsConfig = PlatformsConfig()
     access: AccessConfig = AccessConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
+    cron: CronConfig = CronConfig()
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home())
 

@@ -23,10 +23,16 @@ from gateway.approvals import NO, YES, Approvals
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.commands import COMMANDS, Command, help_text, parse_command, unknown_text
 from gateway.config import Config
+from gateway.cron_jobs import CronJobs
+from gateway.cron_ledger import Ledger, new_instance_id
+from gateway.cron_manage import TOOLSET as CRON_TOOLSET
+from gateway.cron_manage import CronManager
+from gateway.cron_run import CronRunner
 from gateway.delivery import Delivery
 from gateway.http import HttpServer
 from gateway.metrics import Metrics
 from gateway.pairing import Pairing
+from gateway.scheduler import Scheduler
 from gateway.session_key import session_key
 from gateway.sessions import Sessions, SessionWorker, WorkItem
 from gateway.store import Store
@@ -83,6 +89,7 @@ class GatewayRunner:
         self.sessions: Sessions | None = None
         self.delivery: Delivery | None = None
         self.approvals: Approvals | None = None
+        self.scheduler: Scheduler | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -101,12 +108,28 @@ class GatewayRunner:
                 api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
                 timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature))
         agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations) if self.llm else None
+        admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
+        self.jobs = CronJobs(self.store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
+        ledger = Ledger(self.store, new_instance_id())
+        self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin)
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
-                                                                 timeout=cfg.agent.command_timeout_seconds)])
+                                                                 timeout=cfg.agent.command_timeout_seconds),
+                                   self.cron.tool()])
         self.delivery = Delivery(self.store, self.adapters)
         self.approvals = Approvals(self.store, self.delivery, self.adapters, mode=cfg.approvals.mode,
-                                   timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(),
-                                   is_admin=lambda platform, user: is_admin(cfg.access, platform, user))
+                                   timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(), is_admin=admin)
+        cron_runner = CronRunner(
+            store=self.store, ledger=ledger, agent=agent, delivery=self.delivery, approvals=self.approvals,
+            tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),
+            approvals_mode=cfg.approvals.mode, cron_approvals=cfg.approvals.cron, timezone=cfg.gateway.timezone,
+            timeout=cfg.cron.run_timeout_seconds)
+        self.scheduler = Scheduler(self.jobs, ledger, cron_runner.run, tick_seconds=cfg.gateway.tick_seconds,
+                                   grace_seconds=cfg.cron.grace_seconds, max_concurrent=cfg.cron.max_concurrent_runs,
+                                   on_interrupted=cron_runner.interrupted)
+        self.scheduler.add_hook("expire approvals", self.approvals.expire_overdue)
+        self.scheduler.add_hook("expire pairing codes", self.pairing.expire)
+        self.scheduler.add_hook("prune old messages",
+                                lambda: self.store.prune(time.time() - cfg.gateway.retention_days * 86400))
         self.button_handlers[APPROVAL_PREFIX] = self.approvals.on_button
         self.turns = TurnRunner(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
                                 metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
@@ -125,6 +148,7 @@ class GatewayRunner:
         await self._resume()
         self.state = "running"
         await self.delivery.start()
+        await self.scheduler.start()
         if self.llm is not None:  # import the LLM client off the loop now, not during the first turn
             self._spawn(asyncio.to_thread(self.llm.warm_up))
         log.info("chatgate ready on http://%s:%s/ with %s", cfg.http.host, self.http.port, ", ".join(self.adapters))
@@ -150,8 +174,10 @@ class GatewayRunner:
         drain = self.config.gateway.drain_seconds
         if self.approvals is not None:  # waiting turns hear "expired" and finish
             await self.approvals.expire_all("the gateway shut down")
-        if self.sessions is not None:
-            await self.sessions.drain(drain)
+        stopping = [self.sessions.drain(drain)] if self.sessions is not None else []
+        if self.scheduler is not None:  # scheduled runs get the same bound as chat turns
+            stopping.append(self.scheduler.stop(drain))
+        await asyncio.gather(*stopping)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=max(drain, 1.0))
         if self.delivery is not None:
@@ -176,6 +202,10 @@ class GatewayRunner:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def _jobs_changed(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.changed()
 
     def _adapter_failed(self, adapter: PlatformAdapter, reason: str) -> None:
         self.failure = f"{adapter.name}: {reason}"
@@ -288,6 +318,9 @@ class GatewayRunner:
             msg = item.msg
             text = await self.approvals.on_command(item.key, msg.platform, msg.user_id, msg.user_name,
                                                    command.name == "approve", command.args)
+        elif command.name == "cron":
+            text = await self.cron.command(command.args, platform=item.msg.platform, user_id=item.msg.user_id,
+                                           chat=item.msg.chat, session_key=item.key)
         elif command.name == "help":
             text = help_text()
         else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -95,11 +95,25 @@ class Store:
                 continue
             await self._db.executescript(f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
 
+    async def data_version(self) -> int:
+        """Changes when another connection (another process) commits to the database."""
+        row = await self.fetch_one("PRAGMA data_version")
+        return int(row[0]) if row else 0
+
     @asynccontextmanager
     async def tx(self) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction; modules with tables of their own use this and `fetch_*`."""
         async with self._write:
-            await self._db.execute("BEGIN IMMEDIATE")
+            begin = asyncio.ensure_future(self._db.execute("BEGIN IMMEDIATE"))
+            try:
+                await asyncio.shield(begin)
+            except asyncio.CancelledError:
+                # The BEGIN still runs on the database thread: undo it, or every later
+                # transaction fails with "cannot start a transaction within a transaction".
+                with suppress(Exception):
+                    await begin
+                    await self._db.execute("ROLLBACK")
+                raise
             try:
                 yield self._db
             except BaseException:
@@ -201,11 +215,12 @@ class Store:
             await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             await db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
                                  [(inbox_state, now, i) for i in inbox_ids])
-            return await self._insert_outbox(db, reply, now) if reply else None
+            return await self.insert_outbox(db, reply, now) if reply else None
 
     # -- outbox ---------------------------------------------------------------------------
 
-    async def _insert_outbox(self, db: aiosqlite.Connection, item: OutboxItem, now: float) -> int:
+    async def insert_outbox(self, db: aiosqlite.Connection, item: OutboxItem, now: float) -> int:
+        """Queue `item` inside a transaction the caller holds (`async with store.tx() as db`)."""
         cur = await db.execute(
             "INSERT INTO outbox (platform, chat_id, thread_id, inbox_id, payload, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
@@ -220,7 +235,7 @@ class Store:
             if done_inbox_id is not None:
                 await db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?",
                                  (now, done_inbox_id))
-            return await self._insert_outbox(db, item, now)
+            return await self.insert_outbox(db, item, now)
 
     async def outbox_pending(self, platform: str | None = None, chat_id: str | None = None) -> list[OutboxItem]:
         sql = "SELECT * FROM outbox WHERE state = 'pending'"
@@ -248,6 +263,19 @@ class Store:
                 "UPDATE outbox SET state = ?, platform_message_ids = ?, attempts = ?, error = ?,"
                 " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
                 (state, json.dumps(item.sent_ids), item.attempts, error, state, time.time(), item.id))
+
+    async def prune(self, before: float) -> tuple[int, int]:
+        """Forget finished inbox and outbox rows older than `before`; return how many of each.
+
+        Outbox rows a cron run points at are kept: they hold the ids of the messages it delivered.
+        """
+        async with self.tx() as db:
+            inbox = await db.execute("DELETE FROM inbox WHERE state IN ('done', 'cancelled') AND updated_at < ?",
+                                     (before,))
+            outbox = await db.execute(
+                "DELETE FROM outbox WHERE state IN ('sent', 'failed') AND created_at < ?"
+                " AND id NOT IN (SELECT outbox_id FROM cron_runs WHERE outbox_id IS NOT NULL)", (before,))
+            return inbox.rowcount, outbox.rowcount
 
     # -- search and listings --------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -182,12 +182,6 @@ async def test_yes_deny_with_reason_and_stop_end_the_request(tmp_path, llm: Fake
 
 
 # -- Telegram -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 def telegram_settings(tmp_path: Path, tg: FakeTelegram) -> dict[str, Any]:

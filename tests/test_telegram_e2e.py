@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -21,12 +21,6 @@ from tests.fakes.telegram import FakeTelegram
 from tests.harness import gateway_env, start_gateway
 
 ANN = 1001
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 def telegram_settings(tg: FakeTelegram, **more: Any) -> dict[str, Any]:

@@ -1,0 +1,128 @@
+"""Managing jobs from a chat: the agent's `cron` tool and the `/cron` command share this.
+
+A person sees and changes only their own jobs (an admin: all of them). A job created from a
+chat delivers to that chat and thread unless told otherwise. Every change reaches the running
+scheduler at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from agent.tools import Tool, ToolContext
+from gateway.cron_jobs import CronError, CronJobs, Job, format_target
+from gateway.cron_ledger import Ledger
+from platforms.base import ChatRef
+
+TOOLSET = "cron"  # scheduled runs get every toolset but this one
+CHAT_ACTIONS = ("list", "pause", "resume", "remove", "run")
+TOOL_ACTIONS = ("create", "list", "update", "pause", "resume", "remove", "run")
+
+
+class CronManager:
+    def __init__(self, jobs: CronJobs, ledger: Ledger, changed: Callable[[], None],
+                 is_admin: Callable[[str, str], bool]) -> None:
+        self.jobs = jobs
+        self.ledger = ledger
+        self.changed = changed
+        self.is_admin = is_admin
+
+    async def act(self, action: str, *, platform: str, user_id: str, chat: ChatRef | None = None,
+                  session_key: str | None = None, job: str | None = None, **fields: Any) -> str:
+        """Do `action` for this person; the answer (or a one-line refusal) as text."""
+        try:
+            return await self._act(action, platform, user_id, chat, session_key, job, fields)
+        except CronError as exc:
+            return f"error: {exc}"
+
+    async def _act(self, action: str, platform: str, user_id: str, chat: ChatRef | None, session_key: str | None,
+                   ref: str | None, fields: dict[str, Any]) -> str:
+        owner = None if self.is_admin(platform, user_id) else (platform, user_id)
+        if action == "list":
+            return describe_jobs(await self.jobs.list(owner=owner))
+        if action == "create":
+            return await self._create(platform, user_id, chat, session_key, fields)
+        if action not in TOOL_ACTIONS:
+            raise CronError(f"unknown action {action!r}; use one of {', '.join(TOOL_ACTIONS)}")
+        if not ref:
+            raise CronError(f"say which job to {action}: its number or name")
+        job = await self.jobs.find(str(ref), owner=owner)
+        if action == "update":
+            if not any(v is not None for v in fields.values()):
+                raise CronError("nothing to change: give name, prompt, schedule, timezone, deliver_to or missed")
+            changed = await self.jobs.update(job.id, name=fields.get("name"), prompt=fields.get("prompt"),
+                                             schedule=fields.get("schedule"), timezone=fields.get("timezone"),
+                                             target=fields.get("deliver_to"), missed_policy=fields.get("missed"))
+            return self._done(f"Updated: {changed.describe()}")
+        if action in ("pause", "resume"):
+            changed = await self.jobs.set_enabled(job.id, action == "resume")
+            return self._done(f"{'Resumed' if action == 'resume' else 'Paused'}: {changed.describe()}")
+        if action == "remove":
+            await self.jobs.remove(job.id)
+            return self._done(f"Removed job #{job.id} {job.name}. Its past runs stay in the ledger.")
+        await self.ledger.request_run(job.id)
+        return self._done(f"Job #{job.id} {job.name} will run now; its result goes to {job.target}.")
+
+    async def _create(self, platform: str, user_id: str, chat: ChatRef | None, session_key: str | None,
+                      fields: dict[str, Any]) -> str:
+        for needed in ("name", "prompt", "schedule"):
+            if not fields.get(needed):
+                raise CronError(f"creating a job needs {needed}")
+        target = fields.get("deliver_to") or format_target(chat)
+        job = await self.jobs.create(
+            name=fields["name"], prompt=fields["prompt"], schedule=fields["schedule"], owner_platform=platform,
+            owner_id=user_id, target=target, owner_chat=format_target(chat) if chat else None,
+            owner_key=session_key, timezone=fields.get("timezone"), missed_policy=fields.get("missed") or "run_once")
+        return self._done(f"Created: {job.describe()}")
+
+    def _done(self, text: str) -> str:
+        self.changed()
+        return text
+
+    # -- the chat command -----------------------------------------------------------------
+
+    async def command(self, args: str, *, platform: str, user_id: str, chat: ChatRef, session_key: str) -> str:
+        """`/cron list|pause|resume|remove|run [job]`."""
+        action, _, ref = args.strip().partition(" ")
+        action = action.lower() or "list"
+        if action not in CHAT_ACTIONS:
+            return f"Usage: /cron {'|'.join(CHAT_ACTIONS)} [job number or name]. To create a job, just ask me."
+        answer = await self.act(action, platform=platform, user_id=user_id, chat=chat, session_key=session_key,
+                                job=ref.strip() or None)
+        return answer.removeprefix("error: ").capitalize() if answer.startswith("error: ") else answer
+
+    # -- the agent tool -------------------------------------------------------------------
+
+    def tool(self) -> Tool:
+        async def cron(ctx: ToolContext, action: str, job: str | int | None = None, **fields: Any) -> str:
+            chat = ChatRef(ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
+            return await self.act(action, platform=ctx.platform, user_id=ctx.user_id, chat=chat,
+                                  session_key=ctx.extras.get("session_key"),
+                                  job=str(job) if job is not None else None, **fields)
+
+        text = {"type": "string"}
+        return Tool("cron", CRON_TOOL_DESCRIPTION, {
+            "type": "object", "required": ["action"],
+            "properties": {
+                "action": {"type": "string", "enum": list(TOOL_ACTIONS)},
+                "job": {"type": "string", "description": "the job's number or name (not for create/list)"},
+                "name": {**text, "description": "a short name"},
+                "prompt": {**text, "description": "what to do at each run, written as an instruction to yourself"},
+                "schedule": {**text, "description": "every 30m | 0 9 * * 1-5 (cron) | at 2026-12-01T09:00 | in 20m"},
+                "timezone": {**text, "description": "IANA zone, e.g. Europe/Berlin (default: the gateway's)"},
+                "deliver_to": {**text, "description": "platform:chat[:thread] or none (default: this chat)"},
+                "missed": {"type": "string", "enum": ["run_once", "skip"],
+                           "description": "if the gateway was down at the time: run once when back, or skip"},
+            }}, cron, toolset=TOOLSET)
+
+
+CRON_TOOL_DESCRIPTION = (
+    "Schedule tasks for yourself: reminders and recurring jobs whose result is sent to this chat. "
+    "Each run is a fresh conversation that sees only the job's prompt, so write the prompt so it stands "
+    "alone (\"Remind Ann to call the dentist\", \"Summarise today's open pull requests in owner/repo\"). "
+    "Actions: create (name, prompt, schedule), list, update, pause, resume, remove, run (now)."
+)
+
+
+def describe_jobs(jobs: list[Job]) -> str:
+    return "\n".join(j.describe() for j in jobs) if jobs else "No scheduled jobs."

@@ -1,0 +1,165 @@
+"""One run of a scheduled job: a fresh session, a limited toolset, the result to the target chat.
+
+No person is present during a run, so an action that needs consent is refused — unless
+`approvals.cron: ask-owner`, which asks the job's owner in the chat the job was created from.
+The result is queued in the outbox in the same transaction that ends the run in the ledger,
+under a short header naming the job. A reply of `[SILENT]` delivers nothing; a failure sends a
+short notice instead of vanishing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from agent.llm import LLMError
+from agent.loop import Agent
+from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, ToolContext, ToolScope
+from gateway.cron_jobs import Job, utc
+from gateway.cron_ledger import Claim, Ledger
+from gateway.delivery import Delivery
+from gateway.store import OutboxItem, Store
+from platforms.base import ChatRef
+
+log = logging.getLogger(__name__)
+
+SILENT = "[SILENT]"
+ERROR_LIMIT = 300
+
+
+def run_context(job: Job) -> str:
+    """What the model is told about a scheduled run (stays the same for every run of the job)."""
+    return (f"This is a scheduled run of the job #{job.id} \"{job.name}\" ({job.schedule}, {job.timezone}). "
+            "Nobody is watching while you work: do the task and answer with the result, which will be "
+            "sent to the chat on its own. If there is nothing worth reporting, answer exactly "
+            f"{SILENT} and nothing will be sent.")
+
+
+def header(job: Job, claim: Claim) -> str:
+    line = f"⏰ {job.name}"
+    if claim.manual:
+        line += " (run now)"
+    elif claim.late_by > 60:
+        line += f" (late: due {utc(claim.scheduled_at).astimezone(job.parsed().zone):%Y-%m-%d %H:%M %Z})"
+    return line
+
+
+class _NobodyToAsk:
+    """The approval port of a run when no one may be asked: refuse, and say how to change that."""
+
+    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
+        return ApprovalOutcome(False, "refused", (
+            f"Refused: {'; '.join(request.reasons) or 'it needs consent'}. This is a scheduled run and nobody "
+            "is present to approve it (approvals.cron is deny). Report what you would have done instead."))
+
+
+class _AskOwner:
+    """Ask the job's owner, in the chat the job came from, saying which job wants it."""
+
+    def __init__(self, approvals: ApprovalPort, job: Job) -> None:
+        self.approvals = approvals
+        self.job = job
+
+    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
+        reasons = (f"asked by the scheduled job #{self.job.id} \"{self.job.name}\"", *request.reasons)
+        return await self.approvals.request(ctx, ApprovalRequest(request.kind, request.subject, reasons))
+
+
+class CronRunner:
+    def __init__(self, *, store: Store, ledger: Ledger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
+                 approvals: ApprovalPort | None, approvals_mode: str, cron_approvals: str, timezone: str | None,
+                 timeout: float) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.agent = agent
+        self.tools = tools
+        self.delivery = delivery
+        self.approvals = approvals
+        self.approvals_mode = approvals_mode
+        self.cron_approvals = cron_approvals
+        self.timezone = timezone
+        self.timeout = timeout
+
+    def _consent(self, job: Job) -> ApprovalPort:
+        if self.approvals is not None and self.approvals_mode == "off":
+            return self.approvals  # the operator turned consent off everywhere (hardline is still refused)
+        if self.approvals is not None and self.approvals_mode == "ask" and self.cron_approvals == "ask-owner" \
+                and job.owner_chat_ref is not None:
+            return _AskOwner(self.approvals, job)
+        return _NobodyToAsk()
+
+    async def run(self, claim: Claim) -> None:
+        """Run the claimed slot to its end; the ledger always ends in a final state."""
+        job = claim.job
+        target = job.target_chat
+        started = time.monotonic()
+        try:
+            text, record = await asyncio.wait_for(self._turn(claim), self.timeout)
+        except asyncio.CancelledError:
+            await self.ledger.finish(claim, "interrupted", error="the gateway shut down during the run",
+                                     message=self._notice(job, claim, "was interrupted: the gateway shut down "
+                                                          "during the run. It will not be re-run."))
+            raise
+        except Exception as exc:
+            reason = _reason(exc, self.timeout)
+            log.warning("job %s run %s failed: %s", job.id, claim.run_id, reason)
+            item = self._notice(job, claim, f"failed: {reason}")
+            await self.ledger.finish(claim, "error", error=reason, message=item)
+            await self._send(item)
+            return
+        if text.strip().startswith(SILENT):
+            await self.ledger.finish(claim, "silent", output=text)
+        else:
+            item = OutboxItem(chat=target, text=f"{header(job, claim)}\n\n{text}") if target else None
+            await self.ledger.finish(claim, "ok", output=text, message=item)
+            await self._send(item)
+        log.info("job %s run %s finished in %.1fs", job.id, claim.run_id, time.monotonic() - started)
+
+    async def _turn(self, claim: Claim) -> tuple[str, list[dict[str, Any]]]:
+        job = claim.job
+        if self.agent is None:
+            raise RuntimeError("no language model is configured")
+        home = job.owner_chat_ref or job.target_chat or ChatRef("cron", str(job.id))
+        key = f"cron:{job.id}:{claim.run_id}"  # a fresh session for every run
+        session_id = await self.store.active_session(key, home, "dm")
+        ctx = ToolContext(platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id, session_id=session_id,
+                          transcripts=self.store, approvals=self._consent(job),
+                          extras={"timezone": job.timezone or self.timezone, "thread_id": home.thread_id,
+                                  "session_key": job.owner_key or key, "cron_job": job.id})
+        record: list[dict[str, Any]] = []
+        status = "cancelled"
+        try:
+            result = await self.agent.run_turn([], job.prompt, self.tools, ctx, record=record, context=run_context(job))
+            status = "ok"
+            return result.text or "(The model returned an empty answer.)", record
+        finally:
+            await self.store.commit_turn(session_id, [], home, job.owner_id, record, None, status=status)
+            await self.store.end_session(key)
+
+    def _notice(self, job: Job, claim: Claim, what: str) -> OutboxItem | None:
+        target = job.target_chat
+        return OutboxItem(chat=target, text=f"⚠️ Scheduled job #{job.id} \"{job.name}\" {what}") if target else None
+
+    async def _send(self, item: OutboxItem | None) -> None:
+        if item is not None and item.id is not None:
+            await self.delivery.deliver(item)
+
+    async def interrupted(self, found: list[tuple[Job | None, int]]) -> None:
+        """Tell the target chats about runs a dead process left behind (they are not re-run)."""
+        for job, run_id in found:
+            log.warning("cron run %s of job %s was interrupted by a stopped gateway; not re-running it",
+                        run_id, job.id if job else "?")
+            if job is None or job.target_chat is None:
+                continue
+            await self.delivery.reply(job.target_chat, f"⚠️ Scheduled job #{job.id} \"{job.name}\" was interrupted: "
+                                      "the gateway stopped during the run. It will not be re-run.")
+
+
+def _reason(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"it did not finish within {timeout:g}s (cron.run_timeout_seconds)"
+    if isinstance(exc, LLMError):
+        return exc.user_message[:ERROR_LIMIT]
+    return (str(exc) or type(exc).__name__)[:ERROR_LIMIT]

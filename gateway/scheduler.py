@@ -1,0 +1,182 @@
+"""The scheduler: one APScheduler `AsyncIOScheduler` on the gateway's loop.
+
+Two kinds of APScheduler jobs live in it:
+
+* the **tick**, every `gateway.tick_seconds`: heartbeat, mark runs of dead processes
+  interrupted, take "run now" requests, arm the timers of jobs due within the next two ticks,
+  then the housekeeping hooks (expire approvals and pairing codes, prune old rows — and later
+  the background reviews and the curator);
+* one **timer** per job that is due soon: a `DateTrigger` at the job's exact next run time, so a
+  job fires on time rather than on the next tick. A timer only asks the ledger to claim the
+  slot; the ledger decides (run, skip, missed, or someone else took it).
+
+Changes made in this process (the `cron` tool, `/cron`) call `changed()`; changes made by
+another process on the same database (the `chatgate cron` CLI) are noticed within a second
+through SQLite's `PRAGMA data_version`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from gateway.cron_jobs import CronJobs, utc
+from gateway.cron_ledger import Claim, Ledger
+
+log = logging.getLogger(__name__)
+logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
+
+Hook = Callable[[], Awaitable[Any]]
+RunJob = Callable[[Claim], Awaitable[None]]
+WATCH_SECONDS = 1.0
+
+
+class Scheduler:
+    def __init__(self, jobs: CronJobs, ledger: Ledger, run: RunJob, *, tick_seconds: float, grace_seconds: float,
+                 max_concurrent: int = 4, on_interrupted: Callable[[list[Any]], Awaitable[None]] | None = None) -> None:
+        self.jobs = jobs
+        self.ledger = ledger
+        self._run = run
+        self.tick_seconds = tick_seconds
+        self.grace = grace_seconds
+        self.horizon = 2 * tick_seconds  # timers are armed for jobs due this soon
+        self.on_time = max(tick_seconds, 1.0)  # a slot younger than this is on time, not missed
+        self.stale_after = 3 * tick_seconds + 5.0  # a process silent this long is gone
+        self.hooks: list[tuple[str, Hook]] = []
+        self._on_interrupted = on_interrupted
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._aps: AsyncIOScheduler | None = None
+        self._armed: dict[int, float] = {}  # job id → slot its timer is set for
+        self._running: set[asyncio.Task[None]] = set()
+        self._reload: asyncio.Task[None] | None = None
+        self._data_version: int | None = None
+        self.last_tick: float | None = None
+        self.tick_count = 0
+
+    def add_hook(self, name: str, hook: Hook) -> None:
+        """Run `hook` on every tick (after the scheduling work); its errors are logged, not raised."""
+        self.hooks.append((name, hook))
+
+    @property
+    def busy(self) -> bool:
+        return any(not t.done() for t in self._running)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._aps is not None:
+            return
+        await self.ledger.register()
+        self._aps = AsyncIOScheduler(timezone="UTC")
+        self._aps.start()
+        common = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
+        self._aps.add_job(self.tick, IntervalTrigger(seconds=self.tick_seconds), id="tick", **common)
+        self._aps.add_job(self._watch, IntervalTrigger(seconds=WATCH_SECONDS), id="watch", **common)
+        await self.tick()
+
+    async def stop(self, timeout: float) -> None:
+        """Stop firing; let running jobs finish up to `timeout`, then interrupt them."""
+        if self._aps is None:
+            return
+        self._aps.shutdown(wait=False)
+        self._aps = None
+        self._armed.clear()
+        if self._reload is not None:
+            self._reload.cancel()
+        running = [t for t in self._running if not t.done()]
+        if running:
+            _, pending = await asyncio.wait(running, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+        await self.ledger.unregister()
+
+    # -- the tick -------------------------------------------------------------------------
+
+    async def tick(self) -> None:
+        started = time.monotonic()
+        try:
+            await self.ledger.heartbeat()
+            interrupted = await self.ledger.interrupt_orphans(self.stale_after)
+            if interrupted and self._on_interrupted is not None:
+                await self._on_interrupted(interrupted)
+            await self.reload()
+        except Exception:
+            log.exception("scheduler tick failed")
+        for name, hook in self.hooks:
+            try:
+                await hook()
+            except Exception:
+                log.exception("tick hook %s failed", name)
+        self.last_tick = time.time()
+        self.tick_count += 1
+        log.debug("tick took %.1f ms", (time.monotonic() - started) * 1000)
+
+    async def reload(self) -> None:
+        """Take "run now" requests and (re)arm timers from the database."""
+        if self._aps is None:
+            return
+        for claim in await self.ledger.claim_queued():
+            self._start(claim)
+        due = await self.jobs.due_before(time.time() + self.horizon)
+        wanted = dict(due)
+        for job_id in [j for j in self._armed if j not in wanted]:
+            self._disarm(job_id)
+        for job_id, slot in due:
+            self._arm(job_id, slot)
+
+    def changed(self) -> None:
+        """Jobs were changed in this process: reload soon (coalesced)."""
+        if self._aps is None or (self._reload is not None and not self._reload.done()):
+            return
+        self._reload = asyncio.create_task(self.reload(), name="cron-reload")
+
+    async def _watch(self) -> None:
+        """Notice changes another process (the CLI) committed to the database."""
+        version = await self.jobs.store.data_version()
+        if self._data_version is not None and version != self._data_version:
+            await self.reload()
+        self._data_version = version
+
+    # -- timers and runs ------------------------------------------------------------------
+
+    def _arm(self, job_id: int, slot: float) -> None:
+        if self._aps is None or self._armed.get(job_id) == slot:
+            return
+        self._armed[job_id] = slot
+        self._aps.add_job(self._fire, DateTrigger(run_date=utc(slot)), args=(job_id, slot), id=f"job:{job_id}",
+                          replace_existing=True, misfire_grace_time=None)
+
+    def _disarm(self, job_id: int) -> None:
+        self._armed.pop(job_id, None)
+        if self._aps is not None and self._aps.get_job(f"job:{job_id}") is not None:
+            self._aps.remove_job(f"job:{job_id}")
+
+    async def _fire(self, job_id: int, slot: float) -> None:
+        if self._armed.get(job_id) == slot:
+            del self._armed[job_id]
+        outcome = await self.ledger.claim_slot(job_id, slot, time.time(), on_time=self.on_time, grace=self.grace)
+        if outcome.claim is not None:
+            self._start(outcome.claim)
+        elif outcome.recorded in ("skipped", "missed"):
+            log.info("job %s: slot %s %s", job_id, utc(slot).isoformat(), outcome.recorded)
+        if outcome.next_run_at is not None and outcome.next_run_at <= time.time() + self.horizon:
+            self._arm(job_id, outcome.next_run_at)
+
+    def _start(self, claim: Claim) -> None:
+        task = asyncio.create_task(self._bounded(claim), name=f"cron-run:{claim.run_id}")
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _bounded(self, claim: Claim) -> None:
+        async with self._slots:
+            try:
+                await self._run(claim)
+            except Exception:
+                log.exception("cron run %s of job %s failed", claim.run_id, claim.job.id)

@@ -1,0 +1,72 @@
+"""The store's transactions, change detection and pruning, on a real SQLite file."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiosqlite
+
+from gateway.store import OutboxItem, Store
+from platforms.base import ChatRef, InboundMessage
+
+
+async def test_a_transaction_cancelled_while_it_begins_leaves_none_open(tmp_path):
+    store = await Store.open(tmp_path / "s.db")
+    try:
+        for _ in range(20):
+            async def write() -> None:
+                async with store.tx() as db:
+                    await db.execute("INSERT INTO gateway_instances (id, host, pid, started_at, seen_at)"
+                                     " VALUES ('x', 'h', 1, 0, 0)")
+            task = asyncio.create_task(write())
+            await asyncio.sleep(0)  # the task is now waiting for BEGIN on the database thread
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            async with store.tx() as db:  # raised "cannot start a transaction within a transaction" before
+                await db.execute("DELETE FROM gateway_instances")
+        assert await store.fetch_all("SELECT * FROM gateway_instances") == []
+    finally:
+        await store.close()
+
+
+async def test_data_version_changes_when_another_connection_commits(tmp_path):
+    store = await Store.open(tmp_path / "s.db")
+    try:
+        before = await store.data_version()
+        async with store.tx() as db:
+            await db.execute("INSERT INTO gateway_instances (id, host, pid, started_at, seen_at) VALUES ('a','h',1,0,0)")
+        assert await store.data_version() == before  # our own writes do not count
+        async with aiosqlite.connect(tmp_path / "s.db") as other:
+            await other.execute("DELETE FROM gateway_instances")
+            await other.commit()
+        assert await store.data_version() != before
+    finally:
+        await store.close()
+
+
+async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_point_at(tmp_path):
+    store = await Store.open(tmp_path / "s.db")
+    chat = ChatRef("web", "c1")
+    try:
+        for n, state in enumerate(("done", "cancelled", "received")):
+            msg = InboundMessage(platform="web", chat_id="c1", chat_type="dm", user_id="u", text=str(n),
+                                 message_id=f"m{n}")
+            inbox_id = await store.inbox_add(msg, "web:c1")
+            await store.inbox_set_state([inbox_id], state)
+        sent, pending, kept = [await store.outbox_add(OutboxItem(chat, t)) for t in ("a", "b", "c")]
+        for item_id in (sent, kept):
+            await store.outbox_progress(OutboxItem(chat, "x", id=item_id), done=True)
+        async with store.tx() as db:
+            await db.execute("INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, target, owner_platform,"
+                             " owner_id, created_at, updated_at) VALUES (1, 'j', 'p', 'every 1h', 'UTC', 'none',"
+                             " 'web', 'u', 0, 0)")
+            await db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)",
+                             (kept,))
+        assert await store.prune(time.time() - 3600) == (0, 0)  # nothing is old enough yet
+        assert await store.prune(time.time() + 1) == (2, 1)
+        inbox = [r["state"] for r in await store.fetch_all("SELECT state FROM inbox")]
+        outbox = sorted(r["id"] for r in await store.fetch_all("SELECT id FROM outbox"))
+        assert inbox == ["received"]
+        assert outbox == sorted([pending, kept])
+    finally:
+        await store.close()
