@@ -6,8 +6,8 @@ Two parts (both print figures; nothing is asserted about time):
 * **Lateness** (``--lateness``): a real ``chatgate run`` process (web chat only, the fake LLM in
   its own process, the default 60 s tick, so only the per-job timers can fire a job on time) and
   100 jobs written into its database by this process while it runs, the way the ``chatgate cron``
-  CLI does. For every run it records *start* lateness (the ledger's ``started_at`` − the
-  scheduled time: timer + claim) and *delivered* lateness (the moment the web chat tab received
+  CLI does. For every run it records *claim* lateness (the ledger's ``started_at``, set when the
+  slot is claimed, − the scheduled time: timer + claim) and *delivered* lateness (the moment the web chat tab received
   the result − the scheduled time: + the agent turn with a 0 s LLM + the outbox). Scenarios:
 
   - ``spread``: 100 one-shot jobs, 10 at each of 10 consecutive seconds;
@@ -114,7 +114,7 @@ async def lateness_run(llm: gl.LLMProcess, scenario: str, placement: gl.Placemen
                 await asyncio.sleep(0.2)
             if scenario == "every":  # stop the third round before reading the ledger
                 for job in await jobs.list():
-                    await jobs.set_enabled(job, False)
+                    await jobs.set_enabled(job.id, False)
             await asyncio.sleep(1.0)  # a duplicate, if there were one, would arrive now
             await ws.close()
             await asyncio.gather(reader, return_exceptions=True)
@@ -147,6 +147,14 @@ async def noop_run(claim: Any) -> None:
     return None
 
 
+async def loop_stalls(found: list[float], period: float = 0.001) -> None:
+    """Record how much later than asked each 1 ms sleep wakes: the event loop's stalls."""
+    while True:
+        t = time.perf_counter()
+        await asyncio.sleep(period)
+        found.append(time.perf_counter() - t - period)
+
+
 async def tick_run(kind: str, n_jobs: int, ticks: int, workdir: Path) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="tick-", dir=workdir))
     store = await Store.open(home / "state.db")
@@ -162,9 +170,14 @@ async def tick_run(kind: str, n_jobs: int, ticks: int, workdir: Path) -> dict[st
         scheduler = Scheduler(jobs, Ledger(store, new_instance_id()), noop_run, tick_seconds=60, grace_seconds=3600)
         scheduler.add_hook("prune", lambda: store.prune(time.time() - 7 * 86400))
         rss0 = gl.proc_status_kb(gl.os.getpid(), "VmRSS") or 0
+        stalls: list[float] = []
+        watcher = asyncio.create_task(loop_stalls(stalls))
+        await asyncio.sleep(0.01)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         await scheduler.start()  # registers and runs the first tick, which arms the due timers
         first = (time.perf_counter() - wall0, time.process_time() - cpu0)
+        await asyncio.sleep(0.01)
+        watcher.cancel()
         rss1 = gl.proc_status_kb(gl.os.getpid(), "VmRSS") or 0
         walls, cpus = [], []
         for _ in range(ticks):
@@ -178,7 +191,7 @@ async def tick_run(kind: str, n_jobs: int, ticks: int, workdir: Path) -> dict[st
         await store.close()
         shutil.rmtree(home, ignore_errors=True)
     return {"kind": kind, "jobs": n_jobs, "armed": armed, "create_s": create_s, "first_wall": first[0],
-            "first_cpu": first[1], "rss_armed_mb": (rss1 - rss0) / 1024, "tick_wall": gl.med(walls),
+            "first_cpu": first[1], "first_stall": max(stalls, default=math.nan), "rss_armed_mb": (rss1 - rss0) / 1024, "tick_wall": gl.med(walls),
             "tick_cpu": gl.med(cpus)}
 
 
@@ -199,7 +212,7 @@ async def main_async(args: argparse.Namespace) -> int:
             await llm.start()
             try:
                 print("\nlateness (ms; medians over runs of each run's p50 / p99 / max)")
-                print(f"{'scenario':10} {'runs':>9} {'start p50':>10} {'p99':>8} {'max':>8} "
+                print(f"{'scenario':10} {'runs':>9} {'claim p50':>10} {'p99':>8} {'max':>8} "
                       f"{'delivered p50':>14} {'p99':>8} {'max':>8}  states / duplicates")
                 for scenario in args.scenarios:
                     results = []
@@ -220,11 +233,12 @@ async def main_async(args: argparse.Namespace) -> int:
             print(f"\ntick cost with {args.jobs} jobs (medians over {args.repeat} runs; "
                   f"each run's figure is the median of {args.ticks} ticks)")
             print(f"{'jobs':10} {'armed':>6} {'tick wall ms':>13} {'tick CPU ms':>12} "
-                  f"{'first tick ms':>14} {'timers RSS MB':>14} {'create s':>9}")
+                  f"{'first tick ms':>14} {'its longest stall ms':>21} {'timers RSS MB':>14} {'create s':>9}")
             for kind in ("daily", "all-due"):
                 rs = [await tick_run(kind, args.jobs, args.ticks, workdir) for _ in range(args.repeat)]
                 print(f"{kind:10} {gl.med([r['armed'] for r in rs]):>6.0f} {ms(gl.med([r['tick_wall'] for r in rs])):>13}"
                       f" {ms(gl.med([r['tick_cpu'] for r in rs])):>12} {ms(gl.med([r['first_wall'] for r in rs])):>14}"
+                      f" {ms(gl.med([r['first_stall'] for r in rs])):>21}"
                       f" {gl.med([r['rss_armed_mb'] for r in rs]):>14.1f} {gl.med([r['create_s'] for r in rs]):>9.1f}",
                       flush=True)
     finally:

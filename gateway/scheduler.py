@@ -35,6 +35,7 @@ logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick
 Hook = Callable[[], Awaitable[Any]]
 RunJob = Callable[[Claim], Awaitable[None]]
 WATCH_SECONDS = 1.0
+ARM_BATCH = 100  # timers armed between two yields to the event loop
 
 
 class Scheduler:
@@ -78,6 +79,7 @@ class Scheduler:
         common = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
         self._aps.add_job(self.tick, IntervalTrigger(seconds=self.tick_seconds), id="tick", **common)
         self._aps.add_job(self._watch, IntervalTrigger(seconds=WATCH_SECONDS), id="watch", **common)
+        self._data_version = await self.jobs.store.data_version()  # later commits by others trigger a reload
         await self.tick()
 
     async def stop(self, timeout: float) -> None:
@@ -128,8 +130,10 @@ class Scheduler:
         wanted = dict(due)
         for job_id in [j for j in self._armed if j not in wanted]:
             self._disarm(job_id)
-        for job_id, slot in due:
+        for n, (job_id, slot) in enumerate(due, 1):
             self._arm(job_id, slot)
+            if n % ARM_BATCH == 0:
+                await asyncio.sleep(0)  # an APScheduler job costs ~0.1 ms to add: let the loop breathe
 
     def changed(self) -> None:
         """Jobs were changed in this process: reload soon (coalesced)."""

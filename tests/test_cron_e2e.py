@@ -222,6 +222,16 @@ async def test_cli_changes_reach_the_running_daemon_without_a_restart(tmp_path, 
             assert await tab.reply(timeout=5) == "⏰ ping\n\necho: pong"
 
 
+async def test_a_job_another_process_adds_just_after_start_fires_on_time(tmp_path, llm: FakeLLM):
+    async with cron_gateway(tmp_path, llm, gateway__tick_seconds="30") as runner:  # only the watch can see it
+        async with offline_jobs(tmp_path) as jobs:
+            job = await jobs.create(name="early", prompt="hi", schedule="in 2s", target="none",
+                                    owner_platform="cli", owner_id="operator")
+        [run] = await wait_runs(runner, 1, timeout=6)
+        assert run["scheduled_at"] == job.next_run_at
+        assert run["started_at"] - run["scheduled_at"] < 1.0
+
+
 # -- downtime, crashes and two processes -----------------------------------------------------
 
 
