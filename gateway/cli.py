@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, AsyncIterator, Sequence
 
+from gateway import cli_learning
 from gateway.config import Config, ConfigError, load_config
 from gateway.logs import setup_logging
 
@@ -40,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     rules.add_argument("rules_action", choices=["list", "remove"])
     rules.add_argument("rule_id", nargs="?", type=int)
     _cron_parser(sub)
+    cli_learning.add_parsers(sub)
     pair = sub.add_parser("pair", help="admit people who asked for access in a DM")
     pair_sub = pair.add_subparsers(dest="action", required=True)
     pair_sub.add_parser("list", help="pending codes and approved people")
@@ -227,6 +229,13 @@ async def _cron(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _learning(config: Config, args: argparse.Namespace) -> int:
+    async with _open_store(config) as store:
+        if args.command == "skills":
+            return await cli_learning.skills_command(config, store, args)
+        return await cli_learning.curator_command(config, store, args)
+
+
 def _format_run(run: dict[str, Any]) -> str:
     when = datetime.fromtimestamp(run["scheduled_at"]).strftime("%Y-%m-%d %H:%M:%S")
     kind = "run now" if run["manual"] else "scheduled"
@@ -262,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_rules(config, args))
         if args.command == "cron":
             return asyncio.run(_cron(config, args))
+        if args.command in ("skills", "curator"):
+            return asyncio.run(_learning(config, args))
         return asyncio.run(_sessions(config, args))
     except KeyboardInterrupt:
         return 130

@@ -108,6 +108,29 @@ class CronConfig(_Section):
     min_interval_seconds: float = Field(60.0, ge=1)  # the shortest `every`
 
 
+class ReviewConfig(_Section):
+    enabled: bool = True
+    memory_every_turns: int = Field(10, ge=1)  # user turns between memory reviews of a session
+    skill_every_iterations: int = Field(10, ge=1)  # tool iterations between skill reviews of a session
+    max_concurrent: int = Field(2, ge=1, le=16)
+    max_iterations: int = Field(16, ge=1, le=64)
+    model: str | None = None  # a cheaper model for reviews; default llm.model
+    notify: bool = False  # post a one-line summary of what a review kept to the chat
+
+
+class CuratorConfig(_Section):
+    enabled: bool = True
+    interval_hours: float = Field(168.0, gt=0)
+    min_idle_hours: float = Field(2.0, ge=0)  # no inbound message and no turn running for this long
+    stale_days: float = Field(30.0, gt=0)
+    archive_days: float = Field(90.0, gt=0)
+    keep_snapshots: int = Field(5, ge=1, le=100)
+
+
+class TrajectoriesConfig(_Section):
+    enabled: bool = False  # export finished sessions as ShareGPT JSONL under trajectories/
+
+
 class HttpConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
@@ -171,6 +194,9 @@ class Config(_Section):
     access: AccessConfig = AccessConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     cron: CronConfig = CronConfig()
+    review: ReviewConfig = ReviewConfig()
+    curator: CuratorConfig = CuratorConfig()
+    trajectories: TrajectoriesConfig = TrajectoriesConfig()
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home())
 

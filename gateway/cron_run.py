@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from agent.llm import LLMError
 from agent.loop import Agent
@@ -70,7 +70,8 @@ class _AskOwner:
 class CronRunner:
     def __init__(self, *, store: Store, ledger: Ledger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
                  approvals: ApprovalPort | None, approvals_mode: str, cron_approvals: str, timezone: str | None,
-                 timeout: float) -> None:
+                 timeout: float, session_ended: Callable[[int], None] | None = None) -> None:
+        self.session_ended = session_ended
         self.store = store
         self.ledger = ledger
         self.agent = agent
@@ -136,7 +137,9 @@ class CronRunner:
             return result.text or "(The model returned an empty answer.)", record
         finally:
             await self.store.commit_turn(session_id, [], home, job.owner_id, record, None, status=status)
-            await self.store.end_session(key)
+            ended = await self.store.end_session(key)
+            if ended is not None and self.session_ended is not None:
+                self.session_ended(ended)
 
     def _notice(self, job: Job, claim: Claim, what: str) -> OutboxItem | None:
         target = job.target_chat

@@ -11,11 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Sequence
 
 from agent.builtin_tools import BUILTIN_TOOLS
+from agent.learning_tools import learning_tools
 from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
+from agent.memory import Memory
+from agent.skills import SkillLibrary
 from agent.tools import ToolRegistry
 from agent.system_tools import system_tools
 from gateway.access import TRUSTED_PLATFORMS, check_access, is_admin
@@ -28,14 +32,18 @@ from gateway.cron_ledger import Ledger, new_instance_id
 from gateway.cron_manage import TOOLSET as CRON_TOOLSET
 from gateway.cron_manage import CronManager
 from gateway.cron_run import CronRunner
+from gateway.curator import Curator
 from gateway.delivery import Delivery
 from gateway.http import HttpServer
+from gateway.learning import REVIEW_IDENTITY, Learning
 from gateway.metrics import Metrics
 from gateway.pairing import Pairing
 from gateway.scheduler import Scheduler
 from gateway.session_key import session_key
+from gateway.skill_ledger import SkillLedger
 from gateway.sessions import Sessions, SessionWorker, WorkItem
 from gateway.store import Store
+from gateway.trajectories import Trajectories
 from gateway.turns import NO_LLM, TurnRunner
 from platforms.base import ButtonPress, ChatOpened, ChatRef, InboundEvent, InboundMessage, PlatformAdapter
 
@@ -90,6 +98,9 @@ class GatewayRunner:
         self.delivery: Delivery | None = None
         self.approvals: Approvals | None = None
         self.scheduler: Scheduler | None = None
+        self.learning: Learning | None = None
+        self.trajectories: Trajectories | None = None
+        self._closing: list[LLMClient] = []  # further LLM clients to close at stop
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -112,17 +123,24 @@ class GatewayRunner:
         self.jobs = CronJobs(self.store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
         ledger = Ledger(self.store, new_instance_id())
         self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin)
+        self.memory = Memory(cfg.home)
+        self.skill_ledger = SkillLedger(self.store)
+        self.skills = SkillLibrary(cfg.home, self.skill_ledger)
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
                                                                  timeout=cfg.agent.command_timeout_seconds),
-                                   self.cron.tool()])
+                                   self.cron.tool(), *learning_tools(self.memory, self.skills)])
         self.delivery = Delivery(self.store, self.adapters)
+        self.learning = Learning(self.store, self.memory, self.skills, self.tools, review_agent=self._review_agent(),
+                                 delivery=self.delivery, memory_every=cfg.review.memory_every_turns,
+                                 skill_every=cfg.review.skill_every_iterations,
+                                 max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify)
         self.approvals = Approvals(self.store, self.delivery, self.adapters, mode=cfg.approvals.mode,
                                    timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(), is_admin=admin)
         cron_runner = CronRunner(
             store=self.store, ledger=ledger, agent=agent, delivery=self.delivery, approvals=self.approvals,
             tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),
             approvals_mode=cfg.approvals.mode, cron_approvals=cfg.approvals.cron, timezone=cfg.gateway.timezone,
-            timeout=cfg.cron.run_timeout_seconds)
+            timeout=cfg.cron.run_timeout_seconds, session_ended=self.session_ended)
         self.scheduler = Scheduler(self.jobs, ledger, cron_runner.run, tick_seconds=cfg.gateway.tick_seconds,
                                    grace_seconds=cfg.cron.grace_seconds, max_concurrent=cfg.cron.max_concurrent_runs,
                                    on_interrupted=cron_runner.interrupted)
@@ -130,10 +148,18 @@ class GatewayRunner:
         self.scheduler.add_hook("expire pairing codes", self.pairing.expire)
         self.scheduler.add_hook("prune old messages",
                                 lambda: self.store.prune(time.time() - cfg.gateway.retention_days * 86400))
+        self.trajectories = Trajectories(self.store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
+        self.curator = Curator(self.store, self.skills, self.skill_ledger, cfg.home,
+                               interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
+                               stale_days=cfg.curator.stale_days, archive_days=cfg.curator.archive_days,
+                               keep_snapshots=cfg.curator.keep_snapshots, idle_since=self._idle_since)
+        await self.curator.first_started()
+        if cfg.curator.enabled:
+            self.scheduler.add_hook("curator", self.curator.tick)
         self.button_handlers[APPROVAL_PREFIX] = self.approvals.on_button
         self.turns = TurnRunner(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
                                 metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
-                                approvals=self.approvals)
+                                approvals=self.approvals, learning=self.learning)
         self.sessions = Sessions(self._process, cfg.gateway.session_idle_seconds)
         for adapter in self.adapters.values():
             adapter.set_callback(self.on_event, self._adapter_failed)
@@ -175,8 +201,10 @@ class GatewayRunner:
         if self.approvals is not None:  # waiting turns hear "expired" and finish
             await self.approvals.expire_all("the gateway shut down")
         stopping = [self.sessions.drain(drain)] if self.sessions is not None else []
-        if self.scheduler is not None:  # scheduled runs get the same bound as chat turns
+        if self.scheduler is not None:  # scheduled runs and reviews get the same bound as chat turns
             stopping.append(self.scheduler.stop(drain))
+        if self.learning is not None:
+            stopping.append(self.learning.stop(drain))
         await asyncio.gather(*stopping)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=max(drain, 1.0))
@@ -189,8 +217,9 @@ class GatewayRunner:
                 log.exception("stopping %s failed", adapter.name)
         if self.http is not None:
             await self.http.stop()
-        if self.llm is not None:
-            await self.llm.aclose()
+        for llm in [self.llm, *self._closing]:
+            if llm is not None:
+                await llm.aclose()
         if self.store is not None:
             await self.store.close()
         self.state = "stopped"
@@ -202,6 +231,28 @@ class GatewayRunner:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def session_ended(self, session_id: int) -> None:
+        if self.trajectories is not None:
+            self._spawn(self.trajectories.export(session_id))
+
+    async def _idle_since(self) -> float | None:
+        """Since when nothing has happened (no message in, no turn, review or scheduled run); None: busy now."""
+        if self.sessions is None or self.sessions.busy_count() or (self.learning and self.learning.busy) \
+                or (self.scheduler and self.scheduler.busy):
+            return None
+        return max(self.last_inbound, self.turns.last_finished)
+
+    def _review_agent(self) -> Agent | None:
+        """The agent the review fork runs: the same endpoint, perhaps a cheaper model."""
+        review = self.config.review
+        if self.llm is None or not review.enabled:
+            return None
+        llm = self.llm
+        if review.model and review.model != self.llm.settings.model:
+            llm = LLMClient(replace(self.llm.settings, model=review.model))
+            self._closing.append(llm)
+        return Agent(llm, identity=REVIEW_IDENTITY, max_iterations=review.max_iterations)
 
     def _jobs_changed(self) -> None:
         if self.scheduler is not None:
@@ -300,7 +351,9 @@ class GatewayRunner:
             assert self.store is not None
             ended = await self.store.end_session(item.key)
             text = ("Started a new session. The previous conversation is saved and still searchable."
-                    if ended else "This is already a fresh session.")
+                    if ended is not None else "This is already a fresh session.")
+            if ended is not None:
+                self.session_ended(ended)
             await self.delivery.reply(item.msg.chat, text, done_inbox_id=item.inbox_id)
             return
         await self.turns.run(worker, item)

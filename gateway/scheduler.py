@@ -28,6 +28,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from gateway.cron_jobs import CronJobs, utc
 from gateway.cron_ledger import Claim, Ledger
+from gateway.tasks import finish_or_cancel
 
 log = logging.getLogger(__name__)
 logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
@@ -91,12 +92,7 @@ class Scheduler:
         self._armed.clear()
         if self._reload is not None:
             self._reload.cancel()
-        running = [t for t in self._running if not t.done()]
-        if running:
-            _, pending = await asyncio.wait(running, timeout=timeout)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+        await finish_or_cancel(self._running, timeout)
         await self.ledger.unregister()
 
     # -- the tick -------------------------------------------------------------------------

@@ -172,11 +172,14 @@ class Store:
                 return int(cur.lastrowid)
         return await self.active_session(key, chat, chat_type)
 
-    async def end_session(self, key: str) -> bool:
+    async def end_session(self, key: str) -> int | None:
+        """End the key's active session; return its id (None: there was none)."""
         async with self._write:
-            cur = await self._db.execute("UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL",
-                                         (time.time(), key))
-            return cur.rowcount > 0
+            row = await self.fetch_one("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
+            if row is None:
+                return None
+            await self._db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", (time.time(), row["id"]))
+            return int(row["id"])
 
     async def history(self, session_id: int, limit: int = 200) -> list[dict[str, Any]]:
         """The session's transcript in chat-completions form, without cancelled turns."""

@@ -11,6 +11,7 @@ from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalPort, ToolContext, ToolScope
 from gateway.delivery import Delivery
+from gateway.learning import Learning, personal_session
 from gateway.metrics import Metrics
 from gateway.sessions import SessionWorker, WorkItem
 from gateway.store import OutboxItem, Store
@@ -45,8 +46,11 @@ def session_context(msg: InboundMessage) -> str:
 
 class TurnRunner:
     def __init__(self, *, store: Store, agent: Agent | None, tools: ToolScope, delivery: Delivery, metrics: Metrics,
-                 busy_policy: str, timezone: str | None, approvals: ApprovalPort | None) -> None:
+                 busy_policy: str, timezone: str | None, approvals: ApprovalPort | None,
+                 learning: Learning | None = None) -> None:
         self.approvals = approvals
+        self.learning = learning
+        self.last_finished = time.time()  # when a turn last ended (the curator's idle clock)
         self.store = store
         self.agent = agent
         self.tools = tools
@@ -56,6 +60,12 @@ class TurnRunner:
         self.timezone = timezone
 
     async def run(self, worker: SessionWorker, item: WorkItem) -> None:
+        try:
+            await self._run(worker, item)
+        finally:
+            self.last_finished = time.time()
+
+    async def _run(self, worker: SessionWorker, item: WorkItem) -> None:
         msg = item.msg
         started = time.monotonic()
         refused = [a.error for a in msg.attachments if a.error]
@@ -68,6 +78,12 @@ class TurnRunner:
         await self.store.inbox_set_state([item.inbox_id], "processing")
         session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
         history = await self.store.history(session_id)
+        context = session_context(msg)
+        if self.learning is not None:
+            block = await self.learning.session_block(
+                session_id, platform=msg.platform, user_id=msg.user_id,
+                personal=personal_session(item.key, msg.chat_type, msg.user_id))
+            context += f"\n\n{block}" if block else ""
         inbox_ids = [item.inbox_id]
         record: list[dict[str, Any]] = []
         reply_to = msg.message_id if msg.chat_type != "dm" else None
@@ -82,7 +98,7 @@ class TurnRunner:
         ctx = ToolContext(platform=msg.platform, chat_id=msg.chat_id, user_id=msg.user_id, session_id=session_id,
                           transcripts=self.store, approvals=self.approvals,
                           extras={"timezone": self.timezone, "thread_id": msg.thread_id, "session_key": item.key})
-        outcome = "ok"
+        outcome, tool_iterations = "ok", 0
         try:
             async with self.delivery.typing(msg.chat):
                 if self.agent is None:
@@ -91,10 +107,10 @@ class TurnRunner:
                 else:
                     try:
                         result = await self.agent.run_turn(
-                            history, user_text(msg), self.tools, ctx, record=record, context=session_context(msg),
+                            history, user_text(msg), self.tools, ctx, record=record, context=context,
                             on_text=preview.push, on_restart=preview.reset,
                             steer=steer if self.busy_policy == "steer" else None)
-                        text = result.text
+                        text, tool_iterations = result.text, result.iterations - 1
                     except LLMError as exc:
                         log.warning("turn in %s failed: %s", item.key, exc)
                         text, outcome = exc.user_message, "llm_error"
@@ -117,6 +133,9 @@ class TurnRunner:
         self.metrics.turns.labels(outcome).inc()
         self.metrics.turn_seconds.observe(time.monotonic() - started)
         await self.delivery.deliver(reply)
+        if self.learning is not None and outcome == "ok":  # after delivery: a review never delays the reply
+            await self.learning.after_turn(session_id, msg.chat, platform=msg.platform, user_id=msg.user_id,
+                                           tool_iterations=tool_iterations)
 
     async def _mark_draft(self, msg: InboundMessage, draft: str, note: str) -> None:
         """Leave the half-streamed draft saying it was stopped (best effort, not durable)."""

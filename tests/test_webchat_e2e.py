@@ -28,7 +28,8 @@ async def test_conversation_with_a_tool_call(tmp_path, llm: FakeLLM):
         assert len(tool_msgs) == 1
         assert str(datetime.now(timezone.utc).year) in tool_msgs[0]["content"]
         assert {t["function"]["name"] for t in llm.requests[0]["tools"]} == \
-            {"current_time", "session_search", "terminal", "read_file", "write_file", "patch_file", "cron"}
+            {"current_time", "session_search", "terminal", "read_file", "write_file", "patch_file", "cron",
+             "memory", "skills_list", "skill_view", "skill_manage"}
     finally:
         await runner.stop()
 

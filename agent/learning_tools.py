@@ -1,0 +1,88 @@
+"""The tools the agent learns with: `memory`, `skills_list`, `skill_view`, `skill_manage`.
+
+They form the toolset "learning", the only tools a background review may use. Writes carry
+the provenance in `ctx.extras["provenance"]` ("agent" in a conversation, "review" in a review).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.memory import Memory, MemoryRefused
+from agent.skills import SkillLibrary, SkillRefused
+from agent.tools import Tool, ToolContext
+
+TOOLSET = "learning"
+SKILL_ACTIONS = ("create", "patch", "edit", "archive", "write_file", "remove_file")
+
+
+def learning_tools(memory: Memory, skills: SkillLibrary) -> list[Tool]:
+    async def memory_tool(ctx: ToolContext, action: str, target: str, text: str = "", old_text: str = "") -> str:
+        try:
+            return await memory.change(action, target, text=text, old_text=old_text,
+                                       platform=ctx.platform, user_id=ctx.user_id)
+        except MemoryRefused as exc:
+            return f"error: {exc}"
+
+    async def skills_list(ctx: ToolContext) -> str:
+        found = skills.all()
+        if not found:
+            return "No skills yet."
+        return "\n".join(f"- {s.name}: {s.description}" for s in found)
+
+    async def skill_view(ctx: ToolContext, name: str, file: str | None = None) -> str:
+        try:
+            return await skills.view(name, file)
+        except SkillRefused as exc:
+            return f"error: {exc}"
+
+    async def skill_manage(ctx: ToolContext, action: str, name: str, description: str | None = None,
+                           body: str | None = None, old_text: str = "", new_text: str = "",
+                           file: str = "", content: str = "") -> str:
+        provenance = str(ctx.extras.get("provenance", "agent"))
+        try:
+            if action == "create":
+                return await skills.create(name, description or "", body or "", provenance=provenance)
+            if action == "edit":
+                return await skills.edit(name, description=description, body=body, provenance=provenance)
+            if action == "patch":
+                return await skills.patch(name, old_text, new_text, provenance=provenance)
+            if action == "archive":
+                return await skills.archive(name)
+            if action == "write_file":
+                return await skills.write_file(name, file, content, provenance=provenance)
+            if action == "remove_file":
+                return await skills.remove_file(name, file, provenance=provenance)
+        except SkillRefused as exc:
+            return f"error: {exc}"
+        return f"error: action must be one of {', '.join(SKILL_ACTIONS)}"
+
+    text: dict[str, Any] = {"type": "string"}
+    return [
+        Tool("memory",
+             "Keep short notes across sessions. target 'memory': your own notes for every conversation; "
+             "'user': what you know about the person you are talking to. add a new entry, replace or remove "
+             "the entry containing old_text. Space is small: keep entries short and consolidate.",
+             {"type": "object", "required": ["action", "target"],
+              "properties": {"action": {"type": "string", "enum": ["add", "replace", "remove"]},
+                             "target": {"type": "string", "enum": ["memory", "user"]},
+                             "text": {**text, "description": "the entry to keep (add, replace)"},
+                             "old_text": {**text, "description": "a unique part of the entry to change"}}},
+             memory_tool, TOOLSET),
+        Tool("skills_list", "List your skills (procedures you wrote before) with their descriptions.",
+             {"type": "object", "properties": {}}, skills_list, TOOLSET),
+        Tool("skill_view", "Read a skill's procedure, or one of its files (references/, templates/, scripts/).",
+             {"type": "object", "required": ["name"],
+              "properties": {"name": text, "file": {**text, "description": "e.g. scripts/check.sh"}}},
+             skill_view, TOOLSET),
+        Tool("skill_manage",
+             "Write down a reusable procedure, or improve one. create (name, description, body); patch "
+             "(old_text → new_text in the body; prefer this to improve a skill); edit (new description and/or "
+             "body); archive (set aside, restorable); write_file / remove_file (file under references/, "
+             "templates/ or scripts/, with content). Names: lower case, digits, '.', '_', '-'.",
+             {"type": "object", "required": ["action", "name"],
+              "properties": {"action": {"type": "string", "enum": list(SKILL_ACTIONS)}, "name": text,
+                             "description": text, "body": text, "old_text": text, "new_text": text,
+                             "file": text, "content": text}},
+             skill_manage, TOOLSET),
+    ]

@@ -1,0 +1,99 @@
+"""`chatgate skills …` and `chatgate curator …`: the skill library and its curator from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from agent.skills import SkillLibrary, SkillRefused, summary
+from gateway.config import Config
+from gateway.curator import Curator
+from gateway.skill_ledger import SkillLedger
+
+
+def add_parsers(sub: Any) -> None:
+    skills = sub.add_parser("skills", help="the agent's skills: list, show, pin, archive, restore")
+    skills_sub = skills.add_subparsers(dest="action", required=True)
+    skills_sub.add_parser("list", help="skills with provenance and use (and the archived ones)")
+    for action, what in (("show", "print a skill"), ("pin", "never let the curator touch it"),
+                         ("unpin", "let the curator look after it again"), ("archive", "set it aside (restorable)"),
+                         ("restore", "bring an archived skill back")):
+        skills_sub.add_parser(action, help=what).add_argument("name")
+    curator = sub.add_parser("curator", help="the skill curator: status, run, restore a snapshot")
+    curator_sub = curator.add_subparsers(dest="action", required=True)
+    curator_sub.add_parser("status", help="when it ran, when it is due, its recent runs")
+    run = curator_sub.add_parser("run", help="run it now (idle or not)")
+    run.add_argument("--dry-run", action="store_true", help="report what it would change, change nothing")
+    curator_sub.add_parser("restore", help="put back the skills as they were before a run").add_argument("run")
+
+
+def _parts(config: Config, store: Any) -> tuple[SkillLibrary, SkillLedger, Curator]:
+    ledger = SkillLedger(store)
+    skills = SkillLibrary(config.home, ledger)
+    c = config.curator
+    curator = Curator(store, skills, ledger, config.home, interval_hours=c.interval_hours,
+                      min_idle_hours=c.min_idle_hours, stale_days=c.stale_days, archive_days=c.archive_days,
+                      keep_snapshots=c.keep_snapshots)
+    return skills, ledger, curator
+
+
+async def skills_command(config: Config, store: Any, args: argparse.Namespace) -> int:
+    skills, ledger, _ = _parts(config, store)
+    try:
+        if args.action == "list":
+            meta = await ledger.meta()
+            for skill in skills.all():
+                row = meta.get(skill.name) or {"provenance": "user", "views": 0}
+                print(summary(skill, {**row, "provenance": f"{row['provenance']}, {row.get('state', 'active')}"}))
+            for name in skills.archived():
+                print(f"{name} — (archived; `chatgate skills restore {name}`)")
+        elif args.action == "show":
+            skill = skills.get(args.name)
+            if skill is None:
+                raise SkillRefused(f"no skill {args.name!r}")
+            print(skill.path.read_text(encoding="utf-8"), end="")
+        elif args.action in ("pin", "unpin"):
+            if skills.get(args.name) is None:
+                raise SkillRefused(f"no skill {args.name!r}")
+            await ledger.pin(args.name, args.action == "pin")
+            print(f"{args.action}ned {args.name}")
+        elif args.action == "archive":
+            print(await skills.archive(args.name))
+        else:
+            print(await skills.restore(args.name))
+    except SkillRefused as exc:
+        print(f"chatgate skills: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def curator_command(config: Config, store: Any, args: argparse.Namespace) -> int:
+    _, _, curator = _parts(config, store)
+    if args.action == "status":
+        due = await curator.next_due()
+        print(f"next run due {_when(due)} (then only after {config.curator.min_idle_hours:g} h without activity)"
+              + ("" if config.curator.enabled else "; the curator is disabled (curator.enabled)"))
+        for run in await curator.runs():
+            outcome = run["error"] or f"{len(json.loads(run['changes'] or '[]'))} change(s)"
+            print(f"{run['id']}  {'dry run' if run['dry_run'] else 'applied'} ({run['trigger']}): {outcome}")
+        return 0
+    if args.action == "run":
+        result = await curator.run(dry_run=args.dry_run, trigger="cli")
+        for change in result.changes:
+            print(f"{'would mark' if result.dry_run else 'marked'} {change.skill} {change.after} "
+                  f"(unused for {change.unused_days:.0f} days)")
+        print(f"{'no changes' if not result.changes else ''}report: {result.report}")
+        return 0
+    try:
+        print(await curator.restore(args.run))
+    except ValueError as exc:
+        print(f"chatgate curator: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))

@@ -1,0 +1,212 @@
+"""The curator: keeps the skill library tidy, only when nobody is using the gateway.
+
+From the tick, it runs when `curator.interval_hours` have passed since its last run (the first
+run one interval after the gateway first started) **and** the gateway has really been idle for
+`curator.min_idle_hours`: no inbound message on any platform, no turn, review or scheduled run
+going, for that long (`idle_since` says since when).
+
+The pass is deterministic. Skills the agent or a review created that were not used (viewed or
+written) for `stale_days` become *stale*; for `archive_days`, they are archived (moved to
+`skills/.archive/`, restorable). Skills a person made (or put in place by hand), pinned skills,
+bundled skills and skills a scheduled job's prompt names are never touched. Before it changes
+anything it copies the whole `skills/` folder to `logs/curator/<run>/snapshot/` (the last
+`keep_snapshots` are kept); every run writes `logs/curator/<run>/REPORT.md`, dry runs too.
+`restore <run>` puts a snapshot back (the library it replaces is kept beside it first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from agent.skills import SkillLibrary
+from gateway.skill_ledger import SkillLedger
+from gateway.store import Store
+
+TOUCHABLE = ("agent", "review")
+DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    skill: str
+    before: str
+    after: str  # stale | archived
+    unused_days: float
+
+
+@dataclass(frozen=True, slots=True)
+class CuratorRun:
+    id: str
+    dry_run: bool
+    changes: list[Change]
+    report: Path
+
+
+class Curator:
+    def __init__(self, store: Store, skills: SkillLibrary, ledger: SkillLedger, home: Path, *,
+                 interval_hours: float = 168.0, min_idle_hours: float = 2.0, stale_days: float = 30.0,
+                 archive_days: float = 90.0, keep_snapshots: int = 5,
+                 idle_since: Callable[[], Awaitable[float | None]] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.skills = skills
+        self.ledger = ledger
+        self.logs = home / "logs" / "curator"
+        self.interval = interval_hours * 3600
+        self.min_idle = min_idle_hours * 3600
+        self.stale_after = stale_days * DAY
+        self.archive_after = archive_days * DAY
+        self.keep = keep_snapshots
+        self.idle_since = idle_since  # None from it: busy now
+        self.clock = clock
+        self._lock = asyncio.Lock()
+
+    # -- when ------------------------------------------------------------------------------
+
+    async def first_started(self) -> float:
+        """When the gateway first started (recorded once)."""
+        now = self.clock()
+        async with self.store.tx() as db:
+            await db.execute("INSERT OR IGNORE INTO gateway_facts (key, value) VALUES ('first_started_at', ?)",
+                             (repr(now),))
+        row = await self.store.fetch_one("SELECT value FROM gateway_facts WHERE key = 'first_started_at'")
+        return float(row["value"]) if row else now
+
+    async def next_due(self) -> float:
+        last = await self.store.fetch_one("SELECT max(started_at) AS t FROM curator_runs WHERE dry_run = 0"
+                                          " AND finished_at IS NOT NULL AND error IS NULL")
+        since = last["t"] if last and last["t"] is not None else await self.first_started()
+        return since + self.interval
+
+    async def tick(self) -> CuratorRun | None:
+        """The tick hook: run when due and idle long enough."""
+        now = self.clock()
+        if now < await self.next_due():
+            return None
+        idle = await self.idle_since() if self.idle_since is not None else None
+        if idle is None or now - idle < self.min_idle:
+            return None
+        return await self.run(trigger="tick")
+
+    # -- what ------------------------------------------------------------------------------
+
+    async def plan(self) -> list[Change]:
+        now = self.clock()
+        meta = await self.ledger.meta()
+        referenced = await self._referenced_by_jobs()
+        changes = []
+        for skill in self.skills.all():
+            row = meta.get(skill.name)
+            if row is None or row["provenance"] not in TOUCHABLE or row["pinned"] or skill.name in referenced:
+                continue
+            used = max(filter(None, (row["last_used_at"], row["updated_at"], row["created_at"])))
+            unused = now - used
+            if unused >= self.archive_after:
+                changes.append(Change(skill.name, row["state"], "archived", unused / DAY))
+            elif unused >= self.stale_after and row["state"] == "active":
+                changes.append(Change(skill.name, row["state"], "stale", unused / DAY))
+        return changes
+
+    async def _referenced_by_jobs(self) -> set[str]:
+        rows = await self.store.fetch_all("SELECT prompt FROM cron_jobs")
+        names = {s.name for s in self.skills.all()}
+        return {n for n in names for r in rows if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", r["prompt"])}
+
+    # -- doing -----------------------------------------------------------------------------
+
+    async def run(self, *, dry_run: bool = False, trigger: str = "cli") -> CuratorRun:
+        async with self._lock:
+            started = self.clock()
+            run_id = self._new_id(started)
+            async with self.store.tx() as db:
+                await db.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
+                                 (run_id, started, int(dry_run), trigger))
+            error = None
+            changes = await self.plan()
+            try:
+                if changes and not dry_run:
+                    await asyncio.to_thread(self._snapshot, run_id)
+                    for change in changes:
+                        if change.after == "archived":
+                            await self.skills.archive(change.skill)
+                        else:
+                            await self.ledger.state(change.skill, "stale")
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                report = await asyncio.to_thread(self._report, run_id, started, dry_run, changes, error)
+                async with self.store.tx() as db:
+                    await db.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
+                                     (self.clock(), json.dumps([_as_dict(c) for c in changes]), error, run_id))
+            return CuratorRun(run_id, dry_run, changes, report)
+
+    async def restore(self, run_id: str) -> str:
+        """Put the snapshot taken before run `run_id` back; the current library is kept aside first."""
+        snapshot = self.logs / run_id / "snapshot"
+        if not re.fullmatch(r"[\w-]+", run_id) or not snapshot.is_dir():
+            raise ValueError(f"no snapshot for run {run_id!r}; `chatgate curator status` lists the runs")
+        async with self._lock:
+            aside = self.logs / run_id / f"replaced-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(self.clock()))}"
+            await asyncio.to_thread(self._swap, snapshot, aside)
+            self.skills.changed()
+            archived = set(self.skills.archived())
+            for skill in self.skills.all():
+                await self.ledger.state(skill.name, "active")
+            for name in archived:
+                await self.ledger.state(name, "archived")
+        return f"restored the skills as they were before run {run_id} (the replaced library is in {aside})"
+
+    async def runs(self, limit: int = 10) -> list[dict[str, Any]]:
+        rows = await self.store.fetch_all("SELECT * FROM curator_runs ORDER BY started_at DESC LIMIT ?", (limit,))
+        return [dict(r) for r in rows]
+
+    # -- files -----------------------------------------------------------------------------
+
+    def _new_id(self, at: float) -> str:
+        base = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
+        run_id, n = base, 1
+        while (self.logs / run_id).exists():
+            n += 1
+            run_id = f"{base}-{n}"
+        (self.logs / run_id).mkdir(parents=True)
+        return run_id
+
+    def _snapshot(self, run_id: str) -> None:
+        if self.skills.root.is_dir():
+            shutil.copytree(self.skills.root, self.logs / run_id / "snapshot", symlinks=True)
+        else:
+            (self.logs / run_id / "snapshot").mkdir()
+        kept = sorted(p for p in self.logs.glob("*/snapshot") if p.is_dir())
+        for old in kept[:-self.keep]:
+            shutil.rmtree(old)
+
+    def _swap(self, snapshot: Path, aside: Path) -> None:
+        if self.skills.root.exists():
+            shutil.move(str(self.skills.root), str(aside))
+        shutil.copytree(snapshot, self.skills.root, symlinks=True)
+
+    def _report(self, run_id: str, started: float, dry_run: bool, changes: list[Change], error: str | None) -> Path:
+        lines = [f"# Curator run {run_id}", "",
+                 f"- started: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(started))}",
+                 f"- mode: {'dry run (nothing changed)' if dry_run else 'applied'}",
+                 f"- snapshot: {'snapshot/' if changes and not dry_run else 'none (nothing to change)'}"]
+        if error:
+            lines.append(f"- error: {error}")
+        lines += ["", "## Changes", ""]
+        lines += [f"- `{c.skill}`: {c.before} → {c.after} (unused for {c.unused_days:.0f} days)" for c in changes] \
+            or ["- none"]
+        path = self.logs / run_id / "REPORT.md"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
+
+
+def _as_dict(change: Change) -> dict[str, Any]:
+    return {"skill": change.skill, "from": change.before, "to": change.after, "unused_days": round(change.unused_days, 1)}

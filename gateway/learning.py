@@ -1,0 +1,153 @@
+"""Learning in the gateway: each session's frozen prompt block, review counters, the review fork.
+
+* **Frozen block.** When a session takes its first turn, the memory snapshot and the skill index
+  are rendered once and stored with the session (`sessions.prompt`); every later turn — also
+  after a restart — sends the same system prompt, so providers' prompt caches keep hitting.
+  A person's profile is only in the block of a session that is theirs alone (a DM, or their own
+  session in a group), never in a shared group or thread session.
+* **Counters** (`review_counters`, per session, in the database so restarts keep them): user
+  turns since the last memory review, tool iterations since the last skill review.
+* **The review fork.** When a counter reaches its threshold, after the reply was delivered, a
+  background task (bounded by `review.max_concurrent`) runs a separate agent over a snapshot of
+  the transcript with only the learning tools (the registry refuses any other call), at most
+  `review.max_iterations` steps, writing with provenance "review". It is not a session: it has
+  no counters and is never reviewed itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from agent.learning_tools import TOOLSET
+from agent.loop import Agent
+from agent.memory import Memory
+from agent.skills import SkillLibrary
+from agent.tools import ToolContext, ToolRegistry
+from gateway.delivery import Delivery
+from gateway.store import Store
+from gateway.tasks import finish_or_cancel
+from platforms.base import ChatRef
+
+log = logging.getLogger(__name__)
+
+REVIEW_IDENTITY = """You are reviewing a conversation you (the assistant) just had, to learn from it. \
+You cannot talk to anyone; you can only use the memory and skill tools.
+
+Memory review: is there something about the person (target user) or a durable fact for all your \
+conversations (target memory) worth keeping? Keep entries short; replace or remove outdated ones \
+instead of piling up; consolidate when space runs out.
+
+Skill review: did the conversation show a procedure that will come up again? Prefer patching an \
+existing skill (skills_list, skill_view, then skill_manage patch) to creating a new one; write \
+class-level procedures ("how to cut a release of a Python package"), not the story of this one task.
+
+Never learn: transient failures (a timeout, a flaky network, a service that was down), missing \
+credentials or configuration, one-off narratives, secrets of any kind, or broad prohibitions drawn \
+from a single bad run.
+
+When nothing is worth keeping, change nothing. Finish with one short line saying what you kept, \
+or "nothing to keep"."""
+
+REVIEW_REQUEST = ("Review the conversation above for what to keep in memory{skills}. Use the tools, "
+                  "then answer with one line.")
+
+
+class Learning:
+    def __init__(self, store: Store, memory: Memory, skills: SkillLibrary, tools: ToolRegistry, *,
+                 review_agent: Agent | None, delivery: Delivery, memory_every: int = 10, skill_every: int = 10,
+                 max_concurrent: int = 2, notify: bool = False) -> None:
+        self.store = store
+        self.memory = memory
+        self.skills = skills
+        self.tools = tools
+        self.review_agent = review_agent
+        self.delivery = delivery
+        self.memory_every = memory_every
+        self.skill_every = skill_every
+        self.notify = notify
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._reviews: set[asyncio.Task[None]] = set()
+        self.reviews_done = 0
+
+    @property
+    def busy(self) -> bool:
+        return any(not t.done() for t in self._reviews)
+
+    # -- the frozen block -----------------------------------------------------------------
+
+    async def session_block(self, session_id: int, *, platform: str, user_id: str, personal: bool) -> str:
+        row = await self.store.fetch_one("SELECT prompt FROM sessions WHERE id = ?", (session_id,))
+        if row is not None and row["prompt"] is not None:
+            return str(row["prompt"])
+        block = await asyncio.to_thread(self.render_block, platform, user_id if personal else "")
+        async with self.store.tx() as db:
+            await db.execute("UPDATE sessions SET prompt = ? WHERE id = ? AND prompt IS NULL", (block, session_id))
+        row = await self.store.fetch_one("SELECT prompt FROM sessions WHERE id = ?", (session_id,))
+        return str(row["prompt"]) if row and row["prompt"] is not None else block
+
+    def render_block(self, platform: str, user_id: str) -> str:
+        return "\n\n".join(p for p in (self.memory.snapshot(platform, user_id), self.skills.index()) if p)
+
+    # -- counters and the fork ------------------------------------------------------------
+
+    async def after_turn(self, session_id: int, chat: ChatRef, *, platform: str, user_id: str,
+                         tool_iterations: int) -> None:
+        """Count the turn; start a review in the background when one is due (call after delivery)."""
+        if self.review_agent is None:
+            return
+        now = time.time()
+        async with self.store.tx() as db:
+            await db.execute(
+                "INSERT INTO review_counters (session_id, turns_since_memory, iters_since_skill, updated_at)"
+                " VALUES (?, 1, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
+                " turns_since_memory = turns_since_memory + 1, iters_since_skill = iters_since_skill + ?,"
+                " updated_at = ?", (session_id, tool_iterations, now, tool_iterations, now))
+            cur = await db.execute("SELECT turns_since_memory, iters_since_skill FROM review_counters"
+                                   " WHERE session_id = ?", (session_id,))
+            turns, iters = await cur.fetchone()
+            memory_due, skill_due = turns >= self.memory_every, iters >= self.skill_every
+            if memory_due or skill_due:  # reset now, in the same transaction: one review per threshold
+                await db.execute(
+                    "UPDATE review_counters SET turns_since_memory = CASE WHEN ? THEN 0 ELSE turns_since_memory END,"
+                    " iters_since_skill = CASE WHEN ? THEN 0 ELSE iters_since_skill END WHERE session_id = ?",
+                    (memory_due, skill_due, session_id))
+        if memory_due or skill_due:
+            task = asyncio.create_task(self._review(session_id, chat, platform, user_id, skill_due),
+                                       name=f"review:{session_id}")
+            self._reviews.add(task)
+            task.add_done_callback(self._reviews.discard)
+
+    async def counters(self, session_id: int) -> tuple[int, int]:
+        row = await self.store.fetch_one("SELECT turns_since_memory, iters_since_skill FROM review_counters"
+                                         " WHERE session_id = ?", (session_id,))
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    async def _review(self, session_id: int, chat: ChatRef, platform: str, user_id: str, skills: bool) -> None:
+        assert self.review_agent is not None
+        async with self._slots:
+            try:
+                history = await self.store.history(session_id)  # the snapshot this review works on
+                known = self.render_block(platform, user_id)
+                request = REVIEW_REQUEST.format(skills=" and which skills to write or improve" if skills else "")
+                ctx = ToolContext(platform=platform, chat_id=chat.chat_id, user_id=user_id,
+                                  extras={"provenance": "review"})
+                result = await self.review_agent.run_turn(history, request, self.tools.scope(toolsets=[TOOLSET]),
+                                                          ctx, context=known)
+                self.reviews_done += 1
+                log.info("review of session %s: %s", session_id, result.text.strip()[:200])
+                if self.notify and result.tool_calls:
+                    await self.delivery.reply(chat, "💡 " + (result.text.strip().splitlines() or ["noted"])[0][:300])
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("review of session %s failed", session_id)
+
+    async def stop(self, timeout: float) -> None:
+        await finish_or_cancel(self._reviews, timeout)
+
+
+def personal_session(key: str, chat_type: str, user_id: str) -> bool:
+    """A session only this person takes part in (their profile may enter its prompt)."""
+    return chat_type == "dm" or key.endswith(f":user:{user_id}")

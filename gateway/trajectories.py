@@ -1,0 +1,64 @@
+"""Finished sessions as ShareGPT-style JSONL, for fine-tuning (opt-in: `trajectories.enabled`).
+
+One line per session in `$CHATGATE_HOME/trajectories/<UTC date>.jsonl`, written when a session
+ends (`/new`, `/reset`, the end of a scheduled run):
+
+    {"id": "<session id>", "platform": "telegram", "started_at": ..., "ended_at": ...,
+     "conversations": [{"from": "system"|"human"|"gpt"|"tool", "value": "..."}]}
+
+Tool calls appear in the assistant's turn as `<tool_call>{"name": ..., "arguments": ...}</tool_call>`
+and their results as `tool` turns. Every value passes through the gateway's redaction (known
+secrets from the configuration and secret-shaped strings) before it is written. Cancelled turns
+are left out, as they are from the session's own history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from gateway.redact import redact
+from gateway.store import Store
+
+ROLES = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}
+
+
+def conversation(messages: list[dict[str, Any]], secrets: Iterable[str] = ()) -> list[dict[str, str]]:
+    secrets = list(secrets)
+    turns = []
+    for m in messages:
+        value = m.get("content") or ""
+        for call in m.get("tool_calls") or ():
+            fn = call.get("function", {})
+            value += ("\n" if value else "") + "<tool_call>" + json.dumps(
+                {"name": fn.get("name"), "arguments": fn.get("arguments")}, ensure_ascii=False) + "</tool_call>"
+        turns.append({"from": ROLES.get(m["role"], m["role"]), "value": redact(value, secrets)})
+    return turns
+
+
+class Trajectories:
+    def __init__(self, store: Store, home: Path, secrets: Iterable[str] = ()) -> None:
+        self.store = store
+        self.dir = home / "trajectories"
+        self.secrets = list(secrets)
+
+    async def export(self, session_id: int) -> Path | None:
+        """Append the session to today's file; None when it has no exchange worth keeping."""
+        row = await self.store.fetch_one("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        messages = await self.store.history(session_id, limit=10_000)
+        if row is None or not any(m["role"] == "assistant" for m in messages):
+            return None
+        record = {"id": str(session_id), "platform": row["platform"], "started_at": row["created_at"],
+                  "ended_at": row["ended_at"], "conversations": conversation(messages, self.secrets)}
+        path = self.dir / f"{time.strftime('%Y-%m-%d', time.gmtime())}.jsonl"
+        await asyncio.to_thread(self._append, path, json.dumps(record, ensure_ascii=False) + "\n")
+        return path
+
+    @staticmethod
+    def _append(path: Path, line: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(line)

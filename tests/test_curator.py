@@ -1,0 +1,169 @@
+"""The curator on a fake clock: when it runs (interval, idleness, first-run deferral), what it
+touches (stale → archived for agent and review skills only), dry runs, snapshots and restore."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+
+from agent.skills import SkillLibrary
+from gateway import cli
+from gateway.curator import Curator
+from gateway.skill_ledger import SkillLedger
+from gateway.store import Store
+
+DAY, HOUR = 86400.0, 3600.0
+T0 = time.time()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Activity:
+    """What the gateway reports: None while busy, else since when it has been idle."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.busy = False
+        self.last = clock.now
+
+    async def __call__(self) -> float | None:
+        return None if self.busy else self.last
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    store = await Store.open(tmp_path / "state.db")
+    yield store
+    await store.close()
+
+
+def make(tmp_path: Path, store: Store, clock: Clock, activity: Activity | None = None) -> Curator:
+    ledger = SkillLedger(store)
+    return Curator(store, SkillLibrary(tmp_path, ledger), ledger, tmp_path, idle_since=activity, clock=clock)
+
+
+async def add_skill(curator: Curator, name: str, provenance: str, *, age_days: float) -> None:
+    await curator.skills.create(name, f"how to {name}", f"Steps for {name}.", provenance=provenance)
+    at = curator.clock() - age_days * DAY
+    async with curator.store.tx() as db:
+        await db.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ? WHERE name = ?",
+                         (at, at, at, name))
+
+
+async def test_first_run_waits_one_interval_and_then_only_for_real_idleness(tmp_path, store):
+    clock = Clock()
+    activity = Activity(clock)
+    curator = make(tmp_path, store, clock, activity)
+    await curator.first_started()
+    clock.now += 100 * HOUR
+    assert await curator.tick() is None  # not due: the first run comes one interval after first start
+    clock.now = T0 + 168 * HOUR + 1
+    activity.busy = True
+    assert await curator.tick() is None  # due, but a turn is running
+    activity.busy, activity.last = False, clock.now - 1 * HOUR
+    assert await curator.tick() is None  # due, but idle for only an hour
+    activity.last = clock.now - 2 * HOUR - 1
+    first = await curator.tick()
+    assert first is not None and (tmp_path / "logs/curator" / first.id / "REPORT.md").is_file()
+    clock.now += 24 * HOUR
+    activity.last = clock.now - 10 * HOUR
+    assert await curator.tick() is None  # ran a day ago: next one a week after that
+    clock.now += 168 * HOUR
+    activity.last = clock.now - 3 * HOUR
+    assert await curator.tick() is not None
+
+
+async def test_stale_then_archived_and_what_is_never_touched(tmp_path, store):
+    clock = Clock()
+    curator = make(tmp_path, store, clock)
+    await add_skill(curator, "old-agent", "agent", age_days=40)
+    await add_skill(curator, "ancient-review", "review", age_days=100)
+    await add_skill(curator, "fresh-agent", "agent", age_days=3)
+    await add_skill(curator, "users-own", "user", age_days=400)
+    await add_skill(curator, "pinned-one", "agent", age_days=400)
+    await add_skill(curator, "bundled-one", "bundled", age_days=400)
+    await add_skill(curator, "nightly-digest", "agent", age_days=400)
+    await curator.ledger.pin("pinned-one", True)
+    async with store.tx() as db:
+        await db.execute("INSERT INTO cron_jobs (name, prompt, schedule, timezone, target, owner_platform, owner_id,"
+                         " created_at, updated_at) VALUES ('d', 'Follow the nightly-digest skill', 'every 1d', 'UTC',"
+                         " 'none', 'cli', 'op', 0, 0)")
+    hand_made = tmp_path / "skills" / "by-hand" / "SKILL.md"
+    hand_made.parent.mkdir(parents=True)
+    hand_made.write_text("---\nname: by-hand\ndescription: written by a person\n---\nSteps.\n")
+
+    run = await curator.run()
+    assert {(c.skill, c.after) for c in run.changes} == {("old-agent", "stale"), ("ancient-review", "archived")}
+    meta = await curator.ledger.meta()
+    assert meta["old-agent"]["state"] == "stale" and meta["ancient-review"]["state"] == "archived"
+    assert curator.skills.archived() == ["ancient-review"]
+    assert {s.name for s in curator.skills.all()} == {"old-agent", "fresh-agent", "users-own", "pinned-one",
+                                                      "bundled-one", "nightly-digest", "by-hand"}
+    assert (tmp_path / "logs/curator" / run.id / "snapshot" / "ancient-review" / "SKILL.md").is_file()
+
+    await curator.skills.view("old-agent")  # used again: active, and the clock starts over
+    clock.now += 60 * DAY
+    second = await curator.run()
+    assert {(c.skill, c.after) for c in second.changes} == {("old-agent", "stale"), ("fresh-agent", "stale")}
+
+
+async def test_dry_run_changes_nothing_and_restore_brings_a_snapshot_back(tmp_path, store):
+    clock = Clock()
+    curator = make(tmp_path, store, clock)
+    await add_skill(curator, "ancient", "agent", age_days=100)
+    dry = await curator.run(dry_run=True)
+    assert [(c.skill, c.after) for c in dry.changes] == [("ancient", "archived")]
+    assert curator.skills.get("ancient") is not None and curator.skills.archived() == []
+    assert not (tmp_path / "logs/curator" / dry.id / "snapshot").exists()
+    assert "dry run" in dry.report.read_text()
+    assert await curator.next_due() == (await curator.first_started()) + 168 * HOUR  # a dry run is not a run
+
+    applied = await curator.run()
+    assert curator.skills.get("ancient") is None
+    await curator.restore(applied.id)
+    assert curator.skills.get("ancient") is not None and curator.skills.archived() == []
+    assert (await curator.ledger.meta())["ancient"]["state"] == "active"
+    with pytest.raises(ValueError, match="no snapshot"):
+        await curator.restore("../../etc")
+
+
+async def test_only_the_last_snapshots_are_kept(tmp_path, store):
+    clock = Clock()
+    curator = make(tmp_path, store, clock)
+    curator.keep = 2
+    for n in range(4):
+        await add_skill(curator, f"old-{n}", "agent", age_days=100)
+        await curator.run()
+        clock.now += 1
+    runs = sorted(p.name for p in (tmp_path / "logs/curator").iterdir())
+    assert len(runs) == 4 and all((tmp_path / "logs/curator" / r / "REPORT.md").is_file() for r in runs)
+    assert sorted(p.parent.name for p in (tmp_path / "logs/curator").glob("*/snapshot")) == runs[-2:]
+
+
+def test_cli_skills_and_curator(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CHATGATE_HOME", str(tmp_path))
+    skill = tmp_path / "skills" / "notes" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: notes\ndescription: keep notes tidy\n---\nSteps.\n")
+    assert cli.main(["skills", "list"]) == 0
+    assert "notes — keep notes tidy [user, active" in capsys.readouterr().out
+    assert cli.main(["skills", "pin", "notes"]) == 0
+    assert cli.main(["skills", "archive", "notes"]) == 0
+    assert cli.main(["skills", "show", "notes"]) == 1
+    assert "no skill 'notes'" in capsys.readouterr().err
+    assert cli.main(["skills", "restore", "notes"]) == 0
+    assert cli.main(["curator", "run", "--dry-run"]) == 0
+    assert "no changes" in capsys.readouterr().out
+    assert cli.main(["curator", "status"]) == 0
+    out = capsys.readouterr().out
+    assert "next run due" in out and "dry run (cli): 0 change(s)" in out
+    assert cli.main(["curator", "restore", "nope"]) == 1
