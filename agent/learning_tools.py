@@ -17,13 +17,30 @@ SKILL_ACTIONS = ("create", "patch", "edit", "archive", "write_file", "remove_fil
 
 
 def learning_tools(memory: Memory, skills: SkillLibrary) -> list[Tool]:
-    async def memory_tool(ctx: ToolContext, action: str, target: str, text: str = "", old_text: str = "") -> str:
+    return [memory_tool(memory), *skill_tools(skills)]
+
+
+def memory_tool(memory: Memory) -> Tool:
+    async def handle(ctx: ToolContext, action: str, target: str, text: str = "", old_text: str = "") -> str:
         try:
             return await memory.change(action, target, text=text, old_text=old_text,
                                        platform=ctx.platform, user_id=ctx.user_id)
         except MemoryRefused as exc:
             return f"error: {exc}"
 
+    return Tool("memory",
+                "Keep short notes across sessions. target 'memory': your own notes for every conversation; "
+                "'user': what you know about the person you are talking to. add a new entry, replace or remove "
+                "the entry containing old_text. Space is small: keep entries short and consolidate.",
+                {"type": "object", "required": ["action", "target"],
+                 "properties": {"action": {"type": "string", "enum": ["add", "replace", "remove"]},
+                                "target": {"type": "string", "enum": ["memory", "user"]},
+                                "text": {"type": "string", "description": "the entry to keep (add, replace)"},
+                                "old_text": {"type": "string", "description": "a unique part of the entry to change"}}},
+                handle, TOOLSET)
+
+
+def skill_tools(skills: SkillLibrary) -> list[Tool]:
     async def skills_list(ctx: ToolContext) -> str:
         found = skills.all()
         if not found:
@@ -59,16 +76,6 @@ def learning_tools(memory: Memory, skills: SkillLibrary) -> list[Tool]:
 
     text: dict[str, Any] = {"type": "string"}
     return [
-        Tool("memory",
-             "Keep short notes across sessions. target 'memory': your own notes for every conversation; "
-             "'user': what you know about the person you are talking to. add a new entry, replace or remove "
-             "the entry containing old_text. Space is small: keep entries short and consolidate.",
-             {"type": "object", "required": ["action", "target"],
-              "properties": {"action": {"type": "string", "enum": ["add", "replace", "remove"]},
-                             "target": {"type": "string", "enum": ["memory", "user"]},
-                             "text": {**text, "description": "the entry to keep (add, replace)"},
-                             "old_text": {**text, "description": "a unique part of the entry to change"}}},
-             memory_tool, TOOLSET),
         Tool("skills_list", "List your skills (procedures you wrote before) with their descriptions.",
              {"type": "object", "properties": {}}, skills_list, TOOLSET),
         Tool("skill_view", "Read a skill's procedure, or one of its files (references/, templates/, scripts/).",

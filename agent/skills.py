@@ -103,6 +103,7 @@ class SkillLibrary:
         self.ledger = ledger
         self._lock = asyncio.Lock()
         self._index: str | None = None
+        self._indexed: tuple[tuple[str, int], ...] = ()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -133,9 +134,21 @@ class SkillLibrary:
     def archived(self) -> list[str]:
         return sorted(p.name for p in self.archive_dir.glob("*") if (p / "SKILL.md").is_file())
 
+    def _signature(self) -> tuple[tuple[str, int], ...]:
+        """What the index depends on: every SKILL.md and when it changed (hand edits, the CLI, other processes)."""
+        found = []
+        for path in self.root.glob("*/SKILL.md") if self.root.is_dir() else ():
+            try:
+                found.append((path.parent.name, path.stat().st_mtime_ns))
+            except OSError:
+                continue
+        return tuple(sorted(found))
+
     def index(self) -> str:
         """Names and descriptions for the system prompt (cached; rebuilt after any change)."""
-        if self._index is None:
+        signature = self._signature()
+        if self._index is None or signature != self._indexed:
+            self._indexed = signature
             lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in self.all()
                      if NAME.match(s.name) and not scan(s.description)]
             self._index = ("## Skills (procedures you wrote before; load one with skill_view when it applies)\n"

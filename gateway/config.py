@@ -125,6 +125,8 @@ class CuratorConfig(_Section):
     stale_days: float = Field(30.0, gt=0)
     archive_days: float = Field(90.0, gt=0)
     keep_snapshots: int = Field(5, ge=1, le=100)
+    consolidate: bool = False  # after the deterministic pass, let the LLM merge overlapping agent skills
+    notify_admins: bool = True  # tell access.admins (in their direct chats) what a run changed
 
 
 class TrajectoriesConfig(_Section):

@@ -3,14 +3,16 @@
 From the tick, it runs when `curator.interval_hours` have passed since its last run (the first
 run one interval after the gateway first started) **and** the gateway has really been idle for
 `curator.min_idle_hours`: no inbound message on any platform, no turn, review or scheduled run
-going, for that long (`idle_since` says since when).
+going, for that long (`idle_since` says since when). An applied run that changed something is
+reported to the admins in their direct chats (`curator.notify_admins`).
 
 The pass is deterministic. Skills the agent or a review created that were not used (viewed or
 written) for `stale_days` become *stale*; for `archive_days`, they are archived (moved to
 `skills/.archive/`, restorable). Skills a person made (or put in place by hand), pinned skills,
 bundled skills and skills a scheduled job's prompt names are never touched. Before it changes
 anything it copies the whole `skills/` folder to `logs/curator/<run>/snapshot/` (the last
-`keep_snapshots` are kept); every run writes `logs/curator/<run>/REPORT.md`, dry runs too.
+`keep_snapshots` are kept). With `curator.consolidate`, an applied run then lets an LLM merge
+overlapping skills among those it may touch (`gateway.consolidate`). Every run writes `logs/curator/<run>/REPORT.md`, dry runs too.
 `restore <run>` puts a snapshot back (the library it replaces is kept beside it first).
 """
 
@@ -54,6 +56,8 @@ class Curator:
                  interval_hours: float = 168.0, min_idle_hours: float = 2.0, stale_days: float = 30.0,
                  archive_days: float = 90.0, keep_snapshots: int = 5,
                  idle_since: Callable[[], Awaitable[float | None]] | None = None,
+                 notify: Callable[[str], Awaitable[None]] | None = None,
+                 consolidate: Callable[[list[str]], Awaitable[str]] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.skills = skills
@@ -65,6 +69,8 @@ class Curator:
         self.archive_after = archive_days * DAY
         self.keep = keep_snapshots
         self.idle_since = idle_since  # None from it: busy now
+        self.notify = notify  # tells the admins what an applied run changed
+        self.consolidate = consolidate  # the optional LLM pass over the touchable skills
         self.clock = clock
         self._lock = asyncio.Lock()
 
@@ -97,21 +103,25 @@ class Curator:
 
     # -- what ------------------------------------------------------------------------------
 
+    async def touchable(self) -> list[str]:
+        """Skills the curator may change: written by the agent or a review, not pinned, not named by a job."""
+        meta = await self.ledger.meta()
+        referenced = await self._referenced_by_jobs()
+        return [s.name for s in self.skills.all() if (row := meta.get(s.name)) is not None
+                and row["provenance"] in TOUCHABLE and not row["pinned"] and s.name not in referenced]
+
     async def plan(self) -> list[Change]:
         now = self.clock()
         meta = await self.ledger.meta()
-        referenced = await self._referenced_by_jobs()
         changes = []
-        for skill in self.skills.all():
-            row = meta.get(skill.name)
-            if row is None or row["provenance"] not in TOUCHABLE or row["pinned"] or skill.name in referenced:
-                continue
+        for name in await self.touchable():
+            row = meta[name]
             used = max(filter(None, (row["last_used_at"], row["updated_at"], row["created_at"])))
             unused = now - used
             if unused >= self.archive_after:
-                changes.append(Change(skill.name, row["state"], "archived", unused / DAY))
+                changes.append(Change(name, row["state"], "archived", unused / DAY))
             elif unused >= self.stale_after and row["state"] == "active":
-                changes.append(Change(skill.name, row["state"], "stale", unused / DAY))
+                changes.append(Change(name, row["state"], "stale", unused / DAY))
         return changes
 
     async def _referenced_by_jobs(self) -> set[str]:
@@ -128,7 +138,7 @@ class Curator:
             async with self.store.tx() as db:
                 await db.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
                                  (run_id, started, int(dry_run), trigger))
-            error = None
+            error, merged = None, None
             changes = await self.plan()
             try:
                 if changes and not dry_run:
@@ -138,14 +148,24 @@ class Curator:
                             await self.skills.archive(change.skill)
                         else:
                             await self.ledger.state(change.skill, "stale")
+                if self.consolidate is not None and not dry_run:
+                    candidates = await self.touchable()
+                    if len(candidates) >= 2:
+                        if not changes:
+                            await asyncio.to_thread(self._snapshot, run_id)
+                        merged = await self.consolidate(candidates)
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
-                report = await asyncio.to_thread(self._report, run_id, started, dry_run, changes, error)
+                report = await asyncio.to_thread(self._report, run_id, started, dry_run, changes, error, merged)
                 async with self.store.tx() as db:
                     await db.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
                                      (self.clock(), json.dumps([_as_dict(c) for c in changes]), error, run_id))
+            if changes and not dry_run and self.notify is not None:
+                stale = sum(c.after == "stale" for c in changes)
+                await self.notify(f"🧹 Skill curator run {run_id}: {stale} marked stale, {len(changes) - stale} archived "
+                                  f"(restorable: chatgate curator restore {run_id}). Report: {report}")
             return CuratorRun(run_id, dry_run, changes, report)
 
     async def restore(self, run_id: str) -> str:
@@ -193,16 +213,19 @@ class Curator:
             shutil.move(str(self.skills.root), str(aside))
         shutil.copytree(snapshot, self.skills.root, symlinks=True)
 
-    def _report(self, run_id: str, started: float, dry_run: bool, changes: list[Change], error: str | None) -> Path:
+    def _report(self, run_id: str, started: float, dry_run: bool, changes: list[Change], error: str | None,
+                merged: str | None) -> Path:
         lines = [f"# Curator run {run_id}", "",
                  f"- started: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(started))}",
                  f"- mode: {'dry run (nothing changed)' if dry_run else 'applied'}",
-                 f"- snapshot: {'snapshot/' if changes and not dry_run else 'none (nothing to change)'}"]
+                 f"- snapshot: {'snapshot/' if (self.logs / run_id / 'snapshot').is_dir() else 'none (nothing changed)'}"]
         if error:
             lines.append(f"- error: {error}")
         lines += ["", "## Changes", ""]
         lines += [f"- `{c.skill}`: {c.before} → {c.after} (unused for {c.unused_days:.0f} days)" for c in changes] \
             or ["- none"]
+        if merged is not None:
+            lines += ["", "## Consolidation (LLM pass)", "", merged]
         path = self.logs / run_id / "REPORT.md"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path

@@ -32,6 +32,7 @@ from gateway.cron_ledger import Ledger, new_instance_id
 from gateway.cron_manage import TOOLSET as CRON_TOOLSET
 from gateway.cron_manage import CronManager
 from gateway.cron_run import CronRunner
+from gateway.consolidate import CONSOLIDATE_IDENTITY, consolidator
 from gateway.curator import Curator
 from gateway.delivery import Delivery
 from gateway.http import HttpServer
@@ -152,7 +153,11 @@ class GatewayRunner:
         self.curator = Curator(self.store, self.skills, self.skill_ledger, cfg.home,
                                interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
                                stale_days=cfg.curator.stale_days, archive_days=cfg.curator.archive_days,
-                               keep_snapshots=cfg.curator.keep_snapshots, idle_since=self._idle_since)
+                               keep_snapshots=cfg.curator.keep_snapshots, idle_since=self._idle_since,
+                               notify=self._tell_admins if cfg.curator.notify_admins else None,
+                               consolidate=consolidator(Agent(self.llm, identity=CONSOLIDATE_IDENTITY,
+                                                             max_iterations=cfg.review.max_iterations), self.skills)
+                               if cfg.curator.consolidate and self.llm is not None else None)
         await self.curator.first_started()
         if cfg.curator.enabled:
             self.scheduler.add_hook("curator", self.curator.tick)
@@ -235,6 +240,14 @@ class GatewayRunner:
     def session_ended(self, session_id: int) -> None:
         if self.trajectories is not None:
             self._spawn(self.trajectories.export(session_id))
+
+    async def _tell_admins(self, text: str) -> None:
+        """A notice to every admin, in their direct chat (where a platform's DM id is the user id)."""
+        assert self.delivery is not None
+        for platform, admins in self.config.access.admins.items():
+            if platform in self.adapters and platform != "webchat":
+                for admin in admins:
+                    await self.delivery.reply(ChatRef(platform, str(admin)), text)
 
     async def _idle_since(self) -> float | None:
         """Since when nothing has happened (no message in, no turn, review or scheduled run); None: busy now."""

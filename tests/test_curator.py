@@ -9,11 +9,15 @@ from typing import AsyncIterator
 
 import pytest
 
+from agent.llm import LLMClient, LLMSettings
+from agent.loop import Agent
 from agent.skills import SkillLibrary
 from gateway import cli
+from gateway.consolidate import CONSOLIDATE_IDENTITY, consolidator
 from gateway.curator import Curator
 from gateway.skill_ledger import SkillLedger
 from gateway.store import Store
+from tests.fakes.llm import Reply
 
 DAY, HOUR = 86400.0, 3600.0
 T0 = time.time()
@@ -119,6 +123,12 @@ async def test_stale_then_archived_and_what_is_never_touched(tmp_path, store):
 async def test_dry_run_changes_nothing_and_restore_brings_a_snapshot_back(tmp_path, store):
     clock = Clock()
     curator = make(tmp_path, store, clock)
+    told: list[str] = []
+
+    async def notify(text: str) -> None:
+        told.append(text)
+
+    curator.notify = notify
     await add_skill(curator, "ancient", "agent", age_days=100)
     dry = await curator.run(dry_run=True)
     assert [(c.skill, c.after) for c in dry.changes] == [("ancient", "archived")]
@@ -127,8 +137,11 @@ async def test_dry_run_changes_nothing_and_restore_brings_a_snapshot_back(tmp_pa
     assert "dry run" in dry.report.read_text()
     assert await curator.next_due() == (await curator.first_started()) + 168 * HOUR  # a dry run is not a run
 
+    assert told == []  # a dry run tells nobody
     applied = await curator.run()
     assert curator.skills.get("ancient") is None
+    assert told == [f"🧹 Skill curator run {applied.id}: 0 marked stale, 1 archived (restorable: chatgate curator "
+                    f"restore {applied.id}). Report: {applied.report}"]
     await curator.restore(applied.id)
     assert curator.skills.get("ancient") is not None and curator.skills.archived() == []
     assert (await curator.ledger.meta())["ancient"]["state"] == "active"
@@ -167,3 +180,37 @@ def test_cli_skills_and_curator(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "next run due" in out and "dry run (cli): 0 change(s)" in out
     assert cli.main(["curator", "restore", "nope"]) == 1
+
+
+async def test_the_llm_pass_merges_only_skills_the_curator_may_touch(tmp_path, store, llm):
+    clock = Clock()
+    curator = make(tmp_path, store, clock)
+    client = LLMClient(LLMSettings(model="m", base_url=llm.base_url, api_key="k", max_retries=0))
+    curator.consolidate = consolidator(Agent(client, identity=CONSOLIDATE_IDENTITY, max_iterations=8), curator.skills)
+    await add_skill(curator, "deploy-web", "agent", age_days=1)
+    await add_skill(curator, "deploy-website", "review", age_days=1)
+    await add_skill(curator, "my-deploy", "user", age_days=1)
+    merged = {"action": "create", "name": "deploy-site", "description": "Deploy the web site",
+              "body": "1. Build.\n2. Upload."}
+    llm.script(
+        Reply.tool_calls([("skill_manage", {"action": "edit", "name": "my-deploy", "body": "taken over"}),
+                          ("skill_manage", merged)]),
+        Reply.tool_calls([("skill_manage", {"action": "archive", "name": "deploy-web"}),
+                          ("skill_manage", {"action": "archive", "name": "deploy-website"}),
+                          ("skill_manage", {"action": "archive", "name": "my-deploy"})]),
+        Reply.text("merged deploy-web and deploy-website into deploy-site"))
+    try:
+        run = await curator.run()
+    finally:
+        await client.aclose()
+    offered = {t["function"]["name"] for t in llm.requests[0]["tools"]}
+    assert offered == {"skills_list", "skill_view", "skill_manage"}
+    assert "deploy-web, deploy-website" in llm.requests[0]["messages"][-1]["content"]
+    results = [m["content"] for m in llm.requests[2]["messages"] if m["role"] == "tool"]
+    assert results[2:] == ["Archived skill deploy-web (restorable).", "Archived skill deploy-website (restorable).",
+                           "error: 'my-deploy' is not one of the skills this pass may change"]
+    assert "not one of the skills" in llm.requests[1]["messages"][-2]["content"]  # the edit of the user's skill
+    assert {s.name for s in curator.skills.all()} == {"deploy-site", "my-deploy"}
+    assert curator.skills.get("my-deploy").body.strip() == "Steps for my-deploy."
+    assert (tmp_path / "logs/curator" / run.id / "snapshot" / "deploy-web").is_dir()
+    assert "merged deploy-web and deploy-website into deploy-site" in run.report.read_text()

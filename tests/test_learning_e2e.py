@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -207,3 +208,32 @@ async def test_a_finished_session_is_exported_as_sharegpt_with_secrets_redacted(
     assert roles == ["human", "gpt", "tool", "gpt"] and record["platform"] == "webchat"
     assert '<tool_call>{"name": "current_time"' in record["conversations"][1]["value"]
     assert "sk-abcdef" not in line and "***" in record["conversations"][0]["value"]
+
+
+# -- the curator in a running gateway --------------------------------------------------------
+
+
+async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(tmp_path, llm: FakeLLM):
+    settings = {"gateway__tick_seconds": "0.2", "curator__interval_hours": "0.0001",  # due after 0.36 s
+                "curator__min_idle_hours": "0.0003", **NO_REVIEWS}  # ... and 1.08 s without activity
+    async with gateway(tmp_path, llm, **settings) as runner, Tab(runner) as tab:
+        await runner.skills.create("old-notes", "how to tidy notes", "Steps.", provenance="agent")
+        long_ago = time.time() - 100 * 86400
+        async with runner.store.tx() as db:
+            await db.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ?",
+                             (long_ago, long_ago, long_ago))
+        llm.latency = 2.0
+        await tab.say("a slow question")
+        await asyncio.sleep(1.6)  # due, and the message came in 1.6 s ago, but the turn is still running
+        assert await runner.curator.runs() == []
+        await tab.reply()
+        answered = time.time()
+        await asyncio.wait_for(_until_async(runner.curator.runs), 5)
+        [run] = await runner.curator.runs()
+        assert run["started_at"] - answered >= 1.0 and run["trigger"] == "tick"
+        assert runner.skills.archived() == ["old-notes"]
+
+
+async def _until_async(fetch: Any) -> None:
+    while not await fetch():
+        await asyncio.sleep(0.05)

@@ -82,6 +82,10 @@ async def test_skill_lifecycle_create_patch_files_archive_restore_and_the_index(
     await skills.archive("release-python")
     assert skills.index() == "" and skills.archived() == ["release-python"]
     await skills.restore("release-python")
+    by_hand = tmp_path / "skills" / "notes" / "SKILL.md"  # a person adds one with an editor
+    by_hand.parent.mkdir()
+    by_hand.write_text("---\nname: notes\ndescription: keep notes tidy\n---\nSteps.\n")
+    assert "- notes: keep notes tidy" in skills.index()
     skill = parse((tmp_path / "skills/release-python/SKILL.md").read_text(), tmp_path)
     assert (skill.name, skill.description) == SKILL[:2] and "python -m build" in skill.body
 
