@@ -9,7 +9,7 @@
 Every write is validated (name, sizes, paths) and scanned (`agent.content_scan`); a refused
 write says why. Nothing is ever deleted: archive moves a skill aside, `remove_file` moves the
 file into the archive. Who wrote a skill (provenance: user, agent, review, bundled) and how it
-is used (views, last use) are kept by the gateway through the `SkillLedger` port; the system
+is used (views, last use) are kept by the gateway through the `SkillUsage` port; the system
 prompt carries only the index of names and descriptions (`index()`), bodies load on demand.
 """
 
@@ -41,7 +41,7 @@ class SkillRefused(ValueError):
     """A refused skill operation; the message is for the model (or the operator)."""
 
 
-class SkillLedger(Protocol):
+class SkillUsage(Protocol):
     """Provenance and usage, kept by the gateway."""
 
     async def wrote(self, name: str, provenance: str) -> None: ...
@@ -97,7 +97,7 @@ def check(name: str, description: str, body: str) -> None:
 
 
 class SkillLibrary:
-    def __init__(self, home: Path, ledger: SkillLedger | None = None) -> None:
+    def __init__(self, home: Path, ledger: SkillUsage | None = None) -> None:
         self.root = home / "skills"
         self.archive_dir = self.root / ".archive"
         self.ledger = ledger

@@ -49,9 +49,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gateway_load as gl  # noqa: E402  (the gateway and fake-LLM processes, percentiles)
 
-from gateway.cron_jobs import CronJobs  # noqa: E402
-from gateway.cron_ledger import Ledger, new_instance_id  # noqa: E402
-from gateway.scheduler import Scheduler  # noqa: E402
+from gateway.cron.jobs import CronJobs  # noqa: E402
+from gateway.cron.ledger import RunLedger, new_instance_id  # noqa: E402
+from gateway.cron.timers import CronTimers  # noqa: E402
+from gateway.tick import Tick  # noqa: E402
 from gateway.store import Store  # noqa: E402
 
 JOBS = 100
@@ -167,14 +168,18 @@ async def tick_run(kind: str, n_jobs: int, ticks: int, workdir: Path) -> dict[st
             await jobs.create(name=f"job-{i}", prompt="p", schedule=schedule, owner_platform="webchat",
                               owner_id="u", target="none")
         create_s = time.perf_counter() - t_create
-        scheduler = Scheduler(jobs, Ledger(store, new_instance_id()), noop_run, tick_seconds=60, grace_seconds=3600)
-        scheduler.add_hook("prune", lambda: store.prune(time.time() - 7 * 86400))
+        tick = Tick(60)
+        timers = CronTimers(tick, jobs, RunLedger(store, new_instance_id()), noop_run, grace_seconds=3600)
+        tick.add_hook("prune", lambda: store.prune(time.time() - 7 * 86400))
         rss0 = gl.proc_status_kb(gl.os.getpid(), "VmRSS") or 0
         stalls: list[float] = []
         watcher = asyncio.create_task(loop_stalls(stalls))
         await asyncio.sleep(0.01)
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        await scheduler.start()  # registers and runs the first tick, which arms the due timers
+        await tick.start()
+        await timers.start()  # registers this instance
+        await tick.run_hooks()  # the first tick, which arms the due timers
+        await tick.wait_idle()
         first = (time.perf_counter() - wall0, time.process_time() - cpu0)
         await asyncio.sleep(0.01)
         watcher.cancel()
@@ -182,11 +187,13 @@ async def tick_run(kind: str, n_jobs: int, ticks: int, workdir: Path) -> dict[st
         walls, cpus = [], []
         for _ in range(ticks):
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            await scheduler.tick()
+            await tick.run_hooks()
+            await tick.wait_idle()
             walls.append(time.perf_counter() - wall0)
             cpus.append(time.process_time() - cpu0)
-        armed = len(scheduler._armed)
-        await scheduler.stop(1.0)
+        armed = len(timers._armed)
+        await timers.stop(1.0)
+        await tick.stop(1.0)
     finally:
         await store.close()
         shutil.rmtree(home, ignore_errors=True)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.delivery import Delivery
-from gateway.redact import redact
+from gateway.ops.redact import redact
 from gateway.store import Store
 from platforms.base import Button, ButtonPress, ChatRef, PlatformAdapter, Reply
 

@@ -22,30 +22,31 @@ from agent.memory import Memory
 from agent.skills import SkillLibrary
 from agent.tools import ToolRegistry
 from agent.system_tools import system_tools
-from gateway.access import TRUSTED_PLATFORMS, check_access, is_admin
+from gateway.access.policy import TRUSTED_PLATFORMS, check_access, is_admin
 from gateway.approvals import NO, YES, Approvals
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.commands import COMMANDS, Command, help_text, parse_command, unknown_text
 from gateway.config import Config
-from gateway.cron_jobs import CronJobs
-from gateway.cron_ledger import Ledger, new_instance_id
-from gateway.cron_manage import TOOLSET as CRON_TOOLSET
-from gateway.cron_manage import CronManager
-from gateway.cron_run import CronRunner
-from gateway.consolidate import CONSOLIDATE_IDENTITY, consolidator
-from gateway.curator import Curator
+from gateway.cron.jobs import CronJobs
+from gateway.cron.ledger import RunLedger, new_instance_id
+from gateway.cron.manage import TOOLSET as CRON_TOOLSET
+from gateway.cron.manage import CronManager
+from gateway.cron.runs import CronRuns
+from gateway.cron.timers import CronTimers
+from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
+from gateway.learning.curator import Curator
 from gateway.delivery import Delivery
-from gateway.http import HttpServer
-from gateway.learning import REVIEW_IDENTITY, Learning
-from gateway.metrics import Metrics
-from gateway.pairing import Pairing
-from gateway.scheduler import Scheduler
+from gateway.ops.http import HttpServer
+from gateway.learning.review import REVIEW_IDENTITY, Learning
+from gateway.ops.metrics import Metrics
+from gateway.access.pairing import Pairing
 from gateway.session_key import session_key
-from gateway.skill_ledger import SkillLedger
+from gateway.learning.skill_usage import SkillUsage
 from gateway.sessions import Sessions, SessionWorker, WorkItem
 from gateway.store import Store
-from gateway.trajectories import Trajectories
-from gateway.turns import NO_LLM, TurnRunner
+from gateway.learning.trajectories import Trajectories
+from gateway.tick import Tick
+from gateway.turns import NO_LLM, Turns
 from platforms.base import ButtonPress, ChatOpened, ChatRef, InboundEvent, InboundMessage, PlatformAdapter
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def build_adapters(config: Config) -> list[PlatformAdapter]:
     adapters: list[PlatformAdapter] = []
     telegram = config.platforms.telegram
     if telegram.enabled:
-        from platforms.telegram import TelegramAdapter
+        from platforms.telegram.adapter import TelegramAdapter
 
         assert telegram.token is not None
         adapters.append(TelegramAdapter(
@@ -70,7 +71,7 @@ def build_adapters(config: Config) -> list[PlatformAdapter]:
             poll_timeout=telegram.poll_timeout))
     webchat = config.platforms.webchat
     if webchat.enabled or (webchat.enabled is None and not adapters):
-        from platforms.webchat import WebChatAdapter
+        from platforms.webchat.adapter import WebChatAdapter
 
         token = webchat.token.get_secret_value() if webchat.token else None
         adapters.append(WebChatAdapter(token=token))
@@ -98,7 +99,8 @@ class GatewayRunner:
         self.sessions: Sessions | None = None
         self.delivery: Delivery | None = None
         self.approvals: Approvals | None = None
-        self.scheduler: Scheduler | None = None
+        self.tick: Tick | None = None
+        self.cron_timers: CronTimers | None = None
         self.learning: Learning | None = None
         self.trajectories: Trajectories | None = None
         self._closing: list[LLMClient] = []  # further LLM clients to close at stop
@@ -122,11 +124,11 @@ class GatewayRunner:
         agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations) if self.llm else None
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
         self.jobs = CronJobs(self.store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
-        ledger = Ledger(self.store, new_instance_id())
+        ledger = RunLedger(self.store, new_instance_id())
         self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin)
         self.memory = Memory(cfg.home)
-        self.skill_ledger = SkillLedger(self.store)
-        self.skills = SkillLibrary(cfg.home, self.skill_ledger)
+        self.skill_usage = SkillUsage(self.store)
+        self.skills = SkillLibrary(cfg.home, self.skill_usage)
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
                                                                  timeout=cfg.agent.command_timeout_seconds),
                                    self.cron.tool(), *learning_tools(self.memory, self.skills)])
@@ -137,20 +139,20 @@ class GatewayRunner:
                                  max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify)
         self.approvals = Approvals(self.store, self.delivery, self.adapters, mode=cfg.approvals.mode,
                                    timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(), is_admin=admin)
-        cron_runner = CronRunner(
+        cron_runs = CronRuns(
             store=self.store, ledger=ledger, agent=agent, delivery=self.delivery, approvals=self.approvals,
             tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),
             approvals_mode=cfg.approvals.mode, cron_approvals=cfg.approvals.cron, timezone=cfg.gateway.timezone,
             timeout=cfg.cron.run_timeout_seconds, session_ended=self.session_ended)
-        self.scheduler = Scheduler(self.jobs, ledger, cron_runner.run, tick_seconds=cfg.gateway.tick_seconds,
-                                   grace_seconds=cfg.cron.grace_seconds, max_concurrent=cfg.cron.max_concurrent_runs,
-                                   on_interrupted=cron_runner.interrupted)
-        self.scheduler.add_hook("expire approvals", self.approvals.expire_overdue)
-        self.scheduler.add_hook("expire pairing codes", self.pairing.expire)
-        self.scheduler.add_hook("prune old messages",
-                                lambda: self.store.prune(time.time() - cfg.gateway.retention_days * 86400))
+        self.tick = Tick(cfg.gateway.tick_seconds)
+        self.cron_timers = CronTimers(self.tick, self.jobs, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
+                                      max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
+        self.tick.add_hook("expire approvals", self.approvals.expire_overdue)
+        self.tick.add_hook("expire pairing codes", self.pairing.expire)
+        self.tick.add_hook("prune old messages",
+                           lambda: self.store.prune(time.time() - cfg.gateway.retention_days * 86400))
         self.trajectories = Trajectories(self.store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
-        self.curator = Curator(self.store, self.skills, self.skill_ledger, cfg.home,
+        self.curator = Curator(self.store, self.skills, self.skill_usage, cfg.home,
                                interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
                                stale_days=cfg.curator.stale_days, archive_days=cfg.curator.archive_days,
                                keep_snapshots=cfg.curator.keep_snapshots, idle_since=self._idle_since,
@@ -160,9 +162,9 @@ class GatewayRunner:
                                if cfg.curator.consolidate and self.llm is not None else None)
         await self.curator.first_started()
         if cfg.curator.enabled:
-            self.scheduler.add_hook("curator", self.curator.tick)
+            self.tick.add_hook("curator", self.curator.tick)
         self.button_handlers[APPROVAL_PREFIX] = self.approvals.on_button
-        self.turns = TurnRunner(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
+        self.turns = Turns(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
                                 metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
                                 approvals=self.approvals, learning=self.learning)
         self.sessions = Sessions(self._process, cfg.gateway.session_idle_seconds)
@@ -179,7 +181,9 @@ class GatewayRunner:
         await self._resume()
         self.state = "running"
         await self.delivery.start()
-        await self.scheduler.start()
+        await self.tick.start()
+        await self.cron_timers.start()
+        await self.tick.run_hooks()
         if self.llm is not None:  # import the LLM client off the loop now, not during the first turn
             self._spawn(asyncio.to_thread(self.llm.warm_up))
         log.info("chatgate ready on http://%s:%s/ with %s", cfg.http.host, self.http.port, ", ".join(self.adapters))
@@ -206,11 +210,13 @@ class GatewayRunner:
         if self.approvals is not None:  # waiting turns hear "expired" and finish
             await self.approvals.expire_all("the gateway shut down")
         stopping = [self.sessions.drain(drain)] if self.sessions is not None else []
-        if self.scheduler is not None:  # scheduled runs and reviews get the same bound as chat turns
-            stopping.append(self.scheduler.stop(drain))
+        if self.cron_timers is not None:  # scheduled runs and reviews get the same bound as chat turns
+            stopping.append(self.cron_timers.stop(drain))
         if self.learning is not None:
             stopping.append(self.learning.stop(drain))
         await asyncio.gather(*stopping)
+        if self.tick is not None:
+            await self.tick.stop(drain)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=max(drain, 1.0))
         if self.delivery is not None:
@@ -252,7 +258,7 @@ class GatewayRunner:
     async def _idle_since(self) -> float | None:
         """Since when nothing has happened (no message in, no turn, review or scheduled run); None: busy now."""
         if self.sessions is None or self.sessions.busy_count() or (self.learning and self.learning.busy) \
-                or (self.scheduler and self.scheduler.busy):
+                or (self.cron_timers and self.cron_timers.busy):
             return None
         return max(self.last_inbound, self.turns.last_finished)
 
@@ -268,8 +274,8 @@ class GatewayRunner:
         return Agent(llm, identity=REVIEW_IDENTITY, max_iterations=review.max_iterations)
 
     def _jobs_changed(self) -> None:
-        if self.scheduler is not None:
-            self.scheduler.changed()
+        if self.cron_timers is not None:
+            self.cron_timers.changed()
 
     def _adapter_failed(self, adapter: PlatformAdapter, reason: str) -> None:
         self.failure = f"{adapter.name}: {reason}"

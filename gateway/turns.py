@@ -11,8 +11,8 @@ from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalPort, ToolContext, ToolScope
 from gateway.delivery import Delivery
-from gateway.learning import Learning, personal_session
-from gateway.metrics import Metrics
+from gateway.learning.review import Learning, personal_session
+from gateway.ops.metrics import Metrics
 from gateway.sessions import SessionWorker, WorkItem
 from gateway.store import OutboxItem, Store
 from platforms.base import InboundMessage, Reply
@@ -44,7 +44,7 @@ def session_context(msg: InboundMessage) -> str:
     return f"You are talking on {msg.platform}, in {where}{who}."
 
 
-class TurnRunner:
+class Turns:
     def __init__(self, *, store: Store, agent: Agent | None, tools: ToolScope, delivery: Delivery, metrics: Metrics,
                  busy_policy: str, timezone: str | None, approvals: ApprovalPort | None,
                  learning: Learning | None = None) -> None:

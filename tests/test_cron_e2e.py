@@ -20,8 +20,8 @@ from typing import Any, AsyncIterator
 import pytest
 
 from gateway import cli
-from gateway.cron_jobs import CronJobs, Job
-from gateway.cron_ledger import Ledger, new_instance_id
+from gateway.cron.jobs import CronJobs, Job
+from gateway.cron.ledger import RunLedger, new_instance_id
 from gateway.runner import GatewayRunner
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM, Reply
@@ -43,8 +43,8 @@ async def cron_gateway(home: Path, llm: FakeLLM | None, **more: Any) -> AsyncIte
 
 
 async def runs(runner: GatewayRunner, job_id: int | None = None) -> list[dict[str, Any]]:
-    assert runner.scheduler is not None
-    return list(reversed(await runner.scheduler.ledger.runs(job_id, limit=200)))
+    assert runner.cron_timers is not None
+    return list(reversed(await runner.cron_timers.ledger.runs(job_id, limit=200)))
 
 
 async def wait_runs(runner: GatewayRunner, count: int, *, states: tuple[str, ...] = ("ok",),
@@ -310,7 +310,7 @@ async def test_two_gateways_on_one_database_run_each_slot_once(tmp_path, llm: Fa
         finished = [r for r in await runs(first) if r["state"] == "ok"]
         assert len(llm.requests) == len(finished)  # a slot run twice would be an extra LLM request
         claimers = {r["claimed_by"] for r in finished}
-        assert claimers <= {first.scheduler.ledger.instance_id, second.scheduler.ledger.instance_id}
+        assert claimers <= {first.cron_timers.ledger.instance_id, second.cron_timers.ledger.instance_id}
 
 
 # -- the ledger's arithmetic on a fake clock -------------------------------------------------
@@ -327,7 +327,7 @@ def ts(text: str) -> float:
 async def test_cron_in_a_dst_zone_keeps_the_local_time_across_the_change(tmp_path, slot: str, following: str):
     store = await Store.open(tmp_path / "state.db")
     try:
-        jobs, ledger = CronJobs(store), Ledger(store, new_instance_id())
+        jobs, ledger = CronJobs(store), RunLedger(store, new_instance_id())
         job = await jobs.create(name="morning", prompt="p", schedule="0 9 * * *", timezone="Europe/Berlin",
                                 target="none", owner_platform="cli", owner_id="operator")
         async with store.tx() as db:

@@ -13,9 +13,9 @@ from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
 from agent.skills import SkillLibrary
 from gateway import cli
-from gateway.consolidate import CONSOLIDATE_IDENTITY, consolidator
-from gateway.curator import Curator
-from gateway.skill_ledger import SkillLedger
+from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
+from gateway.learning.curator import Curator
+from gateway.learning.skill_usage import SkillUsage
 from gateway.store import Store
 from tests.fakes.llm import Reply
 
@@ -51,7 +51,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 
 def make(tmp_path: Path, store: Store, clock: Clock, activity: Activity | None = None) -> Curator:
-    ledger = SkillLedger(store)
+    ledger = SkillUsage(store)
     return Curator(store, SkillLibrary(tmp_path, ledger), ledger, tmp_path, idle_since=activity, clock=clock)
 
 

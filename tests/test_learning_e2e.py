@@ -105,7 +105,7 @@ async def test_a_skill_written_in_one_session_is_indexed_and_viewable_in_the_nex
         assert "Build with `python -m build`" not in prompt  # bodies load on demand
         viewed = llm.requests[-1]["messages"][-1]
         assert viewed["role"] == "tool" and "Build with `python -m build`" in viewed["content"]
-        meta = await runner.skill_ledger.meta()
+        meta = await runner.skill_usage.meta()
         assert meta["release-python"]["provenance"] == "agent" and meta["release-python"]["views"] == 1
 
 

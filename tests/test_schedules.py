@@ -20,7 +20,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from gateway.schedules import (
+from gateway.cron.expressions import (
     CronSchedule,
     ScheduleError,
     local_timezone_name,

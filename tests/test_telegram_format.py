@@ -1,4 +1,4 @@
-"""Markdown → Telegram HTML rendering and splitting (platforms.telegram_format)."""
+"""Markdown → Telegram HTML rendering and splitting (platforms.telegram.render)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from platforms.telegram_format import _safe_href, render_for_telegram, to_telegram_html
+from platforms.telegram.render import _safe_href, render_for_telegram, to_telegram_html
 from platforms.text import text_length
 
 ALLOWED = {"b": set(), "i": set(), "u": set(), "s": set(), "code": {"class"}, "pre": set(),

@@ -9,9 +9,10 @@ import time
 from typing import Any
 
 from agent.skills import SkillLibrary, SkillRefused, summary
+from gateway.cli.state import open_store
 from gateway.config import Config
-from gateway.curator import Curator
-from gateway.skill_ledger import SkillLedger
+from gateway.learning.curator import Curator
+from gateway.learning.skill_usage import SkillUsage
 
 
 def add_parsers(sub: Any) -> None:
@@ -30,8 +31,8 @@ def add_parsers(sub: Any) -> None:
     curator_sub.add_parser("restore", help="put back the skills as they were before a run").add_argument("run")
 
 
-def _parts(config: Config, store: Any) -> tuple[SkillLibrary, SkillLedger, Curator]:
-    ledger = SkillLedger(store)
+def _parts(config: Config, store: Any) -> tuple[SkillLibrary, SkillUsage, Curator]:
+    ledger = SkillUsage(store)
     skills = SkillLibrary(config.home, ledger)
     c = config.curator
     curator = Curator(store, skills, ledger, config.home, interval_hours=c.interval_hours,
@@ -40,7 +41,12 @@ def _parts(config: Config, store: Any) -> tuple[SkillLibrary, SkillLedger, Curat
     return skills, ledger, curator
 
 
-async def skills_command(config: Config, store: Any, args: argparse.Namespace) -> int:
+async def skills(config: Config, args: argparse.Namespace) -> int:
+    async with open_store(config) as store:
+        return await _skills(config, store, args)
+
+
+async def _skills(config: Config, store: Any, args: argparse.Namespace) -> int:
     skills, ledger, _ = _parts(config, store)
     try:
         if args.action == "list":
@@ -70,7 +76,12 @@ async def skills_command(config: Config, store: Any, args: argparse.Namespace) -
     return 0
 
 
-async def curator_command(config: Config, store: Any, args: argparse.Namespace) -> int:
+async def curator(config: Config, args: argparse.Namespace) -> int:
+    async with open_store(config) as store:
+        return await _curator(config, store, args)
+
+
+async def _curator(config: Config, store: Any, args: argparse.Namespace) -> int:
     _, _, curator = _parts(config, store)
     if args.action == "status":
         due = await curator.next_due()
@@ -97,3 +108,6 @@ async def curator_command(config: Config, store: Any, args: argparse.Namespace) 
 
 def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
+
+
+HANDLERS = {"skills": skills, "curator": curator}

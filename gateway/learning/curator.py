@@ -12,7 +12,7 @@ written) for `stale_days` become *stale*; for `archive_days`, they are archived 
 bundled skills and skills a scheduled job's prompt names are never touched. Before it changes
 anything it copies the whole `skills/` folder to `logs/curator/<run>/snapshot/` (the last
 `keep_snapshots` are kept). With `curator.consolidate`, an applied run then lets an LLM merge
-overlapping skills among those it may touch (`gateway.consolidate`). Every run writes `logs/curator/<run>/REPORT.md`, dry runs too.
+overlapping skills among those it may touch (`gateway.learning.consolidate`). Every run writes `logs/curator/<run>/REPORT.md`, dry runs too.
 `restore <run>` puts a snapshot back (the library it replaces is kept beside it first).
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from agent.skills import SkillLibrary
-from gateway.skill_ledger import SkillLedger
+from gateway.learning.skill_usage import SkillUsage
 from gateway.store import Store
 
 TOUCHABLE = ("agent", "review")
@@ -52,7 +52,7 @@ class CuratorRun:
 
 
 class Curator:
-    def __init__(self, store: Store, skills: SkillLibrary, ledger: SkillLedger, home: Path, *,
+    def __init__(self, store: Store, skills: SkillLibrary, ledger: SkillUsage, home: Path, *,
                  interval_hours: float = 168.0, min_idle_hours: float = 2.0, stale_days: float = 30.0,
                  archive_days: float = 90.0, keep_snapshots: int = 5,
                  idle_since: Callable[[], Awaitable[float | None]] | None = None,

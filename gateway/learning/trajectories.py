@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from gateway.redact import redact
+from gateway.ops.redact import redact
 from gateway.store import Store
 
 ROLES = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}

@@ -17,8 +17,8 @@ from typing import Any, Callable
 from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, ToolContext, ToolScope
-from gateway.cron_jobs import Job, utc
-from gateway.cron_ledger import Claim, Ledger
+from gateway.cron.jobs import Job, utc
+from gateway.cron.ledger import Claim, RunLedger
 from gateway.delivery import Delivery
 from gateway.store import OutboxItem, Store
 from platforms.base import ChatRef
@@ -67,8 +67,8 @@ class _AskOwner:
         return await self.approvals.request(ctx, ApprovalRequest(request.kind, request.subject, reasons))
 
 
-class CronRunner:
-    def __init__(self, *, store: Store, ledger: Ledger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
+class CronRuns:
+    def __init__(self, *, store: Store, ledger: RunLedger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
                  approvals: ApprovalPort | None, approvals_mode: str, cron_approvals: str, timezone: str | None,
                  timeout: float, session_ended: Callable[[int], None] | None = None) -> None:
         self.session_ended = session_ended

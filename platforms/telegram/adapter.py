@@ -28,7 +28,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from platforms.base import (Attachment, ButtonPress, Capabilities, ChatRef, DeliveryError, InboundMessage,
                             LengthUnit, PlatformAdapter, Reply)
-from platforms.telegram_format import render_for_telegram
+from platforms.telegram.render import render_for_telegram
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -65,7 +65,7 @@ class WebChatAdapter(PlatformAdapter):
         if self._token and not hmac.compare_digest(request.query.get("token", ""), self._token):
             return web.Response(status=401, text="This web chat needs ?token=… in the address.\n")
         if self._page is None:
-            self._page = (resources.files("platforms") / "static" / "webchat.html").read_bytes()
+            self._page = (resources.files("platforms.webchat") / "static" / "webchat.html").read_bytes()
         return web.Response(body=self._page, content_type="text/html", charset="utf-8",
                             headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"})
 

@@ -6,7 +6,7 @@ import logging
 import sys
 from typing import Iterable
 
-from gateway.redact import redact
+from gateway.ops.redact import redact
 
 
 class RedactSecrets(logging.Filter):

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.cron_jobs import Job, utc
+from gateway.cron.jobs import Job, utc
 from gateway.store import OutboxItem, Store
 
 MAX_CATCH_UP = 1000  # slots walked when working out what a long outage missed
@@ -65,7 +65,7 @@ def _process_gone(host: str, pid: int, instance_id: str, me: str) -> bool:
     return False
 
 
-class Ledger:
+class RunLedger:
     def __init__(self, store: Store, instance_id: str) -> None:
         self.store = store
         self.instance_id = instance_id
@@ -73,15 +73,16 @@ class Ledger:
     # -- instances ------------------------------------------------------------------------
 
     async def register(self) -> None:
-        now = time.time()
         _LIVE_HERE.add(self.instance_id)
-        async with self.store.tx() as db:
-            await db.execute("INSERT OR REPLACE INTO gateway_instances VALUES (?, ?, ?, ?, ?)",
-                             (self.instance_id, socket.gethostname(), os.getpid(), now, now))
+        await self.heartbeat()
 
     async def heartbeat(self) -> None:
+        """Say this process is alive; an upsert, so a row a sibling dropped comes back."""
+        now = time.time()
         async with self.store.tx() as db:
-            await db.execute("UPDATE gateway_instances SET seen_at = ? WHERE id = ?", (time.time(), self.instance_id))
+            await db.execute("INSERT INTO gateway_instances VALUES (?, ?, ?, ?, ?)"
+                             " ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at",
+                             (self.instance_id, socket.gethostname(), os.getpid(), now, now))
 
     async def unregister(self) -> None:
         _LIVE_HERE.discard(self.instance_id)

@@ -1,4 +1,4 @@
-"""Skills' provenance and usage in the database (the `agent.skills.SkillLedger` port)."""
+"""Skills' provenance and usage in the database (the `agent.skills.SkillUsage` port)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from gateway.store import Store
 
 
-class SkillLedger:
+class SkillUsage:
     def __init__(self, store: Store) -> None:
         self.store = store
 

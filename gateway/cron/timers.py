@@ -1,14 +1,12 @@
-"""The scheduler: one APScheduler `AsyncIOScheduler` on the gateway's loop.
+"""When scheduled jobs run: exact-time timers on the tick's APScheduler, and the instance heartbeat.
 
-Two kinds of APScheduler jobs live in it:
-
-* the **tick**, every `gateway.tick_seconds`: heartbeat, mark runs of dead processes
-  interrupted, take "run now" requests, arm the timers of jobs due within the next two ticks,
-  then the housekeeping hooks (expire approvals and pairing codes, prune old rows — and later
-  the background reviews and the curator);
-* one **timer** per job that is due soon: a `DateTrigger` at the job's exact next run time, so a
+* On every **tick** (a hook of `gateway.tick.Tick`): mark runs of dead processes interrupted,
+  take "run now" requests, and arm the timers of jobs due within the next two ticks.
+* One **timer** per job that is due soon: a `DateTrigger` at the job's exact next run time, so a
   job fires on time rather than on the next tick. A timer only asks the ledger to claim the
   slot; the ledger decides (run, skip, missed, or someone else took it).
+* The **heartbeat** is a job of its own (an upsert), so a long hook cannot make a sibling
+  gateway think this one is gone.
 
 Changes made in this process (the `cron` tool, `/cron`) call `changed()`; changes made by
 another process on the same database (the `chatgate cron` CLI) are noticed within a second
@@ -22,74 +20,67 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
-from apscheduler.triggers.interval import IntervalTrigger
 
-from gateway.cron_jobs import CronJobs, utc
-from gateway.cron_ledger import Claim, Ledger
+from gateway.cron.jobs import CronJobs, utc
+from gateway.cron.ledger import Claim, RunLedger
 from gateway.tasks import finish_or_cancel
+from gateway.tick import Tick
 
 log = logging.getLogger(__name__)
-logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
 
-Hook = Callable[[], Awaitable[Any]]
 RunJob = Callable[[Claim], Awaitable[None]]
 WATCH_SECONDS = 1.0
 ARM_BATCH = 100  # timers armed between two yields to the event loop
 
 
-class Scheduler:
-    def __init__(self, jobs: CronJobs, ledger: Ledger, run: RunJob, *, tick_seconds: float, grace_seconds: float,
+class CronTimers:
+    def __init__(self, tick: Tick, jobs: CronJobs, ledger: RunLedger, run: RunJob, *, grace_seconds: float,
                  max_concurrent: int = 4, on_interrupted: Callable[[list[Any]], Awaitable[None]] | None = None) -> None:
+        self.tick = tick
         self.jobs = jobs
         self.ledger = ledger
         self._run = run
-        self.tick_seconds = tick_seconds
         self.grace = grace_seconds
-        self.horizon = 2 * tick_seconds  # timers are armed for jobs due this soon
-        self.on_time = max(tick_seconds, 1.0)  # a slot younger than this is on time, not missed
-        self.stale_after = 3 * tick_seconds + 5.0  # a process silent this long is gone
-        self.hooks: list[tuple[str, Hook]] = []
+        self.horizon = 2 * tick.seconds  # timers are armed for jobs due this soon
+        self.on_time = max(tick.seconds, 1.0)  # a slot younger than this is on time, not missed
+        self.stale_after = 3 * tick.seconds + 5.0  # a process silent this long is gone
         self._on_interrupted = on_interrupted
         self._slots = asyncio.Semaphore(max_concurrent)
-        self._aps: AsyncIOScheduler | None = None
+        self._started = False
         self._armed: dict[int, float] = {}  # job id → slot its timer is set for
         self._running: set[asyncio.Task[None]] = set()
         self._reload: asyncio.Task[None] | None = None
         self._data_version: int | None = None
-        self.last_tick: float | None = None
-        self.tick_count = 0
-
-    def add_hook(self, name: str, hook: Hook) -> None:
-        """Run `hook` on every tick (after the scheduling work); its errors are logged, not raised."""
-        self.hooks.append((name, hook))
+        tick.add_hook("cron", self.on_tick)
 
     @property
     def busy(self) -> bool:
         return any(not t.done() for t in self._running)
 
+    @property
+    def _aps(self) -> Any:
+        return self.tick.aps if self._started else None
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._aps is not None:
+        """Register this instance; the tick must be started (its first round arms what is due)."""
+        if self._started:
             return
         await self.ledger.register()
-        self._aps = AsyncIOScheduler(timezone="UTC")
-        self._aps.start()
-        common = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
-        self._aps.add_job(self.tick, IntervalTrigger(seconds=self.tick_seconds), id="tick", **common)
-        self._aps.add_job(self._watch, IntervalTrigger(seconds=WATCH_SECONDS), id="watch", **common)
+        self._started = True
+        self.tick.every(self.tick.seconds, self.ledger.heartbeat, "heartbeat")
+        self.tick.every(WATCH_SECONDS, self._watch, "cron-watch")
         self._data_version = await self.jobs.store.data_version()  # later commits by others trigger a reload
-        await self.tick()
 
     async def stop(self, timeout: float) -> None:
-        """Stop firing; let running jobs finish up to `timeout`, then interrupt them."""
-        if self._aps is None:
+        """Stop arming; let running jobs finish up to `timeout`, then interrupt them."""
+        if not self._started:
             return
-        self._aps.shutdown(wait=False)
-        self._aps = None
-        self._armed.clear()
+        for job_id in list(self._armed):
+            self._disarm(job_id)
+        self._started = False
         if self._reload is not None:
             self._reload.cancel()
         await finish_or_cancel(self._running, timeout)
@@ -97,24 +88,11 @@ class Scheduler:
 
     # -- the tick -------------------------------------------------------------------------
 
-    async def tick(self) -> None:
-        started = time.monotonic()
-        try:
-            await self.ledger.heartbeat()
-            interrupted = await self.ledger.interrupt_orphans(self.stale_after)
-            if interrupted and self._on_interrupted is not None:
-                await self._on_interrupted(interrupted)
-            await self.reload()
-        except Exception:
-            log.exception("scheduler tick failed")
-        for name, hook in self.hooks:
-            try:
-                await hook()
-            except Exception:
-                log.exception("tick hook %s failed", name)
-        self.last_tick = time.time()
-        self.tick_count += 1
-        log.debug("tick took %.1f ms", (time.monotonic() - started) * 1000)
+    async def on_tick(self) -> None:
+        interrupted = await self.ledger.interrupt_orphans(self.stale_after)
+        if interrupted and self._on_interrupted is not None:
+            await self._on_interrupted(interrupted)
+        await self.reload()
 
     async def reload(self) -> None:
         """Take "run now" requests and (re)arm timers from the database."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from agent.tools import Tool, ToolContext
-from gateway.cron_jobs import CronError, CronJobs, Job, format_target
-from gateway.cron_ledger import Ledger
+from gateway.cron.jobs import CronError, CronJobs, Job, format_target
+from gateway.cron.ledger import RunLedger
 from platforms.base import ChatRef
 
 TOOLSET = "cron"  # scheduled runs get every toolset but this one
@@ -20,7 +20,7 @@ TOOL_ACTIONS = ("create", "list", "update", "pause", "resume", "remove", "run")
 
 
 class CronManager:
-    def __init__(self, jobs: CronJobs, ledger: Ledger, changed: Callable[[], None],
+    def __init__(self, jobs: CronJobs, ledger: RunLedger, changed: Callable[[], None],
                  is_admin: Callable[[str, str], bool]) -> None:
         self.jobs = jobs
         self.ledger = ledger

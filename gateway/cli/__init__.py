@@ -1,0 +1,40 @@
+"""The `chatgate` command line: one parser, one module per group of commands."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Sequence
+
+from gateway.cli import cron, daemon, learning, state
+from gateway.config import ConfigError, load_config
+from gateway.ops.logs import setup_logging
+
+GROUPS = (daemon, state, cron, learning)  # each: add_parsers(sub) and HANDLERS {command: async handler}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chatgate", description="One AI agent in your chats.")
+    parser.add_argument("--config", help="config file (default: $CHATGATE_HOME/config.yaml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in GROUPS:
+        group.add_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "approvals" and args.action == "check":
+        return state.check_command(args.shell_command)  # needs no configuration
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    setup_logging(config.gateway.log_level, config.secrets())
+    handler = next(group.HANDLERS[args.command] for group in GROUPS if args.command in group.HANDLERS)
+    try:
+        return asyncio.run(handler(config, args))
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,119 @@
+"""Commands over the daemon's database: pairing, sessions, approvals (with or without the daemon)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, AsyncIterator
+
+from gateway.config import Config
+
+
+def add_parsers(sub: Any) -> None:
+    sessions = sub.add_parser("sessions", help="list or search conversations")
+    sessions_sub = sessions.add_subparsers(dest="action", required=True)
+    listing = sessions_sub.add_parser("list", help="recent sessions")
+    listing.add_argument("--limit", type=int, default=20)
+    search = sessions_sub.add_parser("search", help="full-text search in transcripts")
+    search.add_argument("query")
+    search.add_argument("--platform", required=True)
+    search.add_argument("--user", required=True)
+    approvals = sub.add_parser("approvals", help="the command safety check and 'always allow' rules")
+    approvals_sub = approvals.add_subparsers(dest="action", required=True)
+    check = approvals_sub.add_parser("check", help="classify a shell command: hardline, dangerous or safe (JSON)")
+    check.add_argument("shell_command")
+    rules = approvals_sub.add_parser("rules", help="list or remove 'always allow' rules")
+    rules.add_argument("rules_action", choices=["list", "remove"])
+    rules.add_argument("rule_id", nargs="?", type=int)
+    pair = sub.add_parser("pair", help="admit people who asked for access in a DM")
+    pair_sub = pair.add_subparsers(dest="action", required=True)
+    pair_sub.add_parser("list", help="pending codes and approved people")
+    approve = pair_sub.add_parser("approve", help="admit the person who was given CODE")
+    approve.add_argument("platform")
+    approve.add_argument("code")
+    revoke = pair_sub.add_parser("revoke", help="remove an approved person")
+    revoke.add_argument("platform")
+    revoke.add_argument("user_id")
+
+
+@asynccontextmanager
+async def open_store(config: Config) -> AsyncIterator[Any]:
+    """The daemon's database, opened beside a running daemon or without one (WAL allows both)."""
+    from gateway.store import Store
+
+    store = await Store.open(config.db_path)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def check_command(command: str) -> int:
+    from agent.command_guard import classify
+
+    print(json.dumps(classify(command).as_dict()))
+    return 0
+
+
+async def rules(config: Config, args: argparse.Namespace) -> int:
+    async with open_store(config) as store:
+        if args.rules_action == "remove":
+            if args.rule_id is None:
+                print("usage: chatgate approvals rules remove RULE_ID", file=sys.stderr)
+                return 2
+            async with store.tx() as db:
+                cur = await db.execute("DELETE FROM approval_rules WHERE id = ?", (args.rule_id,))
+            if not cur.rowcount:
+                print(f"no rule {args.rule_id}", file=sys.stderr)
+                return 1
+            print(f"removed rule {args.rule_id}")
+            return 0
+        for rule in await store.fetch_all("SELECT * FROM approval_rules ORDER BY id"):
+            when = datetime.fromtimestamp(rule["created_at"]).strftime("%Y-%m-%d %H:%M")
+            print(f"{rule['id']:>4}  {rule['kind']:<8} {when}  by {rule['created_by']}: {rule['subject']}")
+    return 0
+
+
+async def pair(config: Config, args: argparse.Namespace) -> int:
+    from gateway.access.pairing import Pairing
+
+    async with open_store(config) as store:
+        pairing = Pairing(store)
+        if args.action == "approve":
+            admitted = await pairing.approve(args.platform, args.code)
+            if admitted is None:
+                print(f"no pending {args.platform} code {args.code.upper()} (wrong, or expired after an hour)",
+                      file=sys.stderr)
+                return 1
+            print(f"approved {admitted.user_name or admitted.user_id} ({args.platform} user {admitted.user_id})")
+        elif args.action == "revoke":
+            if not await pairing.revoke(args.platform, args.user_id):
+                print(f"{args.platform} user {args.user_id} was not approved", file=sys.stderr)
+                return 1
+            print(f"revoked {args.platform} user {args.user_id}")
+        else:
+            for code in await pairing.pending():
+                left = (code.expires_at - datetime.now().timestamp()) / 60
+                print(f"pending   {code.platform:<9} {code.code}  {code.user_name} ({code.user_id}), {left:.0f} min left")
+            for platform, user_id, name, when in await pairing.approved():
+                print(f"approved  {platform:<9} {user_id}  {name}  since {datetime.fromtimestamp(when):%Y-%m-%d %H:%M}")
+    return 0
+
+
+async def sessions(config: Config, args: argparse.Namespace) -> int:
+    async with open_store(config) as store:
+        if args.action == "list":
+            for s in await store.list_sessions(args.limit):
+                ended = " (ended)" if s["ended_at"] else ""
+                when = datetime.fromtimestamp(s["updated_at"]).strftime("%Y-%m-%d %H:%M")
+                print(f"{s['id']:>6}  {when}  {s['messages']:>5} msgs  {s['key']}{ended}")
+        else:
+            for hit in await store.search(args.query, platform=args.platform, user_id=args.user):
+                print(f"session {hit.session_id} {hit.role}: {hit.snippet}")
+    return 0
+
+
+HANDLERS = {"approvals": rules, "pair": pair, "sessions": sessions}
