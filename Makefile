@@ -9,7 +9,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 run: $(PY)
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[all]'
 	$(VENV)/bin/chatgate run
 
 test: $(PY)

@@ -37,7 +37,7 @@ def memory_tool(memory: Memory) -> Tool:
                                 "target": {"type": "string", "enum": ["memory", "user"]},
                                 "text": {"type": "string", "description": "the entry to keep (add, replace)"},
                                 "old_text": {"type": "string", "description": "a unique part of the entry to change"}}},
-                handle, TOOLSET)
+                handle, TOOLSET, side_effects=True)
 
 
 def skill_tools(skills: SkillLibrary) -> list[Tool]:
@@ -91,5 +91,5 @@ def skill_tools(skills: SkillLibrary) -> list[Tool]:
               "properties": {"action": {"type": "string", "enum": list(SKILL_ACTIONS)}, "name": text,
                              "description": text, "body": text, "old_text": text, "new_text": text,
                              "file": text, "content": text}},
-             skill_manage, TOOLSET),
+             skill_manage, TOOLSET, side_effects=True),
     ]

@@ -286,7 +286,7 @@ class _Files:
         target = Path(os.path.realpath(root / Path(path).expanduser()))
         if target == root or target.is_relative_to(root):
             return target
-        what = {"read": "read", "write": "written", "patch": "changed"}[verb]
+        what = {"read": "read", "write": "written", "patch": "changed", "send": "sent"}[verb]
         if ctx.approvals is None:
             return (f"refused: {target} is outside the workspace, which needs a person's approval "
                     f"and nobody can approve here. The file was NOT {what}.")
@@ -450,6 +450,22 @@ def _patch_file(files: _Files) -> ToolHandler:
     return patch_file
 
 
+def _send_file(files: _Files) -> ToolHandler:
+    async def send_file(ctx: ToolContext, path: str) -> str:
+        if ctx.files is None:
+            return "error: files cannot be sent from this conversation; tell the person where the file is instead"
+        target = await files.resolve(ctx, path, "send")
+        if isinstance(target, str):
+            return target
+        shown = files.show(target)
+        if not target.is_file():
+            return f"error: {shown} is not a file"
+        ctx.files.attach(target)
+        return f"{shown} will be sent to the person right after your reply"
+
+    return send_file
+
+
 # --- the factory ---------------------------------------------------------------------------------
 
 def _redacting(handler: ToolHandler, redact: _Redactor) -> ToolHandler:
@@ -462,7 +478,7 @@ def _redacting(handler: ToolHandler, redact: _Redactor) -> ToolHandler:
 
 def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float = 60.0,
                  output_limit: int = 16_000) -> list[Tool]:
-    """The "system" toolset: `terminal`, `read_file`, `write_file`, `patch_file`, all rooted at `workspace`.
+    """The "system" toolset: `terminal`, `read_file`, `write_file`, `patch_file`, `send_file`, rooted at `workspace`.
 
     `secrets` are values (API keys, bot tokens) that must never reach the model: environment
     variables containing one are not passed to commands, and every result has them as ``***``.
@@ -486,7 +502,7 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
                   "command": {"type": "string", "description": "the command line, run by bash"},
                   "timeout": {"type": "integer", "minimum": 1, "maximum": cap,
                               "description": f"seconds before the command is killed (default {timeout:g})"}}},
-             _terminal(shell), TOOLSET),
+             _terminal(shell), TOOLSET, side_effects=True),
         Tool("read_file",
              "Read a text file, as numbered lines ('     1<TAB>text'). Paths are relative to the workspace; "
              "a path outside it needs a person's approval. Long files come in pages: the result then ends "
@@ -505,7 +521,7 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
               "properties": {
                   "path": {"type": "string", "description": "file path, relative to the workspace"},
                   "content": {"type": "string", "description": "the complete new content of the file"}}},
-             _write_file(files), TOOLSET),
+             _write_file(files), TOOLSET, side_effects=True),
         Tool("patch_file",
              "Replace exact text in a file. `old` must match the file exactly (spaces, indentation, line "
              "breaks); include enough surrounding lines that it occurs only once. If it is not found, or "
@@ -518,6 +534,14 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
                   "new": {"type": "string", "description": "the text to put in its place"},
                   "count": {"type": "integer", "minimum": 0,
                             "description": "most occurrences allowed (default 1); 0 = replace all"}}},
-             _patch_file(files), TOOLSET),
+             _patch_file(files), TOOLSET, side_effects=True),
+        Tool("send_file",
+             "Send a file to the person you are talking to (a report, an image, an archive you made); it "
+             "arrives right after your reply. Paths are relative to the workspace; a file outside it needs a "
+             "person's approval.",
+             {"type": "object", "required": ["path"],
+              "properties": {"path": {"type": "string", "description": "file path, relative to the workspace"}}},
+             _send_file(files), TOOLSET),
     ]
-    return [Tool(t.name, t.description, t.parameters, _redacting(t.handler, redact), t.toolset) for t in tools]
+    return [Tool(t.name, t.description, t.parameters, _redacting(t.handler, redact), t.toolset, t.side_effects)
+            for t in tools]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,19 @@ class ApprovalPort(Protocol):
     async def request(self, ctx: "ToolContext", request: ApprovalRequest) -> ApprovalOutcome: ...
 
 
+class ToolJournal(Protocol):
+    """Where a turn notes, before it runs, each call of a tool with side effects, so that a turn
+    cut off by a crash is not blindly run again (the gateway keeps it with the message)."""
+
+    async def tool_started(self, name: str, arguments: str) -> None: ...
+
+
+class FileSink(Protocol):
+    """Files the agent hands to the person, sent after the turn's reply."""
+
+    def attach(self, path: Path) -> None: ...
+
+
 @dataclass(slots=True)
 class ToolContext:
     """Who a tool call acts for, and the ports the gateway lends it."""
@@ -53,6 +67,8 @@ class ToolContext:
     session_id: int | None = None
     transcripts: TranscriptSearch | None = None
     approvals: ApprovalPort | None = None  # None: nobody can consent, so anything needing consent is refused
+    journal: ToolJournal | None = None
+    files: FileSink | None = None  # None: this conversation cannot receive files
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -66,6 +82,7 @@ class Tool:
     parameters: dict[str, Any]
     handler: ToolHandler  # async def handler(ctx: ToolContext, **arguments) -> str
     toolset: str = "core"
+    side_effects: bool = False  # changes something outside the conversation (files, processes, jobs)
 
     def schema(self) -> dict[str, Any]:
         return {"type": "function",
@@ -125,6 +142,8 @@ class ToolScope:
         unknown = set(args) - set(tool.parameters.get("properties", {}))
         if unknown:
             return f"error: {name} does not take the argument(s): {', '.join(sorted(unknown))}"
+        if tool.side_effects and ctx.journal is not None:
+            await ctx.journal.tool_started(name, raw_arguments)  # recorded before it can have any effect
         try:
             return await tool.handler(ctx, **args)
         except Exception as exc:  # a failing tool is reported to the model, not raised into the turn

@@ -131,7 +131,7 @@ class Approvals:
         try:
             if not await self._show_prompt(approval_id, chat):
                 await self.decide(approval_id, "expired", "gateway", "the approval prompt could not be shown")
-            async with self.delivery.typing_paused(chat):
+            async with self.delivery.typing.paused(chat):
                 try:
                     return await asyncio.wait_for(asyncio.shield(future), self.timeout)
                 except TimeoutError:
@@ -161,11 +161,11 @@ class Approvals:
         row = await self._row(approval_id)
         assert row is not None
         log.info("approval %s: %s by %s", approval_id, state, actor)
-        await self._show_outcome(row)
         waiting = self._waiting.get(approval_id)
-        if waiting is not None and not waiting.future.done():
+        if waiting is not None and not waiting.future.done():  # the tool goes on at once; the edit follows
             waiting.future.set_result(ApprovalOutcome(state in APPROVED, state,
                                                       _agent_words(state, actor, note, self.timeout)))
+        await self._show_outcome(row)
         return True
 
     async def on_button(self, press: ButtonPress) -> str:
@@ -253,7 +253,8 @@ class Approvals:
         buttons = tuple(tuple(Button(LABELS[CHOICES[c]], f"{PREFIX}{approval_id}:{c}") for c in pair)
                         for pair in (("o", "s"), ("a", "d")))
         try:
-            message_id = await adapter.send_buttons(chat, Reply(text=part.text, plain=part.plain, buttons=buttons))
+            message_id = await self.delivery.patiently(
+                lambda: adapter.send_buttons(chat, Reply(text=part.text, plain=part.plain, buttons=buttons)))
         except Exception as exc:
             log.warning("could not show approval prompt %s: %s", approval_id, exc)
             return False
@@ -270,6 +271,7 @@ class Approvals:
         part = adapter.render(text)[0]
         chat = ChatRef(row["platform"], row["chat_id"], row["thread_id"])
         try:
-            await adapter.edit(chat, row["prompt_message_id"], Reply(text=part.text, plain=part.plain))
+            await self.delivery.patiently(
+                lambda: adapter.edit(chat, row["prompt_message_id"], Reply(text=part.text, plain=part.plain)))
         except Exception as exc:  # best effort: the decision stands either way
             log.warning("could not update approval prompt %s: %s", row["id"], exc)

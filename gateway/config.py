@@ -11,21 +11,20 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
+from typing import Any, Literal, Mapping, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError,
-                      field_validator, model_validator)
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, create_model, field_validator
+
+from platforms.config import Id, PlatformConfig
+from platforms.config import Section as _Section
+from platforms.registry import specs
 
 DEFAULT_IDENTITY = (
     "You are a helpful assistant reached through a chat app. Answer clearly and concisely; "
     "use Markdown sparingly. Use tools when they help, and say so when you cannot do something."
 )
-
-
-# Platform user and chat ids are strings; YAML writes Telegram's numeric ids as numbers.
-Id = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
 
 
 class _Loader(yaml.SafeLoader):
@@ -46,11 +45,6 @@ def _yaml(text: str) -> Any:
 
 class ConfigError(Exception):
     """A configuration problem, phrased as one line for the person who wrote the config."""
-
-
-class _Section(BaseModel):
-    # numbers are welcome where text is expected: `token: 123456`, CHATGATE_..._TOKEN=123456
-    model_config = ConfigDict(extra="forbid", validate_default=True, coerce_numbers_to_str=True)
 
 
 class LLMConfig(_Section):
@@ -74,7 +68,10 @@ class GatewayConfig(_Section):
     group_sessions: Literal["per_user", "shared"] = "per_user"
     session_idle_seconds: float = Field(300.0, gt=0)
     drain_seconds: float = Field(30.0, ge=0)
-    retention_days: float = Field(7.0, gt=0)  # finished inbox/outbox rows older than this are pruned
+    retention_days: float = Field(7.0, gt=0)  # finished inbox/outbox rows and received files older than this go
+    durability: Literal["full", "normal"] = "full"  # full: acknowledged messages survive a power loss
+    max_message_chars: int = Field(32_000, ge=100)  # longer messages are refused with a clear reply
+    max_waiting_messages: int = Field(20, ge=1)  # per session, beyond the running turn; more are refused
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("timezone")
@@ -138,47 +135,20 @@ class HttpConfig(_Section):
     port: int = Field(8765, ge=0, le=65535)
 
 
-class WebchatConfig(_Section):
-    enabled: bool | None = None  # None: on when no other platform is configured
-    token: SecretStr | None = None  # required in the page URL (?token=) when set
+class _Platforms(_Section):
+    """`platforms:`; one section per platform package (see `platforms.registry`)."""
 
-
-class ChatOverrides(_Section):
-    require_mention: bool | None = None
-
-
-class TelegramConfig(_Section):
-    token: SecretStr | None = None
-    base_url: str = "https://api.telegram.org"  # any Bot API server (self-hosted, or a test fake)
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str | None = None  # the public URL Telegram calls, ending in /telegram/webhook
-    webhook_secret: SecretStr | None = None  # default: derived from the token
-    require_mention: bool = True  # in groups, answer only when addressed
-    chats: dict[Id, ChatOverrides] = {}  # per chat id, e.g. {"-100123": {"require_mention": false}}
-    max_file_mb: float = Field(20.0, gt=0)
-    poll_timeout: int = Field(30, ge=0, le=600)
-
-    @model_validator(mode="after")
-    def _webhook_needs_url(self) -> "TelegramConfig":
-        if self.mode == "webhook" and not self.webhook_url:
-            raise ValueError("mode webhook needs platforms.telegram.webhook_url (the public https URL)")
-        return self
-
-    @property
-    def enabled(self) -> bool:
-        return self.token is not None and bool(self.token.get_secret_value())
-
-
-class PlatformsConfig(_Section):
-    webchat: WebchatConfig = WebchatConfig()
-    telegram: TelegramConfig = TelegramConfig()
+    def sections(self) -> dict[str, PlatformConfig]:
+        return {name: getattr(self, name) for name in type(self).model_fields}
 
     def require_mention(self, platform: str, chat_id: str) -> bool:
         """Whether the bot answers in this group only when addressed."""
         section = getattr(self, platform, None)
-        chats = getattr(section, "chats", {})
-        override = chats[chat_id].require_mention if chat_id in chats else None
-        return override if override is not None else getattr(section, "require_mention", True)
+        return section.require_mention_in(chat_id) if isinstance(section, PlatformConfig) else True
+
+
+PlatformsConfig = create_model(  # type: ignore[call-overload]
+    "PlatformsConfig", __base__=_Platforms, **{name: (spec.config, spec.config()) for name, spec in specs().items()})
 
 
 class AccessConfig(_Section):
@@ -192,7 +162,7 @@ class Config(_Section):
     gateway: GatewayConfig = GatewayConfig()
     agent: AgentConfig = AgentConfig()
     http: HttpConfig = HttpConfig()
-    platforms: PlatformsConfig = PlatformsConfig()
+    platforms: PlatformsConfig = PlatformsConfig()  # type: ignore[valid-type]
     access: AccessConfig = AccessConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     cron: CronConfig = CronConfig()
@@ -239,7 +209,7 @@ _ALIASES = {  # environment variable -> config path, used when the file leaves t
     "OPENAI_BASE_URL": ("llm", "base_url"),
     "OPENAI_API_KEY": ("llm", "api_key"),
     "CHATGATE_MODEL": ("llm", "model"),
-    "TELEGRAM_BOT_TOKEN": ("platforms", "telegram", "token"),
+    **{var: ("platforms", name, key) for name, spec in specs().items() for var, key in spec.env.items()},
 }
 
 

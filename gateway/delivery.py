@@ -1,9 +1,19 @@
-"""Getting replies out: the outbox, streaming previews and the typing indicator.
+"""Getting replies out: the outbox, sent in order per chat, retried per chat, never spinning.
 
 A reply is written to the outbox (in the same transaction that finishes its turn) before it
-is sent, and marked sent part by part, so a crash or a platform outage delays a reply but
-never loses or repeats it. Streaming previews are not durable: they are a draft message that
-the final reply edits in place.
+is sent, and marked sent part by part, so a crash or a platform outage delays a reply but does
+not lose it. When a send fails:
+
+* rate limited (`retry_after`): that chat waits that long; other chats are not held up, and a
+  429 is not counted against the reply;
+* a retryable error (network, 5xx): the chat waits with a backoff (2, 4, 8 … 300 s), and after
+  `MAX_ATTEMPTS` the reply is given up;
+* a permanent error (blocked by the user, rejected): the reply is marked failed with the reason
+  (`chatgate_delivery_failures_total`), and the chat's next replies go on;
+* the chat cannot be reached now (no web chat tab open): it waits, without a timer, until the
+  chat opens again; a platform that is down is flushed when it is ready again.
+
+The retry loop runs only while some chat waits on a timer, and sleeps until the earliest one.
 """
 
 from __future__ import annotations
@@ -11,16 +21,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from contextlib import asynccontextmanager
-from typing import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Awaitable, Callable, Mapping, TypeVar
 
+from gateway.ops.metrics import Metrics
+from gateway.preview import StreamPreview, Typing
 from gateway.store import OutboxItem, Store
 from platforms.base import Button, ChatRef, ChatUnavailable, DeliveryError, PlatformAdapter, Reply
+from platforms.loops import start_supervised
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 MAX_ATTEMPTS = 12
-TYPING_REFRESH = 4.0
+MAX_BACKOFF = 300.0
+MAX_RATE_WAIT = 120.0  # how long a direct send (an approval prompt) waits out rate limits
+ChatKey = tuple[str, str]
 
 
 def _buttons(rows: list[list[dict[str, str]]]) -> tuple[tuple[Button, ...], ...]:
@@ -28,14 +44,15 @@ def _buttons(rows: list[list[dict[str, str]]]) -> tuple[tuple[Button, ...], ...]
 
 
 class Delivery:
-    def __init__(self, store: Store, adapters: Mapping[str, PlatformAdapter]) -> None:
+    def __init__(self, store: Store, adapters: Mapping[str, PlatformAdapter], metrics: Metrics | None = None) -> None:
         self.store = store
         self.adapters = adapters
+        self.metrics = metrics or Metrics()
+        self.typing = Typing(adapters)
         self._inflight: set[int] = set()
-        self._not_before: dict[int, float] = {}
-        self._retry_task: asyncio.Task[None] | None = None
+        self._waits: dict[ChatKey, float] = {}  # chat → not before (monotonic), after a retryable failure
         self._wake = asyncio.Event()
-        self._typing_paused: dict[ChatRef, int] = {}
+        self._retry_task: asyncio.Task[None] | None = None
 
     # -- sending --------------------------------------------------------------------------
 
@@ -48,13 +65,14 @@ class Delivery:
         return item
 
     async def deliver(self, item: OutboxItem) -> bool:
-        """Send what is left of one outbox item; True once it is completely sent."""
+        """Send what is left of one outbox item now, unless its chat waits; True once it is all sent."""
         assert item.id is not None
-        if item.id in self._inflight:
+        chat: ChatKey = (item.chat.platform, item.chat.chat_id)
+        if item.id in self._inflight or self._waits.get(chat, 0.0) > time.monotonic():
             return False
         adapter = self.adapters.get(item.chat.platform)
         if adapter is None or not adapter.running:
-            return False
+            return False  # sent when the platform is ready again (`flush`)
         self._inflight.add(item.id)
         try:
             return await self._send_parts(adapter, item)
@@ -64,29 +82,25 @@ class Delivery:
     async def _send_parts(self, adapter: PlatformAdapter, item: OutboxItem) -> bool:
         parts = adapter.render(item.text) or [Reply(text="…")]
         buttons = _buttons(item.buttons)
-        for index in range(len(item.sent_ids), len(parts)):
+        total = len(parts) + len(item.files)
+        for index in range(len(item.sent_ids), total):
             last = index == len(parts) - 1
-            part = Reply(text=parts[index].text, plain=parts[index].plain, buttons=buttons if last else (),
-                         reply_to=item.reply_to if index == 0 else None)
             try:
-                message_id = await self._send_one(adapter, item, part, edit_draft=index == 0)
+                if index < len(parts):
+                    part = Reply(text=parts[index].text, plain=parts[index].plain, buttons=buttons if last else (),
+                                 reply_to=item.reply_to if index == 0 else None, key=f"o{item.id}.{index}")
+                    message_id = await self._send_one(adapter, item, part, edit_draft=index == 0)
+                else:
+                    message_id = await self._send_file(adapter, item, Path(item.files[index - len(parts)]))
             except ChatUnavailable:
-                return False  # not an attempt: the chat will say when it is back
+                return False  # not an attempt: the chat says when it is back
             except DeliveryError as exc:
-                item.attempts += 1
-                give_up = not exc.retryable or item.attempts >= MAX_ATTEMPTS
-                backoff = exc.retry_after if exc.retry_after is not None else min(2.0 ** item.attempts, 300.0)
-                self._not_before[item.id] = time.monotonic() + backoff  # type: ignore[index]
-                log.warning("delivery of outbox %s to %s failed (%s)%s", item.id, item.chat.platform, exc,
-                            "; giving up" if give_up else f"; retry in {backoff:.1f}s")
-                await self.store.outbox_progress(item, done=False, error=str(exc)[:500], failed=give_up)
-                self._ensure_retry_loop()
+                await self._failed(item, exc)
                 return False
             item.sent_ids.append(message_id)
-            if not last:
+            if index < total - 1:
                 await self.store.outbox_progress(item, done=False)
         await self.store.outbox_progress(item, done=True)
-        self._not_before.pop(item.id, None)  # type: ignore[arg-type]
         return True
 
     async def _send_one(self, adapter: PlatformAdapter, item: OutboxItem, part: Reply, *, edit_draft: bool) -> str:
@@ -100,171 +114,100 @@ class Delivery:
                 log.info("could not edit draft %s (%s); sending a new message", item.draft_message_id, exc)
         return await adapter.send_buttons(item.chat, part)
 
-    # -- retries --------------------------------------------------------------------------
+    async def _send_file(self, adapter: PlatformAdapter, item: OutboxItem, path: Path) -> str:
+        if not path.is_file():
+            return await adapter.send(item.chat, Reply(text=f"📎 {path.name} is no longer there to send."))
+        if adapter.capabilities.can_files:
+            return await adapter.send_file(item.chat, path)
+        return await adapter.send(item.chat, Reply(text=f"📎 {path.name} — saved at {path}"))
 
-    async def flush(self, platform: str | None = None, chat_id: str | None = None, *, force: bool = False) -> int:
-        """Try every pending item that is due (all, with `force`); return how many are left."""
-        pending = await self.store.outbox_pending(platform, chat_id)
-        now = time.monotonic()
-        left = 0
-        for item in pending:
-            if force or self._not_before.get(item.id, 0.0) <= now:  # type: ignore[arg-type]
-                if await self.deliver(item):
-                    continue
-            left += 1
-        return left
+    async def _failed(self, item: OutboxItem, exc: DeliveryError) -> None:
+        chat: ChatKey = (item.chat.platform, item.chat.chat_id)
+        if exc.retry_after is not None:  # rate limited: not the reply's fault, not an attempt
+            self._wait(chat, exc.retry_after)
+            log.info("outbox %s to %s: rate limited, next try in %.1fs", item.id, item.chat.platform, exc.retry_after)
+            return
+        item.attempts += 1
+        give_up = not exc.retryable or item.attempts >= MAX_ATTEMPTS
+        error = str(exc)[:500]
+        if give_up:
+            self.metrics.delivery_failures.labels(item.chat.platform).inc()
+            log.warning("delivery of outbox %s to %s failed for good: %s", item.id, item.chat.platform, error)
+        else:
+            backoff = min(2.0 ** item.attempts, MAX_BACKOFF)
+            self._wait(chat, backoff)
+            log.warning("delivery of outbox %s to %s failed (%s); retry in %.0fs", item.id, item.chat.platform,
+                        error, backoff)
+        await self.store.outbox_progress(item, done=False, error=error, failed=give_up)
 
-    def _ensure_retry_loop(self) -> None:
+    async def patiently(self, call: Callable[[], Awaitable[T]], *, limit: float = MAX_RATE_WAIT) -> T:
+        """Run a direct send/edit (not through the outbox), waiting out rate limits up to `limit` s."""
+        waited = 0.0
+        while True:
+            try:
+                return await call()
+            except DeliveryError as exc:
+                if exc.retry_after is None or waited + exc.retry_after > limit:
+                    raise
+                await asyncio.sleep(exc.retry_after)
+                waited += exc.retry_after
+
+    # -- waiting and retrying -------------------------------------------------------------
+
+    def _wait(self, chat: ChatKey, seconds: float) -> None:
+        self._waits[chat] = time.monotonic() + max(seconds, 0.05)
         if self._retry_task is None or self._retry_task.done():
-            self._retry_task = asyncio.create_task(self._retry_loop(), name="outbox-retry")
+            self._retry_task = start_supervised("outbox-retry", self._retry_loop)
         self._wake.set()
 
     async def _retry_loop(self) -> None:
-        while True:
-            self._wake.clear()
-            due = [t for t in self._not_before.values()]
-            delay = max(0.05, min(due) - time.monotonic()) if due else 5.0
-            try:
-                await asyncio.wait_for(self._wake.wait(), delay)
-            except TimeoutError:
-                pass
-            try:
-                if await self.flush() == 0 and not self._not_before:
-                    return
-            except Exception:
-                log.exception("outbox retry failed")
+        while self._waits:
+            now = time.monotonic()
+            due = [chat for chat, at in self._waits.items() if at <= now]
+            if not due:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), min(self._waits.values()) - now)
+                except TimeoutError:
+                    pass
+                continue
+            for chat in due:
+                await self.flush_chat(*chat)
+
+    async def flush_chat(self, platform: str, chat_id: str) -> None:
+        """Send a chat's pending replies in order, up to the first that cannot go now."""
+        self._waits.pop((platform, chat_id), None)
+        for item in await self.store.outbox_pending(platform, chat_id):
+            if not await self.deliver(item):
+                break
+
+    async def flush(self, platform: str | None = None) -> None:
+        """Send what waits in every chat (of one platform), e.g. at start or when it is ready again."""
+        for chat in await self.store.outbox_chats():
+            if platform is None or chat[0] == platform:
+                await self.flush_chat(*chat)
+
+    @property
+    def waiting(self) -> int:
+        """Chats waiting on a timer (the retry loop runs only while this is not zero)."""
+        return len(self._waits)
 
     async def start(self) -> None:
         """Send whatever an earlier run left pending."""
-        if await self.flush(force=True):
-            self._ensure_retry_loop()
+        await self.flush()
 
     async def stop(self, timeout: float) -> None:
         try:
-            await asyncio.wait_for(self.flush(force=True), timeout)
+            await asyncio.wait_for(self.flush(), timeout)
         except TimeoutError:
             log.warning("outbox flush did not finish in %.1fs; the rest is sent at next start", timeout)
         if self._retry_task is not None:
             self._retry_task.cancel()
             await asyncio.gather(self._retry_task, return_exceptions=True)
 
-    # -- streaming and typing -------------------------------------------------------------
+    # -- previews ---------------------------------------------------------------------------
 
-    def stream(self, chat: ChatRef, reply_to: str | None = None) -> "StreamPreview":
-        adapter = self.adapters.get(chat.platform)
-        return StreamPreview(adapter, chat, reply_to)
-
-    @asynccontextmanager
-    async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
-        """Show the typing indicator (refreshed) for the duration of the block; always cleared."""
-        adapter = self.adapters.get(chat.platform)
-        if adapter is None or not adapter.capabilities.can_typing:
-            yield
-            return
-
-        async def keep() -> None:
-            while True:
-                try:
-                    if not self._typing_paused.get(chat):
-                        await adapter.typing(chat, True)
-                except Exception as exc:
-                    log.debug("typing indicator failed: %s", exc)
-                await asyncio.sleep(TYPING_REFRESH)
-
-        task = asyncio.create_task(keep())
-        try:
-            yield
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            try:
-                await adapter.typing(chat, False)
-            except Exception as exc:
-                log.debug("clearing typing indicator failed: %s", exc)
-
-
-    @asynccontextmanager
-    async def typing_paused(self, chat: ChatRef) -> AsyncIterator[None]:
-        """No typing indicator in this chat during the block (e.g. while a person decides)."""
-        self._typing_paused[chat] = self._typing_paused.get(chat, 0) + 1
-        adapter = self.adapters.get(chat.platform)
-        try:
-            if adapter is not None and adapter.capabilities.can_typing:
-                try:
-                    await adapter.typing(chat, False)
-                except Exception as exc:
-                    log.debug("clearing typing indicator failed: %s", exc)
-            yield
-        finally:
-            self._typing_paused[chat] -= 1
-            if not self._typing_paused[chat]:
-                del self._typing_paused[chat]
-
-
-class StreamPreview:
-    """Shows a reply growing in one draft message, at most one edit per `edit_interval`."""
-
-    def __init__(self, adapter: PlatformAdapter | None, chat: ChatRef, reply_to: str | None) -> None:
-        self.adapter = adapter
-        self.chat = chat
-        self.reply_to = reply_to
-        self.text = ""
-        self.message_id: str | None = None
-        self._shown = ""
-        self._dirty = asyncio.Event()
-        self._closing = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._enabled = adapter is not None and adapter.capabilities.can_edit
-
-    def push(self, delta: str) -> None:
-        if not self._enabled:
-            return
-        self.text += delta
-        self._dirty.set()
-        if self._task is None:
-            self._task = asyncio.create_task(self._pump(), name="stream-preview")
-
-    def reset(self) -> None:
-        """The model started its answer again: forget what was streamed so far."""
-        self.text = ""
-
-    async def _pump(self) -> None:
-        assert self.adapter is not None
-        limit = self.adapter.capabilities.max_length - 2
-        while True:
-            await self._dirty.wait()
-            self._dirty.clear()
-            if self._closing.is_set():
-                return
-            text = self.text if len(self.text) <= limit else self.text[: limit - 1] + "…"
-            if text.strip() and text != self._shown:
-                try:
-                    reply = Reply(text=text, plain=text, reply_to=self.reply_to, final=False)
-                    if self.message_id is None:
-                        self.message_id = await self.adapter.send(self.chat, reply)
-                    else:
-                        await self.adapter.edit(self.chat, self.message_id, reply)
-                    self._shown = text
-                except DeliveryError as exc:
-                    if exc.retry_after is None and not exc.retryable:
-                        log.info("streaming preview disabled for %s: %s", self.chat, exc)
-                        return
-                    await asyncio.sleep(exc.retry_after or self.adapter.capabilities.edit_interval)
-                    self._dirty.set()
-                    continue
-            try:  # pace the edits, but let finish() end the wait at once
-                await asyncio.wait_for(self._closing.wait(), self.adapter.capabilities.edit_interval)
-                return
-            except TimeoutError:
-                pass
-
-    async def finish(self) -> str | None:
-        """Stop previewing; return the draft's message id for the final reply to replace."""
-        self._closing.set()
-        self._dirty.set()
-        if self._task is not None:
-            try:
-                await self._task
-            except Exception as exc:
-                log.debug("stream preview ended with %s", exc)
-        return self.message_id
+    def stream(self, chat: ChatRef, reply_to: str | None = None, *, message_id: str | None = None,
+               on_first_send: Callable[[str], Awaitable[None]] | None = None) -> StreamPreview:
+        return StreamPreview(self.adapters.get(chat.platform), chat, reply_to, message_id=message_id,
+                             on_first_send=on_first_send)

@@ -1,4 +1,6 @@
-"""The gateway runner: owns the store, adapters, HTTP server and session workers.
+"""The gateway runner: builds everything, starts it in order and stops it in reverse.
+
+Intake is `gateway.inbound`, chat commands `gateway.control`, a turn `gateway.turns`.
 
 Start order: store → agent → HTTP server → adapters → resume unfinished work → accept.
 Stop order (SIGTERM, Ctrl-C): stop dispatching → let running turns finish up to
@@ -22,10 +24,10 @@ from agent.memory import Memory
 from agent.skills import SkillLibrary
 from agent.tools import ToolRegistry
 from agent.system_tools import system_tools
-from gateway.access.policy import TRUSTED_PLATFORMS, check_access, is_admin
-from gateway.approvals import NO, YES, Approvals
+from gateway.access.policy import TRUSTED_PLATFORMS, is_admin
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
-from gateway.commands import COMMANDS, Command, help_text, parse_command, unknown_text
+from gateway.approvals import Approvals
+from gateway.commands import COMMANDS
 from gateway.config import Config
 from gateway.cron.jobs import CronJobs
 from gateway.cron.ledger import RunLedger, new_instance_id
@@ -40,42 +42,27 @@ from gateway.ops.http import HttpServer
 from gateway.learning.review import REVIEW_IDENTITY, Learning
 from gateway.ops.metrics import Metrics
 from gateway.access.pairing import Pairing
-from gateway.session_key import session_key
 from gateway.learning.skill_usage import SkillUsage
-from gateway.sessions import Sessions, SessionWorker, WorkItem
+from gateway.control import Control
+from gateway.files import prune_files
+from gateway.inbound import Inbound
+from gateway.ops.redact import redact
+from gateway.sessions import Sessions, WorkItem
 from gateway.store import Store
 from gateway.learning.trajectories import Trajectories
 from gateway.tick import Tick
-from gateway.turns import NO_LLM, Turns
-from platforms.base import ButtonPress, ChatOpened, ChatRef, InboundEvent, InboundMessage, PlatformAdapter
+from gateway.turns import Turns
+from platforms import registry
+from platforms.base import ButtonPress, PlatformAdapter
 
 log = logging.getLogger(__name__)
 
 ButtonHandler = Callable[[ButtonPress], Awaitable[str]]
-LLM_PROBE_TTL = 60.0
 
 
 def build_adapters(config: Config) -> list[PlatformAdapter]:
     """The adapters the configuration asks for; SDKs are imported only for those."""
-    adapters: list[PlatformAdapter] = []
-    telegram = config.platforms.telegram
-    if telegram.enabled:
-        from platforms.telegram.adapter import TelegramAdapter
-
-        assert telegram.token is not None
-        adapters.append(TelegramAdapter(
-            telegram.token.get_secret_value(), base_url=telegram.base_url, mode=telegram.mode,
-            webhook_url=telegram.webhook_url,
-            webhook_secret=telegram.webhook_secret.get_secret_value() if telegram.webhook_secret else None,
-            files_dir=config.home / "files" / "telegram", max_file_bytes=int(telegram.max_file_mb * 1024 * 1024),
-            poll_timeout=telegram.poll_timeout))
-    webchat = config.platforms.webchat
-    if webchat.enabled or (webchat.enabled is None and not adapters):
-        from platforms.webchat.adapter import WebChatAdapter
-
-        token = webchat.token.get_secret_value() if webchat.token else None
-        adapters.append(WebChatAdapter(token=token))
-    return adapters
+    return registry.build(config.platforms.sections(), registry.AdapterEnv(home=config.home))
 
 
 class GatewayRunner:
@@ -87,9 +74,9 @@ class GatewayRunner:
         self.state = "stopped"  # stopped | starting | running | draining
         self.last_inbound = time.time()
         self.button_handlers: dict[str, ButtonHandler] = {}  # data prefix → handler
-        self._held: list[WorkItem] = []
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._llm_problem: tuple[float, str | None] | None = None
+        self.inbound = Inbound(self)
+        self.control = Control(self)
         self.failed = asyncio.Event()  # set when an adapter hits an error it cannot recover from
         self.failure: str | None = None
         self.store: Store | None = None
@@ -114,7 +101,7 @@ class GatewayRunner:
             raise RuntimeError("no platform is enabled: enable platforms.webchat or configure a chat platform")
         self.state = "starting"
         cfg = self.config
-        self.store = await Store.open(cfg.db_path)
+        self.store = await Store.open(cfg.db_path, durability=cfg.gateway.durability)
         self.pairing = Pairing(self.store)
         if cfg.llm.configured:
             self.llm = LLMClient(LLMSettings(
@@ -132,7 +119,7 @@ class GatewayRunner:
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
                                                                  timeout=cfg.agent.command_timeout_seconds),
                                    self.cron.tool(), *learning_tools(self.memory, self.skills)])
-        self.delivery = Delivery(self.store, self.adapters)
+        self.delivery = Delivery(self.store, self.adapters, self.metrics)
         self.learning = Learning(self.store, self.memory, self.skills, self.tools, review_agent=self._review_agent(),
                                  delivery=self.delivery, memory_every=cfg.review.memory_every_turns,
                                  skill_every=cfg.review.skill_every_iterations,
@@ -151,6 +138,8 @@ class GatewayRunner:
         self.tick.add_hook("expire pairing codes", self.pairing.expire)
         self.tick.add_hook("prune old messages",
                            lambda: self.store.prune(time.time() - cfg.gateway.retention_days * 86400))
+        self.tick.add_hook("prune old files", lambda: asyncio.to_thread(
+            prune_files, cfg.home / "files", time.time() - cfg.gateway.retention_days * 86400))
         self.trajectories = Trajectories(self.store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
         self.curator = Curator(self.store, self.skills, self.skill_usage, cfg.home,
                                interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
@@ -164,12 +153,14 @@ class GatewayRunner:
         if cfg.curator.enabled:
             self.tick.add_hook("curator", self.curator.tick)
         self.button_handlers[APPROVAL_PREFIX] = self.approvals.on_button
+        secrets = cfg.secrets()
         self.turns = Turns(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
-                                metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
-                                approvals=self.approvals, learning=self.learning)
-        self.sessions = Sessions(self._process, cfg.gateway.session_idle_seconds)
+                           metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
+                           approvals=self.approvals, learning=self.learning, adapters=self.adapters,
+                           files_root=cfg.home / "files", redact=lambda text: redact(text, secrets))
+        self.sessions = Sessions(self.control.queued, cfg.gateway.session_idle_seconds)
         for adapter in self.adapters.values():
-            adapter.set_callback(self.on_event, self._adapter_failed)
+            adapter.set_callback(self.inbound.on_event, self._adapter_failed, self._adapter_health)
         routes = [route for adapter in self.adapters.values() for route in adapter.http_routes()]
         self.http = HttpServer(cfg.http.host, cfg.http.port, routes=routes, readiness=self.readiness,
                                metrics=self._render_metrics)
@@ -185,22 +176,22 @@ class GatewayRunner:
         await self.cron_timers.start()
         await self.tick.run_hooks()
         if self.llm is not None:  # import the LLM client off the loop now, not during the first turn
-            self._spawn(asyncio.to_thread(self.llm.warm_up))
+            self.spawn(asyncio.to_thread(self.llm.warm_up), name="llm-warm-up")
         log.info("chatgate ready on http://%s:%s/ with %s", cfg.http.host, self.http.port, ", ".join(self.adapters))
 
     async def _resume(self) -> None:
-        """Dispatch what an earlier run accepted but did not finish, then what arrived while starting."""
+        """Dispatch what an earlier run accepted but did not finish, then what arrived while starting.
+
+        A turn that had started side-effecting tools is not run again: its person is told (`Turns`).
+        """
         assert self.store is not None
         unfinished = await self.store.inbox_unfinished()
-        seen = {inbox_id for inbox_id, _, _ in unfinished}
         if unfinished:
             log.info("resuming %d unfinished message(s)", len(unfinished))
-        for inbox_id, key, msg in unfinished:
-            self._dispatch(WorkItem(inbox_id, key, msg))
-        for item in self._held:
-            if item.inbox_id not in seen:
-                self._dispatch(item)
-        self._held.clear()
+        for u in unfinished:
+            self.inbound.dispatch(WorkItem(u.inbox_id, u.session_key, u.msg, draft_message_id=u.draft_message_id,
+                                           effects=tuple(u.effects) if u.started else ()))
+        self.inbound.release_held(skip={u.inbox_id for u in unfinished})
 
     async def stop(self) -> None:
         if self.state in ("stopped", "draining"):
@@ -245,15 +236,22 @@ class GatewayRunner:
 
     def session_ended(self, session_id: int) -> None:
         if self.trajectories is not None:
-            self._spawn(self.trajectories.export(session_id))
+            self.spawn(self.trajectories.export(session_id), name="trajectory-export")
 
     async def _tell_admins(self, text: str) -> None:
-        """A notice to every admin, in their direct chat (where a platform's DM id is the user id)."""
+        """A notice to every admin, in their direct chat (opened by the adapter where needed)."""
         assert self.delivery is not None
         for platform, admins in self.config.access.admins.items():
-            if platform in self.adapters and platform != "webchat":
-                for admin in admins:
-                    await self.delivery.reply(ChatRef(platform, str(admin)), text)
+            adapter = self.adapters.get(platform)
+            if adapter is None or platform in TRUSTED_PLATFORMS:
+                continue
+            for admin in admins:
+                try:
+                    chat = await adapter.open_dm(str(admin))
+                except Exception as exc:
+                    log.warning("could not open a direct chat with %s admin %s: %s", platform, admin, exc)
+                    continue
+                await self.delivery.reply(chat, text)
 
     async def _idle_since(self) -> float | None:
         """Since when nothing has happened (no message in, no turn, review or scheduled run); None: busy now."""
@@ -281,162 +279,29 @@ class GatewayRunner:
         self.failure = f"{adapter.name}: {reason}"
         self.failed.set()
 
-    def readiness(self) -> dict[str, str]:
-        return {name: adapter.status for name, adapter in self.adapters.items()}
+    def _adapter_health(self, adapter: PlatformAdapter) -> None:
+        """A platform is ready again: what waited for it goes out now."""
+        if adapter.ready and self.state == "running" and self.delivery is not None:
+            self.spawn(self.delivery.flush(adapter.name), name=f"flush:{adapter.name}")
+
+    def readiness(self) -> dict[str, dict[str, Any]]:
+        return {name: adapter.health.as_dict() for name, adapter in self.adapters.items()}
 
     def _render_metrics(self) -> bytes:
         self.metrics.active_sessions.set(len(self.sessions.workers))
         self.metrics.busy_sessions.set(self.sessions.busy_count())
         return self.metrics.render()
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
+    def spawn(self, coro: Awaitable[Any], *, name: str | None = None) -> asyncio.Task[Any]:
+        """A background task the runner keeps (and waits for at stop); its failure is logged, not lost."""
         task = asyncio.ensure_future(coro)
+        if name:
+            task.set_name(name)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+        return task
 
-    # -- inbound --------------------------------------------------------------------------
-
-    async def on_event(self, event: InboundEvent) -> bool | None:
-        """The one callback every adapter uses."""
-        if isinstance(event, InboundMessage):
-            return await self._on_message(event)
-        if isinstance(event, ButtonPress):
-            await self._on_button(event)
-        elif isinstance(event, ChatOpened):
-            self._spawn(self._chat_opened(event))
-        return None
-
-    async def _on_message(self, msg: InboundMessage) -> bool:
-        assert self.store is not None
-        self.metrics.inbound.labels(msg.platform).inc()
-        self.last_inbound = time.time()
-        assert self.pairing is not None
-        paired = msg.platform not in TRUSTED_PLATFORMS and await self.pairing.is_paired(msg.platform, msg.user_id)
-        decision = check_access(msg, self.config.access, paired=paired,
-                                require_mention=self.config.platforms.require_mention(msg.platform, msg.chat_id))
-        if decision == "pair":
-            await self._offer_pairing(msg)
-        if decision != "allow":
-            return True
-        key = session_key(msg, self.config.gateway.group_sessions)
-        inbox_id = await self.store.inbox_add(msg, key)
-        if inbox_id is None:
-            self.metrics.duplicates.labels(msg.platform).inc()
-            log.info("dropped a re-delivered %s message %s", msg.platform, msg.message_id)
-            return False
-        item = WorkItem(inbox_id, key, msg)
-        if self.state == "starting":
-            self._held.append(item)
-        elif self.state == "running":
-            self._dispatch(item)
-        return True  # while draining it stays in the inbox for the next start
-
-    async def _offer_pairing(self, msg: InboundMessage) -> None:
-        """An unknown person wrote in a DM: send a pairing code (rate-limited) and nothing else."""
-        assert self.pairing is not None
-        code = await self.pairing.request(msg.platform, msg.user_id, msg.user_name, msg.chat_id)
-        if code is None:
-            return
-        log.info("pairing code issued for %s user %s (%s)", msg.platform, msg.user_id, msg.user_name)
-        await self.delivery.reply(msg.chat, (
-            f"Hi {msg.user_name or 'there'}! I only talk to people my owner has approved. "
-            f"Your pairing code is {code} — ask the owner to run:\n"
-            f"chatgate pair approve {msg.platform} {code}\nThe code expires in one hour."))
-
-    def _dispatch(self, item: WorkItem) -> None:
-        command = parse_command(item.msg.text)
-        if command is not None and command.immediate:
-            self._spawn(self._control(command, item))
-            return
-        answer = item.msg.text.strip().lower().rstrip(".!")
-        if (answer in YES or answer in NO) and self.approvals is not None \
-                and len(self.approvals.pending_in(item.key)) == 1:  # a bare yes/no answers the one waiting request
-            self._spawn(self._control(Command("approve" if answer in YES else "deny", ""), item))
-            return
-        worker = self.sessions.worker(item.key)
-        policy = self.config.gateway.busy_policy
-        if worker.busy and command is None:
-            if policy == "interrupt":
-                worker.cancel_turn("interrupt")
-            elif policy == "steer" and not worker.queue:
-                worker.steered.append(item)
-                return
-        worker.submit(item)
-
-    async def _process(self, worker: SessionWorker, item: WorkItem) -> None:
-        """A worker's unit of work: a queued command or an agent turn."""
-        command = parse_command(item.msg.text)
-        if command is not None and command.name in ("new", "reset"):
-            assert self.store is not None
-            ended = await self.store.end_session(item.key)
-            text = ("Started a new session. The previous conversation is saved and still searchable."
-                    if ended is not None else "This is already a fresh session.")
-            if ended is not None:
-                self.session_ended(ended)
-            await self.delivery.reply(item.msg.chat, text, done_inbox_id=item.inbox_id)
-            return
-        await self.turns.run(worker, item)
-
-    async def _control(self, command: Command, item: WorkItem) -> None:
-        """Commands that act at once, even while a turn runs."""
-        worker = self.sessions.get(item.key)
-        if command.name == "stop":
-            stopped = worker is not None and worker.cancel_turn("stop")
-            text = "Stopped the running request." if stopped else "Nothing is running."
-        elif command.name == "status":
-            text = await self._status_text(item.key, worker)
-        elif command.name in ("approve", "deny"):
-            assert self.approvals is not None
-            msg = item.msg
-            text = await self.approvals.on_command(item.key, msg.platform, msg.user_id, msg.user_name,
-                                                   command.name == "approve", command.args)
-        elif command.name == "cron":
-            text = await self.cron.command(command.args, platform=item.msg.platform, user_id=item.msg.user_id,
-                                           chat=item.msg.chat, session_key=item.key)
-        elif command.name == "help":
-            text = help_text()
-        else:
-            text = unknown_text(command)
-        await self.delivery.reply(item.msg.chat, text, done_inbox_id=item.inbox_id)
-
-    async def _status_text(self, key: str, worker: SessionWorker | None) -> str:
-        assert self.store is not None
-        summary = await self.store.session_summary(key)
-        lines = [f"Session: {summary['id']} ({summary['messages']} messages)" if summary else "Session: not started"]
-        state = "running a request" if worker is not None and worker.busy else "idle"
-        queued = len(worker.queue) if worker is not None else 0
-        lines.append(f"State: {state}" + (f", {queued} message(s) waiting" if queued else ""))
-        lines.append(f"Model: {self.config.llm.model}" if self.llm else "Model: not configured")
-        lines.append(f"Busy policy: {self.config.gateway.busy_policy}")
-        return "\n".join(lines)
-
-    async def _on_button(self, press: ButtonPress) -> None:
-        answer = "This button is no longer active."
-        try:
-            for prefix, handler in self.button_handlers.items():
-                if press.data.startswith(prefix):
-                    answer = await handler(press)
-                    break
-        finally:  # always answered, so the client's spinner stops
-            if press.answer is not None:
-                await press.answer(answer)
-
-    async def _chat_opened(self, event: ChatOpened) -> None:
-        """A chat is reachable again: deliver what waits for it, and warn if the LLM is missing."""
-        await self.delivery.flush(event.platform, event.chat_id, force=True)
-        problem = await self._llm_status()
-        adapter = self.adapters.get(event.platform)
-        if problem and adapter is not None:
-            try:
-                await adapter.notice(ChatRef(event.platform, event.chat_id), problem)
-            except Exception as exc:
-                log.debug("could not show LLM notice: %s", exc)
-
-    async def _llm_status(self) -> str | None:
-        if self.llm is None:
-            return NO_LLM
-        now = time.monotonic()
-        if self._llm_problem is None or now - self._llm_problem[0] > LLM_PROBE_TTL:
-            reason = await self.llm.probe()
-            self._llm_problem = (now, f"The language model is not reachable: {reason}" if reason else None)
-        return self._llm_problem[1]
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())

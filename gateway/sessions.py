@@ -23,6 +23,8 @@ class WorkItem:
     inbox_id: int
     key: str
     msg: InboundMessage
+    draft_message_id: str | None = None  # a message an earlier, interrupted run of this turn sent
+    effects: tuple[str, ...] = ()  # side-effecting tool calls an earlier, interrupted run had started
 
 
 class SessionWorker:
@@ -118,6 +120,11 @@ class Sessions:
 
     def busy_count(self) -> int:
         return sum(1 for w in self.workers.values() if w.busy)
+
+    def waiting(self, key: str) -> int:
+        """Messages of this session taken but not yet started."""
+        worker = self.workers.get(key)
+        return 0 if worker is None else len(worker.queue) + len(worker.steered)
 
     async def drain(self, timeout: float) -> None:
         """Let running turns finish (up to `timeout`), then cancel what is left, for a restart."""

@@ -1,13 +1,17 @@
 """Durable state in one SQLite database (WAL, aiosqlite): sessions, transcripts, inbox, outbox.
 
 Every method is a small unit of work; the ones that change several tables run in one
-transaction, so a crash leaves either all of a turn's effects or none of them.
+transaction, so a crash leaves either all of a turn's effects or none of them. Commits are
+`synchronous=FULL` by default: a message acknowledged to a platform survives a power loss
+(`gateway.durability: normal` trades that for speed: then only a crash of the process is safe).
+The state directory is 0700 and the database files 0600.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from contextlib import asynccontextmanager, suppress
 from dataclasses import asdict, dataclass, field
@@ -33,10 +37,23 @@ class OutboxItem:
     id: int | None = None
     sent_ids: list[str] = field(default_factory=list)
     attempts: int = 0
+    files: list[str] = field(default_factory=list)  # paths sent after the text
 
     def payload(self) -> str:
         return json.dumps({"text": self.text, "buttons": self.buttons, "reply_to": self.reply_to,
-                           "draft_message_id": self.draft_message_id})
+                           "draft_message_id": self.draft_message_id, "files": self.files})
+
+
+@dataclass(frozen=True, slots=True)
+class Unfinished:
+    """An inbox message an earlier run accepted and did not finish."""
+
+    inbox_id: int
+    session_key: str
+    msg: InboundMessage
+    started: bool  # its turn had begun ('processing')
+    draft_message_id: str | None  # a message already sent for it (the streaming preview)
+    effects: list[str]  # side-effecting tool calls its turn had started
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +73,18 @@ def _encode_inbound(msg: InboundMessage) -> str:
 def _decode_inbound(payload: str) -> InboundMessage:
     data = json.loads(payload)
     data["attachments"] = tuple(Attachment(**a) for a in data.get("attachments") or ())
+    if data.get("reply_in"):
+        data["reply_in"] = ChatRef(**data["reply_in"])
     return InboundMessage(**data)
+
+
+def _private(path: Path, mode: int) -> None:
+    """Tighten permissions of a file or folder we own (a database made by an older version)."""
+    try:
+        if path.exists() and path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
+    except OSError:
+        pass  # not ours to change (e.g. a mounted volume); SQLite still works
 
 
 def _migrations() -> list[tuple[int, str]]:
@@ -74,12 +102,22 @@ class Store:
         self._write = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: Path | str) -> "Store":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(str(path), isolation_level=None)
-        db.row_factory = aiosqlite.Row
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=5000"):
-            await db.execute(f"PRAGMA {pragma}")
+    async def open(cls, path: Path | str, *, durability: str = "full") -> "Store":
+        """Open (and migrate) the database; `durability` "full" or "normal" (see the module doc)."""
+        path = Path(path)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private(path.parent, 0o700)
+        old_mask = os.umask(0o077)  # the files SQLite creates (database, -wal, -shm) are the owner's only
+        try:
+            db = await aiosqlite.connect(str(path), isolation_level=None)
+            db.row_factory = aiosqlite.Row
+            synchronous = "FULL" if durability == "full" else "NORMAL"
+            for pragma in ("journal_mode=WAL", f"synchronous={synchronous}", "foreign_keys=ON", "busy_timeout=5000"):
+                await db.execute(f"PRAGMA {pragma}")
+        finally:
+            os.umask(old_mask)
+        for suffix in ("", "-wal", "-shm"):
+            _private(Path(f"{path}{suffix}"), 0o600)
         store = cls(db)
         await store._migrate()
         return store
@@ -130,30 +168,71 @@ class Store:
 
     # -- inbox ----------------------------------------------------------------------------
 
-    async def inbox_add(self, msg: InboundMessage, session_key: str) -> int | None:
+    async def inbox_add(self, msg: InboundMessage, session_key: str, *, state: str = "received",
+                        error: str | None = None) -> int | None:
         """Store an inbound message; return its id, or None when it was already stored."""
         now = time.time()
         async with self._write:
             cur = await self._db.execute(
-                "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload,"
-                " received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (msg.platform, msg.chat_id, msg.message_id, session_key, _encode_inbound(msg), now, now))
+                "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state,"
+                " error, received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (msg.platform, msg.chat_id, msg.message_id, session_key, _encode_inbound(msg), state, error, now, now))
             return cur.lastrowid if cur.rowcount else None
 
-    async def inbox_set_state(self, inbox_ids: list[int], state: str) -> None:
+    async def inbox_set_state(self, inbox_ids: list[int], state: str, error: str | None = None) -> None:
         async with self._write:
-            await self._db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
-                                       [(state, time.time(), i) for i in inbox_ids])
+            await self._db.executemany("UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?",
+                                       [(state, error, time.time(), i) for i in inbox_ids])
 
-    async def inbox_unfinished(self) -> list[tuple[int, str, InboundMessage]]:
+    async def inbox_set_draft(self, inbox_id: int, message_id: str) -> None:
+        """Remember the first message a turn sent, so a re-run edits it instead of sending another."""
+        async with self._write:
+            await self._db.execute("UPDATE inbox SET draft_message_id = ? WHERE id = ?", (message_id, inbox_id))
+
+    async def inbox_add_effect(self, inbox_id: int, what: str) -> None:
+        """Note, before it runs, a side-effecting tool call of this message's turn."""
+        async with self._write:
+            await self._db.execute("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?)"
+                                   " WHERE id = ?", (what, inbox_id))
+
+    async def inbox_unfinished(self) -> list[Unfinished]:
         """Messages accepted but not finished (received or processing), oldest first."""
-        rows = await self.fetch_all("SELECT id, session_key, payload FROM inbox"
-                               " WHERE state IN ('received', 'processing') ORDER BY id")
-        return [(r["id"], r["session_key"], _decode_inbound(r["payload"])) for r in rows]
+        rows = await self.fetch_all("SELECT id, session_key, payload, state, draft_message_id, effects FROM inbox"
+                                    " WHERE state IN ('received', 'processing') ORDER BY id")
+        return [Unfinished(r["id"], r["session_key"], _decode_inbound(r["payload"]), r["state"] == "processing",
+                           r["draft_message_id"], json.loads(r["effects"] or "[]")) for r in rows]
+
+    # -- dead letters ---------------------------------------------------------------------
+
+    async def dead_letter(self, platform: str, ref: str, payload: str, reason: str) -> None:
+        async with self._write:
+            await self._db.execute("INSERT INTO dead_letters (platform, ref, payload, reason, created_at)"
+                                   " VALUES (?, ?, ?, ?, ?)", (platform, ref, payload, reason, time.time()))
+
+    async def dead_letters(self, limit: int = 50) -> list[dict[str, Any]]:
+        rows = await self.fetch_all("SELECT * FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))
+        return [dict(r) for r in rows]
 
     async def last_inbound_at(self) -> float | None:
         row = await self.fetch_one("SELECT max(received_at) FROM inbox")
         return row[0] if row else None
+
+    async def failures(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Failed turns (inbox) and replies given up on (outbox), newest first."""
+        rows = await self.fetch_all(
+            "SELECT * FROM (SELECT 'turn' AS kind, platform, chat_id, error, updated_at AS at FROM inbox"
+            " WHERE state = 'failed' UNION ALL SELECT 'delivery', platform, chat_id, error, created_at FROM outbox"
+            " WHERE state = 'failed') ORDER BY at DESC LIMIT ?", (limit,))
+        return [dict(r) for r in rows]
+
+    async def trouble_counts(self) -> dict[str, int]:
+        """How much waits, failed or was set aside (for `chatgate doctor`)."""
+        row = await self.fetch_one(
+            "SELECT (SELECT count(*) FROM dead_letters) AS dead_letters,"
+            " (SELECT count(*) FROM inbox WHERE state = 'failed') AS failed_turns,"
+            " (SELECT count(*) FROM outbox WHERE state = 'failed') AS failed_deliveries,"
+            " (SELECT count(*) FROM outbox WHERE state = 'pending') AS pending_replies")
+        return dict(row) if row else {}
 
     # -- sessions and transcripts ---------------------------------------------------------
 
@@ -203,14 +282,18 @@ class Store:
 
     async def commit_turn(self, session_id: int, inbox_ids: list[int], author: ChatRef | None,
                           user_id: str | None, messages: list[dict[str, Any]], reply: OutboxItem | None,
-                          *, status: str = "ok") -> int | None:
-        """Record a finished (or cancelled) turn atomically; return the reply's outbox id."""
+                          *, status: str = "ok", inbox_state: str | None = None) -> int | None:
+        """Record a finished turn atomically; return the reply's outbox id.
+
+        `status` (ok | cancelled | failed) is the transcript's: only `ok` messages are replayed to
+        the model. The inbox rows become done, cancelled or failed accordingly, or `inbox_state`.
+        """
         now = time.time()
         rows = [(session_id, inbox_ids[0] if inbox_ids else None, m["role"], m.get("content") or "",
                  json.dumps(m["tool_calls"]) if m.get("tool_calls") else None, m.get("tool_call_id"),
                  m.get("name"), author.platform if author and m["role"] == "user" else None,
                  user_id if m["role"] == "user" else None, status, now) for m in messages]
-        inbox_state = "done" if status == "ok" else "cancelled"
+        inbox_state = inbox_state or {"ok": "done"}.get(status, status)
         async with self.tx() as db:
             await db.executemany(
                 "INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id, name,"
@@ -241,21 +324,28 @@ class Store:
             return await self.insert_outbox(db, item, now)
 
     async def outbox_pending(self, platform: str | None = None, chat_id: str | None = None) -> list[OutboxItem]:
-        sql = "SELECT * FROM outbox WHERE state = 'pending'"
+        """Pending replies, oldest first; a reply whose turn sent a preview edits that message."""
+        sql = ("SELECT o.*, i.draft_message_id AS inbox_draft FROM outbox o LEFT JOIN inbox i ON i.id = o.inbox_id"
+               " WHERE o.state = 'pending'")
         args: tuple[Any, ...] = ()
         if platform is not None:
-            sql += " AND platform = ? AND chat_id = ?"
+            sql += " AND o.platform = ? AND o.chat_id = ?"
             args = (platform, chat_id)
-        rows = await self.fetch_all(sql + " ORDER BY id", args)
+        rows = await self.fetch_all(sql + " ORDER BY o.id", args)
         items = []
         for r in rows:
             p = json.loads(r["payload"])
             items.append(OutboxItem(chat=ChatRef(r["platform"], r["chat_id"], r["thread_id"]), text=p["text"],
                                     buttons=p.get("buttons") or [], reply_to=p.get("reply_to"),
-                                    draft_message_id=p.get("draft_message_id"), inbox_id=r["inbox_id"],
-                                    id=r["id"], sent_ids=json.loads(r["platform_message_ids"]),
-                                    attempts=r["attempts"]))
+                                    draft_message_id=p.get("draft_message_id") or r["inbox_draft"],
+                                    inbox_id=r["inbox_id"], id=r["id"], sent_ids=json.loads(r["platform_message_ids"]),
+                                    attempts=r["attempts"], files=p.get("files") or []))
         return items
+
+    async def outbox_chats(self) -> list[tuple[str, str]]:
+        """The chats that have pending replies."""
+        rows = await self.fetch_all("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'")
+        return [(r["platform"], r["chat_id"]) for r in rows]
 
     async def outbox_progress(self, item: OutboxItem, *, done: bool, error: str | None = None,
                               failed: bool = False) -> None:
@@ -273,8 +363,9 @@ class Store:
         Outbox rows a cron run points at are kept: they hold the ids of the messages it delivered.
         """
         async with self.tx() as db:
-            inbox = await db.execute("DELETE FROM inbox WHERE state IN ('done', 'cancelled') AND updated_at < ?",
-                                     (before,))
+            inbox = await db.execute("DELETE FROM inbox WHERE state NOT IN ('received', 'processing')"
+                                     " AND updated_at < ?", (before,))
+            await db.execute("DELETE FROM dead_letters WHERE created_at < ?", (before,))
             outbox = await db.execute(
                 "DELETE FROM outbox WHERE state IN ('sent', 'failed') AND created_at < ?"
                 " AND id NOT IN (SELECT outbox_id FROM cron_runs WHERE outbox_id IS NOT NULL)", (before,))

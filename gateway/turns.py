@@ -1,11 +1,29 @@
-"""One agent turn for one inbound message: history in, streamed reply out, all recorded."""
+"""One agent turn for one inbound message: history in, streamed reply out, all recorded.
+
+A turn ends in one of these ways, each recorded with its inbox row:
+
+* **done**: the reply is committed to the outbox with the transcript, then delivered;
+* **cancelled** by `/stop` or a newer message (busy policy `interrupt`);
+* **failed**: the model could not be reached (the person is told what to do), or something
+  unexpected broke — the person gets a short message and the row is marked failed, so the turn
+  is not run again at every restart;
+* **cut off** by a crash or a shutdown: the row stays `processing`. At the next start the turn
+  runs again only if it had not started any side-effecting tool (the journal, written before
+  each such call); otherwise the person is told it was interrupted and what had already run,
+  and can say "continue". Either way the message a turn already sent (its streaming preview)
+  is edited, not sent a second time.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import re
 import time
-from typing import Any
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from agent.llm import LLMError
 from agent.loop import Agent
@@ -15,12 +33,14 @@ from gateway.learning.review import Learning, personal_session
 from gateway.ops.metrics import Metrics
 from gateway.sessions import SessionWorker, WorkItem
 from gateway.store import OutboxItem, Store
-from platforms.base import InboundMessage, Reply
+from platforms.base import Attachment, InboundMessage, PlatformAdapter, Reply
 
 log = logging.getLogger(__name__)
 
 NO_LLM = ("No language model is configured yet. Set llm.base_url (and llm.api_key if it needs one) in "
           "config.yaml or OPENAI_BASE_URL / OPENAI_API_KEY in the environment, then restart chatgate.")
+SHOWN_EFFECTS = 10
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def user_text(msg: InboundMessage) -> str:
@@ -44,10 +64,61 @@ def session_context(msg: InboundMessage) -> str:
     return f"You are talking on {msg.platform}, in {where}{who}."
 
 
+def describe_call(name: str, arguments: str, limit: int = 200) -> str:
+    """A tool call in one line for a person: `terminal: make deploy`, `write_file: notes.txt`."""
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        args = arguments
+    if isinstance(args, dict):
+        main = next((args[k] for k in ("command", "path", "action", "name") if isinstance(args.get(k), str)), None)
+        shown = main if main is not None else ", ".join(f"{k}={v!r}" for k, v in args.items())
+    else:
+        shown = str(args)
+    line = f"{name}: {' '.join(str(shown).split())}"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def interrupted_text(effects: tuple[str, ...]) -> str:
+    shown = "\n".join(f"• {e}" for e in effects[:SHOWN_EFFECTS])
+    if len(effects) > SHOWN_EFFECTS:
+        shown += f"\n• … and {len(effects) - SHOWN_EFFECTS} more"
+    return ("⚠️ I was interrupted (chatgate stopped) while working on your message, after I had already "
+            f"started:\n{shown}\nI did not start over, so nothing runs twice. Say \"continue\" and I will "
+            "pick up from there.")
+
+
+def failed_text(exc: BaseException) -> str:
+    return (f"⚠️ Something went wrong on my side ({type(exc).__name__}), so this message was not answered. "
+            "It has been logged; please try again.")
+
+
+class _Journal:
+    """The turn's side-effecting tool calls, written to its inbox row before each one runs."""
+
+    def __init__(self, store: Store, inbox_id: int, redact: Callable[[str], str]) -> None:
+        self.store, self.inbox_id, self.redact = store, inbox_id, redact
+
+    async def tool_started(self, name: str, arguments: str) -> None:
+        await self.store.inbox_add_effect(self.inbox_id, self.redact(describe_call(name, arguments)))
+
+
+class _Outgoing:
+    """Files the agent hands over during the turn; they go out after its reply."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def attach(self, path: Path) -> None:
+        if str(path) not in self.paths:
+            self.paths.append(str(path))
+
+
 class Turns:
     def __init__(self, *, store: Store, agent: Agent | None, tools: ToolScope, delivery: Delivery, metrics: Metrics,
                  busy_policy: str, timezone: str | None, approvals: ApprovalPort | None,
-                 learning: Learning | None = None) -> None:
+                 adapters: Mapping[str, PlatformAdapter], files_root: Path,
+                 learning: Learning | None = None, redact: Callable[[str], str] = lambda text: text) -> None:
         self.approvals = approvals
         self.learning = learning
         self.last_finished = time.time()  # when a turn last ended (the curator's idle clock)
@@ -58,24 +129,35 @@ class Turns:
         self.metrics = metrics
         self.busy_policy = busy_policy
         self.timezone = timezone
+        self.adapters = adapters
+        self.files_root = files_root
+        self.redact = redact
 
     async def run(self, worker: SessionWorker, item: WorkItem) -> None:
         try:
-            await self._run(worker, item)
+            if item.effects:
+                await self._report_interrupted(item)
+            else:
+                await self._run(worker, item)
+        except Exception as exc:  # outside the agent (storage, delivery): tell the person, mark it failed
+            log.exception("turn in %s failed", item.key)
+            await self._fail(item, exc)
         finally:
             self.last_finished = time.time()
 
     async def _run(self, worker: SessionWorker, item: WorkItem) -> None:
-        msg = item.msg
         started = time.monotonic()
+        await self.store.inbox_set_state([item.inbox_id], "processing")
+        msg = await self._fetch(item.msg)
+        chat = msg.reply_chat
+        reply_to = msg.message_id if msg.chat_type != "dm" else None
         refused = [a.error for a in msg.attachments if a.error]
         if refused:
             nothing_left = not msg.text.strip() and all(a.error for a in msg.attachments)
-            await self.delivery.reply(msg.chat, "I could not take this file: " + "; ".join(refused),
+            await self.delivery.reply(chat, "I could not take this file: " + "; ".join(refused),
                                       reply_to=msg.message_id, done_inbox_id=item.inbox_id if nothing_left else None)
             if nothing_left:
                 return
-        await self.store.inbox_set_state([item.inbox_id], "processing")
         session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
         history = await self.store.history(session_id)
         context = session_context(msg)
@@ -86,8 +168,12 @@ class Turns:
             context += f"\n\n{block}" if block else ""
         inbox_ids = [item.inbox_id]
         record: list[dict[str, Any]] = []
-        reply_to = msg.message_id if msg.chat_type != "dm" else None
-        preview = self.delivery.stream(msg.chat, reply_to)
+        outgoing = _Outgoing()
+
+        async def first_send(message_id: str) -> None:
+            await self.store.inbox_set_draft(item.inbox_id, message_id)
+
+        preview = self.delivery.stream(chat, reply_to, message_id=item.draft_message_id, on_first_send=first_send)
 
         def steer() -> list[str]:
             taken = list(worker.steered)
@@ -95,12 +181,13 @@ class Turns:
             inbox_ids.extend(i.inbox_id for i in taken)
             return [user_text(i.msg) for i in taken]
 
-        ctx = ToolContext(platform=msg.platform, chat_id=msg.chat_id, user_id=msg.user_id, session_id=session_id,
+        ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,
                           transcripts=self.store, approvals=self.approvals,
-                          extras={"timezone": self.timezone, "thread_id": msg.thread_id, "session_key": item.key})
-        outcome, tool_iterations = "ok", 0
+                          journal=_Journal(self.store, item.inbox_id, self.redact), files=outgoing,
+                          extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key})
+        status, outcome, tool_iterations = "ok", "ok", 0
         try:
-            async with self.delivery.typing(msg.chat):
+            async with self.delivery.typing.shown(chat):
                 if self.agent is None:
                     text, outcome = NO_LLM, "no_llm"
                     record.append({"role": "user", "content": user_text(msg)})
@@ -116,33 +203,75 @@ class Turns:
                         text, outcome = exc.user_message, "llm_error"
                         del record[1:]  # keep the user's message; drop the unfinished exchange
         except asyncio.CancelledError:
-            draft = await preview.finish()
+            preview.stop()
             if worker.cancel_reason in ("stop", "interrupt"):
                 note = "⏹ Stopped." if worker.cancel_reason == "stop" else "⏹ Interrupted by a newer message."
                 await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, record, None,
                                              status="cancelled")
+                draft = await preview.finish()
                 if draft:
                     await self._mark_draft(msg, draft, note)
                 self.metrics.turns.labels(worker.cancel_reason).inc()
-            # on shutdown the inbox row stays 'processing' and the turn runs again after restart
+            # on shutdown the inbox row stays 'processing': the next start decides (see the module doc)
             raise
-        draft = await preview.finish()
-        reply = OutboxItem(chat=msg.chat, text=text or "(The model returned an empty answer.)", reply_to=reply_to,
-                           draft_message_id=draft, inbox_id=item.inbox_id)
-        await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, record, reply)
+        except Exception as exc:
+            log.exception("turn in %s failed", item.key)
+            text, status, outcome = failed_text(exc), "failed", "error"
+        preview.stop()  # durability first: the reply is committed before any preview call is waited on
+        reply = OutboxItem(chat=chat, text=text or "(The model returned an empty answer.)", reply_to=reply_to,
+                           draft_message_id=preview.message_id, inbox_id=item.inbox_id, files=outgoing.paths)
+        await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, record, reply, status=status)
         self.metrics.turns.labels(outcome).inc()
         self.metrics.turn_seconds.observe(time.monotonic() - started)
+        reply.draft_message_id = await preview.finish()  # a first preview send still in flight lands first
         await self.delivery.deliver(reply)
         if self.learning is not None and outcome == "ok":  # after delivery: a review never delays the reply
-            await self.learning.after_turn(session_id, msg.chat, platform=msg.platform, user_id=msg.user_id,
+            await self.learning.after_turn(session_id, chat, platform=msg.platform, user_id=msg.user_id,
                                            tool_iterations=tool_iterations)
+
+    async def _fetch(self, msg: InboundMessage) -> InboundMessage:
+        """Download the message's attachments (now, after the access check, not at intake)."""
+        adapter = self.adapters.get(msg.platform)
+        if adapter is None or not any(a.ref and not a.path and not a.error for a in msg.attachments):
+            return msg
+        folder = self.files_root / _UNSAFE.sub("_", msg.platform) / _UNSAFE.sub("_", msg.chat_id)
+        fetched: list[Attachment] = []
+        for a in msg.attachments:
+            try:
+                fetched.append(await adapter.fetch(a, folder))
+            except Exception as exc:
+                log.warning("could not fetch %s from %s: %s", a.name, msg.platform, exc)
+                fetched.append(replace(a, error=f"{a.name} could not be downloaded ({type(exc).__name__})"))
+        return replace(msg, attachments=tuple(fetched))
+
+    async def _report_interrupted(self, item: WorkItem) -> None:
+        """A turn cut off after it had started side effects: say so instead of running it again."""
+        msg = item.msg
+        text = interrupted_text(item.effects)
+        session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
+        record = [{"role": "user", "content": user_text(msg)}, {"role": "assistant", "content": text}]
+        reply = OutboxItem(chat=msg.reply_chat, text=text, reply_to=msg.message_id if msg.chat_type != "dm" else None,
+                           draft_message_id=item.draft_message_id, inbox_id=item.inbox_id)
+        await self.store.commit_turn(session_id, [item.inbox_id], msg.chat, msg.user_id, record, reply,
+                                     inbox_state="interrupted")
+        self.metrics.turns.labels("interrupted").inc()
+        await self.delivery.deliver(reply)
+
+    async def _fail(self, item: WorkItem, exc: Exception) -> None:
+        """Best effort when the turn itself could not be recorded: mark the row, tell the person."""
+        try:
+            await self.store.inbox_set_state([item.inbox_id], "failed", f"{type(exc).__name__}: {exc}"[:500])
+            await self.delivery.reply(item.msg.reply_chat, failed_text(exc), reply_to=item.msg.message_id)
+        except Exception:
+            log.exception("could not report the failed turn in %s", item.key)
+        self.metrics.turns.labels("error").inc()
 
     async def _mark_draft(self, msg: InboundMessage, draft: str, note: str) -> None:
         """Leave the half-streamed draft saying it was stopped (best effort, not durable)."""
-        adapter = self.delivery.adapters.get(msg.platform)
+        adapter = self.adapters.get(msg.platform)
         if adapter is None:
             return
         try:
-            await adapter.edit(msg.chat, draft, Reply(text=note))
+            await adapter.edit(msg.reply_chat, draft, Reply(text=note))
         except Exception as exc:
             log.debug("could not mark stopped draft: %s", exc)

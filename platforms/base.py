@@ -1,18 +1,24 @@
-"""The contract between chat platforms and the gateway.
+"""The contract between chat platforms and the gateway (version 2).
 
-An adapter turns its SDK's events into `InboundMessage` / `ButtonPress` values and hands them
-to the single callback it was given; it never decides what to do with them. The gateway talks
-back through `send`, `edit`, `typing` and the button support declared in `Capabilities`.
-Adapters import their SDK and this module only.
+An adapter turns its SDK's events into `InboundMessage` / `ButtonPress` / `ChatOpened` values
+and hands each to the one callback it was given (`emit`); it never decides what to do with
+them. `emit` returns an `Intake` once the event is stored (or known to be a re-delivery, or
+ignored): only then may the adapter acknowledge it to the platform. The gateway talks back
+through `send`, `edit`, `send_file`, `typing` and the support declared in `Capabilities`.
+
+Adapters import their SDK, this module and `platforms.loops` only. Each platform is a package
+that declares its config model and factory in `SPEC` (see `platforms.registry`).
 """
 
 from __future__ import annotations
 
-import asyncio
+import abc
 import enum
 import logging
+import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Callable, Literal, Sequence
+from pathlib import Path
+from typing import Any, Awaitable, Callable, ClassVar, Literal, Sequence
 
 from platforms.text import split_text
 
@@ -23,19 +29,26 @@ ChatType = Literal["dm", "group", "channel"]
 
 @dataclass(frozen=True, slots=True)
 class Attachment:
-    """A file that came with a message, already downloaded or referenced by path."""
+    """A file that came with a message.
+
+    Adapters describe it (`ref` is the platform's handle: a file id, a URL) and the gateway
+    fetches it with `PlatformAdapter.fetch` when the turn starts, after the access check: the
+    intake path never waits on a download. `path` is set once it is on disk; `error` says why
+    it was not taken.
+    """
 
     kind: str  # "image" | "document" | "audio" | "video" | ...
     name: str
     mime_type: str = "application/octet-stream"
     size: int = 0
     path: str | None = None
-    error: str | None = None  # why it was not downloaded (too large, …)
+    error: str | None = None
+    ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ChatRef:
-    """Where a message lives: enough to send into the same chat and thread."""
+    """A place to send to: a chat, and a thread in it."""
 
     platform: str
     chat_id: str
@@ -44,7 +57,12 @@ class ChatRef:
 
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
-    """One message a person sent, as every platform describes it."""
+    """One message a person sent, as every platform describes it.
+
+    `thread_id` is the conversation's thread: it decides the session. `reply_in` is where the
+    answer goes when that is not the same place (Slack answers a top-level message in a thread
+    under it; Discord may open a thread for it); None means the message's own chat and thread.
+    """
 
     platform: str
     chat_id: str
@@ -57,16 +75,32 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     reply_to: str | None = None
     bot_mentioned: bool = False
+    reply_in: ChatRef | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def chat(self) -> ChatRef:
+        """The conversation's place (its session)."""
         return ChatRef(self.platform, self.chat_id, self.thread_id)
+
+    @property
+    def reply_chat(self) -> ChatRef:
+        """Where answers to this message go."""
+        return self.reply_in or self.chat
+
+
+async def _nothing(*_: Any) -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class ButtonPress:
-    """A person pressed a button the gateway sent."""
+    """A person pressed a button the gateway sent.
+
+    The gateway calls `ack()` at once (platforms with an interaction deadline, such as Discord's
+    three seconds, acknowledge there), then decides in a task of its own and calls
+    `answer(text)` with the outcome, shown to the presser alone where the platform can.
+    """
 
     platform: str
     chat_id: str
@@ -75,12 +109,18 @@ class ButtonPress:
     data: str
     user_name: str = ""
     thread_id: str | None = None
-    # Lets the adapter stop the client's spinner / show a toast; set by the adapter.
-    answer: Callable[[str], Awaitable[None]] | None = field(default=None, compare=False, repr=False)
+    on_ack: Callable[[], Awaitable[None]] = field(default=_nothing, compare=False, repr=False)
+    on_answer: Callable[[str], Awaitable[None]] = field(default=_nothing, compare=False, repr=False)
 
     @property
     def chat(self) -> ChatRef:
         return ChatRef(self.platform, self.chat_id, self.thread_id)
+
+    async def ack(self) -> None:
+        await self.on_ack()
+
+    async def answer(self, text: str) -> None:
+        await self.on_answer(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +131,30 @@ class ChatOpened:
     chat_id: str
 
 
-InboundEvent = InboundMessage | ButtonPress | ChatOpened
-# The callback returns True when a message was new and is stored, False for a re-delivery.
-EventCallback = Callable[[InboundEvent], Awaitable[Any]]
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """Input the adapter failed to take several times (a poison update): the gateway keeps it in
+    its dead-letter table, and the adapter moves on to the next one."""
+
+    platform: str
+    ref: str  # the platform's id for it (an update id), or "" when it has none
+    payload: str  # the raw input as text, cut to a size worth keeping
+    reason: str
+
+
+InboundEvent = InboundMessage | ButtonPress | ChatOpened | Unreadable
+
+
+class Intake(enum.Enum):
+    """What the gateway did with an event; the adapter acknowledges the platform after any of these."""
+
+    STORED = "stored"  # new, written to the inbox (or a press taken): it will be handled
+    DUPLICATE = "duplicate"  # a re-delivery of something already stored: dropped
+    IGNORED = "ignored"  # not for the agent (not addressed, not allowed, a stranger given a pairing code)
+    REFUSED = "refused"  # not taken, and the sender was told why (e.g. too many messages waiting)
+
+
+EventCallback = Callable[[InboundEvent], Awaitable[Intake]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +168,8 @@ class Reply:
     """One outbound message part, already sized for the platform.
 
     `text` is in the platform's markup dialect; `plain` is the same content without markup,
-    used when the platform rejects the markup.
+    used when the platform rejects the markup. `key` is stable for this part across retries
+    (outbox id and part number): platforms that can deduplicate a send use it.
     """
 
     text: str
@@ -115,6 +177,7 @@ class Reply:
     buttons: tuple[tuple[Button, ...], ...] = ()
     reply_to: str | None = None
     final: bool = True
+    key: str | None = None
 
 
 class LengthUnit(enum.Enum):
@@ -130,11 +193,13 @@ class Capabilities:
     can_edit: bool = True
     can_buttons: bool = False
     can_typing: bool = False
+    can_files: bool = False
     edit_interval: float = 1.0  # seconds between streaming edits of one message
 
 
 class DeliveryError(Exception):
-    """Sending failed. `retryable` says whether trying again later can help."""
+    """Sending failed. `retryable` says whether trying again later can help; `retry_after` is
+    the platform's rate-limit pause (the message was not taken, and trying again is safe)."""
 
     def __init__(self, message: str, *, retryable: bool = True, retry_after: float | None = None):
         super().__init__(message)
@@ -146,33 +211,61 @@ class ChatUnavailable(DeliveryError):
     """The chat cannot be reached right now (e.g. no browser tab open); keep the message."""
 
 
-class PlatformAdapter:
+@dataclass(frozen=True, slots=True)
+class Health:
+    """An adapter's state for `/readyz`: since when, and the last error."""
+
+    state: str  # "stopped" | "starting" | "ready" | "down" | "failed"
+    since: float
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "since": round(self.since, 3), "error": self.error}
+
+
+class PlatformAdapter(abc.ABC):
     """Base class for one chat platform.
 
     Lifecycle: `start()` connects and begins receiving, `stop()` disconnects. Both are
-    idempotent and may be called in any order; subclasses implement `_start` and `_stop`.
+    idempotent; subclasses implement `_start` and `_stop`. Long-lived receive loops run under
+    `platforms.loops.supervise`, which reports the adapter down (and up again) through
+    `set_health`, so `/readyz` tells the truth while a loop restarts.
     """
 
-    name: str = "base"
-    capabilities: Capabilities = Capabilities()
+    name: ClassVar[str] = "base"
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self) -> None:
         self._on_event: EventCallback | None = None
         self._on_fatal: Callable[["PlatformAdapter", str], None] | None = None
+        self._on_health: Callable[["PlatformAdapter"], None] | None = None
         self._running = False
-        self._lifecycle = asyncio.Lock()
-        self.status: str = "stopped"  # for /readyz: "stopped" | "starting" | "ready" | "error: …"
+        self.health = Health("stopped", time.time())
 
     # -- wiring and lifecycle -------------------------------------------------------------
 
     def set_callback(self, on_event: EventCallback,
-                     on_fatal: Callable[["PlatformAdapter", str], None] | None = None) -> None:
+                     on_fatal: Callable[["PlatformAdapter", str], None] | None = None,
+                     on_health: Callable[["PlatformAdapter"], None] | None = None) -> None:
         self._on_event = on_event
         self._on_fatal = on_fatal
+        self._on_health = on_health
+
+    def set_health(self, state: str, error: str | None = None) -> None:
+        """Record a state change (kept, with its time, only when the state changes)."""
+        if state == self.health.state and error == self.health.error:
+            return
+        self.health = Health(state, time.time(), error)
+        if self._on_health is not None:
+            self._on_health(self)
+
+    @property
+    def ready(self) -> bool:
+        return self.health.state == "ready"
 
     def fail(self, reason: str) -> None:
         """Report an error the adapter cannot recover from (bad token, another poller, …)."""
-        self.status = f"error: {reason}"
+        self.set_health("failed", reason)
         log.error("%s: %s", self.name, reason)
         if self._on_fatal is not None:
             self._on_fatal(self, reason)
@@ -180,8 +273,12 @@ class PlatformAdapter:
     async def set_commands(self, commands: dict[str, str]) -> None:
         """Advertise the chat commands where the platform has a menu for them."""
 
-    async def emit(self, event: InboundEvent) -> Any:
-        """Hand one event to the gateway; adapters call this and nothing else with input."""
+    async def emit(self, event: InboundEvent) -> Intake:
+        """Hand one event to the gateway; adapters call this and nothing else with input.
+
+        It returns once the event is stored (or dropped as a copy, or ignored); an exception
+        means it was not stored, and the platform must not be told it was received.
+        """
         if self._on_event is None:
             raise RuntimeError(f"{self.name}: no callback set")
         return await self._on_event(event)
@@ -195,31 +292,32 @@ class PlatformAdapter:
         return self._running
 
     async def start(self) -> None:
-        async with self._lifecycle:
-            if self._running:
-                return
-            self.status = "starting"
-            try:
-                await self._start()
-            except Exception as exc:
-                self.status = f"error: {exc}"
-                raise
-            self._running = True
-            self.status = "ready"
+        if self._running:
+            return
+        self.set_health("starting")
+        try:
+            await self._start()
+        except Exception as exc:
+            self.set_health("failed", str(exc))
+            raise
+        self._running = True
+        if self.health.state == "starting":
+            self.set_health("ready")
 
     async def stop(self) -> None:
-        async with self._lifecycle:
-            if not self._running:
-                return
-            self._running = False
-            try:
-                await self._stop()
-            finally:
-                self.status = "stopped"
+        if not self._running:
+            return
+        self._running = False
+        try:
+            await self._stop()
+        finally:
+            self.set_health("stopped")
 
+    @abc.abstractmethod
     async def _start(self) -> None:
         """Connect and begin receiving."""
 
+    @abc.abstractmethod
     async def _stop(self) -> None:
         """Stop receiving and release connections."""
 
@@ -230,13 +328,25 @@ class PlatformAdapter:
         caps = self.capabilities
         return [Reply(text=part) for part in split_text(markdown, caps.max_length, caps.length_unit.value)]
 
+    @abc.abstractmethod
     async def send(self, chat: ChatRef, reply: Reply) -> str:
         """Send one part; return the platform's message id."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def edit(self, chat: ChatRef, message_id: str, reply: Reply) -> None:
         """Replace the text (and buttons) of a message this adapter sent."""
-        raise DeliveryError(f"{self.name} cannot edit messages", retryable=False)
+
+    async def send_file(self, chat: ChatRef, path: Path, caption: str = "") -> str:
+        """Send a file from disk; return the platform's message id."""
+        raise DeliveryError(f"{self.name} cannot send files", retryable=False)
+
+    async def fetch(self, attachment: Attachment, folder: Path) -> Attachment:
+        """Download an attachment described at intake into `folder`; failures come back in `error`."""
+        return attachment
+
+    async def open_dm(self, user_id: str) -> ChatRef:
+        """The direct chat with a user, opened if needed (a DM channel id is not a user id everywhere)."""
+        return ChatRef(self.name, user_id)
 
     async def typing(self, chat: ChatRef, active: bool) -> None:
         """Show or clear the typing indicator; platforms without one ignore this."""

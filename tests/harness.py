@@ -33,8 +33,11 @@ async def start_gateway(home: Path, llm_url: str | None, **settings: Any) -> Gat
 class Tab:
     """One web chat tab: a websocket that records every frame the gateway sends."""
 
-    def __init__(self, runner: GatewayRunner, chat_id: str | None = None) -> None:
+    def __init__(self, runner: GatewayRunner, chat_id: str | None = None, *, confirm: bool = True) -> None:
+        """`confirm`: answer `received` to replies that ask for it, as the page does (False: a tab
+        whose socket is open but that never confirms, like one that died without closing)."""
         assert runner.http is not None
+        self.confirm = confirm
         self.url = f"http://127.0.0.1:{runner.http.port}"
         self.chat_id = chat_id or "tab" + secrets.token_hex(6)
         self.frames: list[dict[str, Any]] = []
@@ -65,8 +68,11 @@ class Tab:
         assert self._ws is not None
         async for frame in self._ws:
             if frame.type == aiohttp.WSMsgType.TEXT:
+                data = frame.json()
+                if self.confirm and data.get("ack"):
+                    await self._ws.send_json({"type": "received", "message_id": data["message_id"]})
                 async with self._changed:
-                    self.frames.append(frame.json())
+                    self.frames.append(data)
                     self._changed.notify_all()
 
     async def send_raw(self, frame: dict[str, Any]) -> None:

@@ -80,11 +80,12 @@ def ws(tmp_path: Path) -> Path:
 
 async def test_schemas_and_registry(ws: Path) -> None:
     tools = system_tools(ws)
-    assert [t.name for t in tools] == ["terminal", "read_file", "write_file", "patch_file"]
+    assert [t.name for t in tools] == ["terminal", "read_file", "write_file", "patch_file", "send_file"]
     assert {t.toolset for t in tools} == {"system"}
     required = {t.name: t.parameters["required"] for t in tools}
     assert required == {"terminal": ["command"], "read_file": ["path"], "write_file": ["path", "content"],
-                        "patch_file": ["path", "old", "new"]}
+                        "patch_file": ["path", "old", "new"], "send_file": ["path"]}
+    assert [t.name for t in tools if t.side_effects] == ["terminal", "write_file", "patch_file"]
     for t in tools:
         assert t.schema()["function"]["description"]
         for name, spec in t.parameters["properties"].items():

@@ -28,7 +28,7 @@ async def test_conversation_with_a_tool_call(tmp_path, llm: FakeLLM):
         assert len(tool_msgs) == 1
         assert str(datetime.now(timezone.utc).year) in tool_msgs[0]["content"]
         assert {t["function"]["name"] for t in llm.requests[0]["tools"]} == \
-            {"current_time", "session_search", "terminal", "read_file", "write_file", "patch_file", "cron",
+            {"current_time", "session_search", "terminal", "read_file", "write_file", "patch_file", "send_file", "cron",
              "memory", "skills_list", "skill_view", "skill_manage"}
     finally:
         await runner.stop()
@@ -319,7 +319,7 @@ async def test_http_endpoints_and_websocket_guards(tmp_path, llm: FakeLLM):
             async with http.get(f"{base}/healthz") as r:
                 assert r.status == 200
             async with http.get(f"{base}/readyz") as r:
-                assert r.status == 200 and (await r.json())["platforms"] == {"webchat": "ready"}
+                assert r.status == 200 and (await r.json())["platforms"]["webchat"]["state"] == "ready"
             async with http.get(f"{base}/metrics") as r:
                 assert "chatgate_inbound_messages" in await r.text()
             async with http.get(f"{base}/") as r:

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from gateway.config import Config
+from platforms.registry import PlatformUnavailable
 
 log = logging.getLogger("chatgate")
 
@@ -22,7 +23,11 @@ def add_parsers(sub: Any) -> None:
 async def run(config: Config, _: argparse.Namespace) -> int:
     from gateway.runner import GatewayRunner
 
-    runner = GatewayRunner(config)
+    try:
+        runner = GatewayRunner(config)
+    except PlatformUnavailable as exc:
+        print(f"chatgate cannot start: {exc}", file=sys.stderr)
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -28,6 +28,11 @@ def add_parsers(sub: Any) -> None:
     rules = approvals_sub.add_parser("rules", help="list or remove 'always allow' rules")
     rules.add_argument("rules_action", choices=["list", "remove"])
     rules.add_argument("rule_id", nargs="?", type=int)
+    inbox = sub.add_parser("inbox", help="what could not be taken or answered")
+    inbox_sub = inbox.add_subparsers(dest="action", required=True)
+    for action, what in (("dead", "input set aside after repeated failures (poison updates)"),
+                         ("failed", "turns that failed and replies that could not be delivered")):
+        inbox_sub.add_parser(action, help=what).add_argument("--limit", type=int, default=20)
     pair = sub.add_parser("pair", help="admit people who asked for access in a DM")
     pair_sub = pair.add_subparsers(dest="action", required=True)
     pair_sub.add_parser("list", help="pending codes and approved people")
@@ -116,4 +121,24 @@ async def sessions(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-HANDLERS = {"approvals": rules, "pair": pair, "sessions": sessions}
+async def inbox(config: Config, args: argparse.Namespace) -> int:
+    async with open_store(config) as store:
+        if args.action == "dead":
+            rows = await store.dead_letters(args.limit)
+            for r in rows:
+                print(f"{_when(r['created_at'])}  {r['platform']} {r['ref'] or '(no id)'}: {r['reason']}\n"
+                      f"    {r['payload'][:300]}")
+            print(f"{len(rows)} dead letter(s) shown" if rows else "no dead letters")
+            return 0
+        failed = await store.failures(args.limit)
+        for r in failed:
+            print(f"{_when(r['at'])}  {r['kind']:<8} {r['platform']}:{r['chat_id']}  {r['error'] or ''}")
+        print(f"{len(failed)} failure(s) shown" if failed else "no failed turns or deliveries")
+    return 0
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S")
+
+
+HANDLERS = {"approvals": rules, "pair": pair, "sessions": sessions, "inbox": inbox}

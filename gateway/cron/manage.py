@@ -113,7 +113,7 @@ class CronManager:
                 "deliver_to": {**text, "description": "platform:chat[:thread] or none (default: this chat)"},
                 "missed": {"type": "string", "enum": ["run_once", "skip"],
                            "description": "if the gateway was down at the time: run once when back, or skip"},
-            }}, cron, toolset=TOOLSET)
+            }}, cron, toolset=TOOLSET, side_effects=True)
 
 
 CRON_TOOL_DESCRIPTION = (

@@ -50,6 +50,7 @@ from a single bad run.
 When nothing is worth keeping, change nothing. Finish with one short line saying what you kept, \
 or "nothing to keep"."""
 
+MAX_WAITING_REVIEWS = 256  # reviews queued or running at once; more are skipped (and logged)
 REVIEW_REQUEST = ("Review the conversation above for what to keep in memory{skills}. Use the tools, "
                   "then answer with one line.")
 
@@ -69,6 +70,7 @@ class Learning:
         self.notify = notify
         self._slots = asyncio.Semaphore(max_concurrent)
         self._reviews: set[asyncio.Task[None]] = set()
+        self._queued: set[int] = set()  # sessions whose review waits for a slot
         self.reviews_done = 0
 
     @property
@@ -113,11 +115,19 @@ class Learning:
                     "UPDATE review_counters SET turns_since_memory = CASE WHEN ? THEN 0 ELSE turns_since_memory END,"
                     " iters_since_skill = CASE WHEN ? THEN 0 ELSE iters_since_skill END WHERE session_id = ?",
                     (memory_due, skill_due, session_id))
-        if memory_due or skill_due:
-            task = asyncio.create_task(self._review(session_id, chat, platform, user_id, skill_due),
-                                       name=f"review:{session_id}")
-            self._reviews.add(task)
-            task.add_done_callback(self._reviews.discard)
+        if not (memory_due or skill_due):
+            return
+        if session_id in self._queued:  # the review already waiting will read the newer transcript
+            log.debug("review of session %s is already waiting; not queued twice", session_id)
+            return
+        if len(self._reviews) >= MAX_WAITING_REVIEWS:
+            log.warning("%d reviews are waiting; the review of session %s is skipped", len(self._reviews), session_id)
+            return
+        self._queued.add(session_id)
+        task = asyncio.create_task(self._review(session_id, chat, platform, user_id, skill_due),
+                                   name=f"review:{session_id}")
+        self._reviews.add(task)
+        task.add_done_callback(self._reviews.discard)
 
     async def counters(self, session_id: int) -> tuple[int, int]:
         row = await self.store.fetch_one("SELECT turns_since_memory, iters_since_skill FROM review_counters"
@@ -127,6 +137,7 @@ class Learning:
     async def _review(self, session_id: int, chat: ChatRef, platform: str, user_id: str, skills: bool) -> None:
         assert self.review_agent is not None
         async with self._slots:
+            self._queued.discard(session_id)  # from here on, a newer threshold may queue another
             try:
                 history = await self.store.history(session_id)  # the snapshot this review works on
                 known = self.render_block(platform, user_id)

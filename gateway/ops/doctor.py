@@ -7,6 +7,7 @@ import socket
 from agent.llm import LLMClient, LLMSettings
 from gateway.config import Config
 from gateway.runner import build_adapters
+from platforms.registry import PlatformUnavailable
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -47,7 +48,26 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
                 ok = False
         finally:
             await client.aclose()
-    adapters = build_adapters(config)
+    if config.db_path.exists():
+        from gateway.store import Store
+
+        store = await Store.open(config.db_path, durability=config.gateway.durability)
+        try:
+            counts = await store.trouble_counts()
+        finally:
+            await store.close()
+        line("info", "state: {pending_replies} repl(y/ies) waiting to be sent".format(**counts))
+        if counts["dead_letters"]:
+            line("warn", f"{counts['dead_letters']} input(s) could not be taken and were set aside: "
+                         "chatgate inbox dead")
+        if counts["failed_turns"] or counts["failed_deliveries"]:
+            line("warn", f"{counts['failed_turns']} failed turn(s), {counts['failed_deliveries']} undeliverable "
+                         "repl(y/ies): chatgate inbox failed")
+    try:
+        adapters = build_adapters(config)
+    except PlatformUnavailable as exc:
+        line("FAIL", str(exc))
+        return False
     if not adapters:
         line("FAIL", "platforms: none enabled")
         ok = False

@@ -8,7 +8,8 @@ from aiohttp import web
 
 
 class HttpServer:
-    def __init__(self, host: str, port: int, *, routes: Sequence[Any], readiness: Callable[[], dict[str, str]],
+    def __init__(self, host: str, port: int, *, routes: Sequence[Any],
+                 readiness: Callable[[], dict[str, dict[str, Any]]],
                  metrics: Callable[[], bytes]) -> None:
         self.host, self._port = host, port
         self._readiness = readiness
@@ -44,7 +45,7 @@ class HttpServer:
 
     async def _readyz(self, _: web.Request) -> web.Response:
         states = self._readiness()
-        ready = bool(states) and all(s == "ready" for s in states.values())
+        ready = bool(states) and all(s["state"] == "ready" for s in states.values())
         return web.json_response({"ready": ready, "platforms": states}, status=200 if ready else 503)
 
     async def _metrics_page(self, _: web.Request) -> web.Response:

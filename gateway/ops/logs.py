@@ -1,4 +1,4 @@
-"""Logging set-up with secrets redacted from every record."""
+"""Logging set-up: every line the handler writes is redacted as a whole, tracebacks included."""
 
 from __future__ import annotations
 
@@ -9,21 +9,21 @@ from typing import Iterable
 from gateway.ops.redact import redact
 
 
-class RedactSecrets(logging.Filter):
-    def __init__(self, secrets: Iterable[str]) -> None:
-        super().__init__()
+class RedactingFormatter(logging.Formatter):
+    """Formats a record the usual way (message, exception, stack), then redacts the result, so a
+    secret inside an exception's text or a traceback's frames never reaches the log."""
+
+    def __init__(self, fmt: str, secrets: Iterable[str]) -> None:
+        super().__init__(fmt)
         self._secrets = list(secrets)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact(record.getMessage(), self._secrets)
-        record.args = None
-        return True
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record), self._secrets)
 
 
 def setup_logging(level: str, secrets: Iterable[str]) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactSecrets(secrets))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

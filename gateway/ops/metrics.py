@@ -15,6 +15,12 @@ class Metrics:
         self.turns = Counter("chatgate_turns", "Agent turns by outcome", ["outcome"], registry=r)
         self.turn_seconds = Histogram("chatgate_turn_seconds", "Time from turn start to reply queued",
                                       registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
+        self.delivery_failures = Counter("chatgate_delivery_failures", "Replies given up on (blocked, rejected, "
+                                         "too many failed attempts)", ["platform"], registry=r)
+        self.dead_letters = Counter("chatgate_dead_letters", "Inbound input set aside after repeated failures",
+                                    ["platform"], registry=r)
+        self.refused = Counter("chatgate_refused_messages", "Messages not taken (too long, too many waiting)",
+                               ["platform", "reason"], registry=r)
         self.active_sessions = Gauge("chatgate_active_sessions", "Live session workers", registry=r)
         self.busy_sessions = Gauge("chatgate_busy_sessions", "Sessions running a turn", registry=r)
 

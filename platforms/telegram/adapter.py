@@ -1,9 +1,17 @@
 """Telegram, on python-telegram-bot's `Bot` driven by the gateway's lifecycle.
 
-Polling is our own loop over `getUpdates` so that the offset moves past an update only after
-the gateway has stored it: a crash between the two means the update comes again and the
-inbox drops the copy. Webhook mode serves `POST /telegram/webhook` on the gateway's HTTP
-server and answers 200 only after the update is stored, so Telegram retries anything else.
+Polling is our own loop over `getUpdates` (raw JSON, one update at a time) so that the offset
+moves past an update only after the gateway has stored it: a crash between the two means the
+update comes again and the inbox drops the copy. An update that cannot be taken after
+`UPDATE_ATTEMPTS` tries (malformed, or the gateway refuses it) is handed over as `Unreadable`
+(dead-lettered) and skipped, so one bad update never blocks the others. The loop runs under
+`supervise`: an unexpected error restarts it and `/readyz` says the platform is down meanwhile.
+
+Webhook mode serves `POST /telegram/webhook` on the gateway's HTTP server and answers 200 only
+after the update is stored, so Telegram retries anything else (also bounded, then dead-lettered).
+
+Nothing here waits on a network call on the intake path: attachments are described at intake
+and downloaded by `fetch` when their turn starts; a button press is only handed over.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
 import logging
 import re
 import warnings
@@ -19,15 +28,18 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from aiohttp import web
-from telegram import (Bot, BotCommand, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message,
-                      ReplyParameters, Update)
+from telegram import (Bot, BotCommand, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, InputFile,
+                      Message, ReplyParameters, Update)
 from telegram.constants import ChatAction, MessageEntityType, ParseMode
-from telegram.error import BadRequest, Conflict, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.error import (BadRequest, Conflict, EndPointNotFound, Forbidden, InvalidToken, NetworkError,
+                            RetryAfter, TelegramError)
 from telegram.request import HTTPXRequest
-from telegram.warnings import PTBDeprecationWarning
+from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from platforms.base import (Attachment, ButtonPress, Capabilities, ChatRef, DeliveryError, InboundMessage,
-                            LengthUnit, PlatformAdapter, Reply)
+                            LengthUnit, PlatformAdapter, Reply, Unreadable)
+from platforms.loops import start_supervised
+from platforms.ratelimit import RateLimits
 from platforms.telegram.render import render_for_telegram
 
 log = logging.getLogger(__name__)
@@ -35,8 +47,14 @@ T = TypeVar("T")
 
 WEBHOOK_PATH = "/telegram/webhook"
 ALLOWED_UPDATES = ["message", "callback_query"]
-MAX_RATE_WAIT = 120.0  # seconds one send may spend waiting out 429s before the outbox takes over
+UPDATE_ATTEMPTS = 3  # tries at one update before it is dead-lettered
+OVERALL_PER_SECOND = 30  # Telegram's documented overall limit for a bot
+MAX_KEPT_PAYLOAD = 64 * 1024
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# getUpdates goes through the public `do_api_request` to get the raw JSON (PTB's own
+# `get_updates` parses the whole batch and fails it on one malformed update); PTB suggests the
+# typed method for endpoints it knows, which is exactly what we avoid here.
+warnings.filterwarnings("ignore", message="Please use 'Bot.getUpdates'", category=PTBUserWarning)
 
 
 def _retry_after(exc: RetryAfter) -> float:
@@ -55,10 +73,10 @@ def webhook_secret_for(token: str) -> str:
 class TelegramAdapter(PlatformAdapter):
     name = "telegram"
     capabilities = Capabilities(max_length=4096, length_unit=LengthUnit.UTF16, markup="html", can_edit=True,
-                                can_buttons=True, can_typing=True, edit_interval=1.0)
+                                can_buttons=True, can_typing=True, can_files=True, edit_interval=1.0)
 
     def __init__(self, token: str, *, base_url: str = "https://api.telegram.org", mode: str = "polling",
-                 webhook_url: str | None = None, webhook_secret: str | None = None, files_dir: Path,
+                 webhook_url: str | None = None, webhook_secret: str | None = None,
                  max_file_bytes: int = 20 * 1024 * 1024, poll_timeout: int = 30) -> None:
         super().__init__()
         base = base_url.rstrip("/")
@@ -68,13 +86,12 @@ class TelegramAdapter(PlatformAdapter):
         self.mode = mode
         self.webhook_url = webhook_url
         self.webhook_secret = webhook_secret or webhook_secret_for(token)
-        self.files_dir = files_dir
         self.max_file_bytes = max_file_bytes
         self.poll_timeout = poll_timeout
+        self.limits = RateLimits(OVERALL_PER_SECOND)
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
-        self._blocked_until = 0.0  # after a 429: nothing is sent before this loop time
-        self._chat_blocked: dict[str, float] = {}
+        self._failures: dict[int, int] = {}  # update id → failed attempts
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -89,7 +106,8 @@ class TelegramAdapter(PlatformAdapter):
                                        allowed_updates=ALLOWED_UPDATES)
         else:
             await self.bot.delete_webhook()
-            self._poller = asyncio.create_task(self._poll(), name="telegram-poll")
+            self._poller = start_supervised("telegram-poll", self._poll,
+                                            on_down=lambda reason: self.set_health("down", reason))
         log.info("telegram: @%s connected (%s)", self.bot.username, self.mode)
 
     async def _stop(self) -> None:
@@ -99,7 +117,7 @@ class TelegramAdapter(PlatformAdapter):
             self._poller = None
             if self._offset is not None:  # confirm what was stored, so it is not sent again
                 try:
-                    await self.bot.get_updates(offset=self._offset, timeout=0, allowed_updates=ALLOWED_UPDATES)
+                    await self.bot.do_api_request("getUpdates", api_kwargs={"offset": self._offset, "timeout": 0})
                 except TelegramError as exc:
                     log.debug("telegram: final offset confirmation failed: %s", exc)
         await self.bot.shutdown()
@@ -116,51 +134,68 @@ class TelegramAdapter(PlatformAdapter):
         backoff = 1.0
         while True:
             try:
-                updates = await self.bot.get_updates(offset=self._offset, timeout=self.poll_timeout,
-                                                     allowed_updates=ALLOWED_UPDATES)
+                updates = await self.bot.do_api_request("getUpdates", api_kwargs={
+                    "offset": self._offset, "timeout": self.poll_timeout, "allowed_updates": ALLOWED_UPDATES})
             except Conflict:
                 self.fail("another process is polling updates for this bot token (409 Conflict); "
                           "stop the other instance or use a different token")
                 return
-            except InvalidToken:
+            except (InvalidToken, EndPointNotFound):
                 self.fail("Telegram refused the bot token")
                 return
             except RetryAfter as exc:
                 await asyncio.sleep(_retry_after(exc))
                 continue
-            except (NetworkError, TelegramError) as exc:
+            except TelegramError as exc:  # NetworkError, TimedOut, 5xx …
+                self.set_health("down", f"getUpdates failed: {exc}")
                 log.warning("telegram: getUpdates failed (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
                 continue
             backoff = 1.0
-            for update in updates:
-                try:
-                    await self.handle_update(update)
-                except Exception:
-                    log.exception("telegram: update %s could not be stored; it will be fetched again",
-                                  update.update_id)
-                    await asyncio.sleep(1.0)
-                    break
-                self._offset = update.update_id + 1
+            self.set_health("ready")
+            for raw in updates if isinstance(updates, list) else ():
+                if not await self._take(raw):
+                    await asyncio.sleep(min(2.0 ** self._failures.get(raw.get("update_id"), 1), 30.0))
+                    break  # fetch it again (the offset did not move past it)
+
+    async def _take(self, raw: Any) -> bool:
+        """Store one raw update (or dead-letter it after repeated failures); False: try it again later."""
+        update_id = raw.get("update_id") if isinstance(raw, dict) else None
+        if not isinstance(update_id, int):
+            await self.emit(Unreadable(self.name, "", json.dumps(raw)[:MAX_KEPT_PAYLOAD], "an update without an id"))
+            return True  # nothing to confirm by offset: it is not asked for again
+        try:
+            await self.handle_update(raw)
+        except Exception as exc:
+            attempts = self._failures[update_id] = self._failures.get(update_id, 0) + 1
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            if attempts < UPDATE_ATTEMPTS:
+                log.warning("telegram: update %s failed (attempt %d of %d): %s", update_id, attempts,
+                            UPDATE_ATTEMPTS, reason)
+                return False
+            log.error("telegram: update %s failed %d times; dead-lettered: %s", update_id, attempts, reason)
+            await self.emit(Unreadable(self.name, str(update_id), json.dumps(raw)[:MAX_KEPT_PAYLOAD], reason))
+        self._failures.pop(update_id, None)
+        self._offset = update_id + 1
+        return True
 
     def http_routes(self) -> Sequence[Any]:
         return [web.post(WEBHOOK_PATH, self._webhook)] if self.mode == "webhook" else []
 
     async def _webhook(self, request: web.Request) -> web.Response:
         given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
-        if not hmac.compare_digest(given, self.webhook_secret):
+        if not hmac.compare_digest(given.encode(), self.webhook_secret.encode()):
             return web.Response(status=403, text="wrong secret token\n")
         try:
-            update = Update.de_json(await request.json(), self.bot)
-        except (ValueError, TypeError, KeyError):
+            raw = await request.json()
+        except ValueError:
             return web.Response(status=400, text="not a Telegram update\n")
-        if update is None:
-            return web.Response(status=400, text="not a Telegram update\n")
-        await self.handle_update(update)  # an exception answers 500 and Telegram sends it again
-        return web.Response(text="ok")
+        # an exception in `_take` answers 500 and Telegram sends it again
+        return web.Response(text="ok") if await self._take(raw) else web.Response(status=500, text="try again\n")
 
-    async def handle_update(self, update: Update) -> None:
+    async def handle_update(self, raw: dict[str, Any]) -> None:
+        update = Update.de_json(raw, self.bot)
         if update.callback_query is not None:
             await self._on_callback(update.callback_query)
             return
@@ -169,7 +204,7 @@ class TelegramAdapter(PlatformAdapter):
             return  # edits, channel posts and service messages are not conversations
         if message.chat.type == "channel":
             return
-        await self.emit(await self._inbound(message))
+        await self.emit(self._inbound(message))
 
     def _addressed(self, message: Message) -> bool:
         """Mentioned by @username, a reply to the bot, or a command meant for this bot."""
@@ -190,7 +225,7 @@ class TelegramAdapter(PlatformAdapter):
         return bool(replied and replied.from_user and replied.from_user.id == self.bot.id
                     and replied.forum_topic_created is None)
 
-    async def _inbound(self, message: Message) -> InboundMessage:
+    def _inbound(self, message: Message) -> InboundMessage:
         user = message.from_user
         assert user is not None
         text = message.text or message.caption or ""
@@ -202,16 +237,15 @@ class TelegramAdapter(PlatformAdapter):
         return InboundMessage(
             platform=self.name, chat_id=str(message.chat.id), chat_type=chat_type, user_id=str(user.id),
             user_name=user.full_name or user.username or str(user.id), text=text,
-            message_id=str(message.message_id), thread_id=thread,
-            attachments=tuple(await self._attachments(message)),
+            message_id=str(message.message_id), thread_id=thread, attachments=self._attachments(message),
             reply_to=str(message.reply_to_message.message_id) if message.reply_to_message else None,
             bot_mentioned=self._addressed(message))
 
-    async def _attachments(self, message: Message) -> list[Attachment]:
+    def _attachments(self, message: Message) -> tuple[Attachment, ...]:
+        """What came with the message, described only: `fetch` downloads it when its turn starts."""
         found: list[tuple[str, Any, str, str]] = []  # kind, file object, name, mime
         if message.photo:
-            photo = message.photo[-1]
-            found.append(("image", photo, f"photo-{message.message_id}.jpg", "image/jpeg"))
+            found.append(("image", message.photo[-1], f"photo-{message.message_id}.jpg", "image/jpeg"))
         if message.document:
             doc = message.document
             found.append(("document", doc, doc.file_name or f"document-{message.message_id}",
@@ -221,21 +255,33 @@ class TelegramAdapter(PlatformAdapter):
                           message.voice.mime_type or "audio/ogg"))
         attachments = []
         for kind, obj, name, mime in found:
-            size = obj.file_size or 0
-            if size > self.max_file_bytes:
-                attachments.append(Attachment(kind, name, mime, size, error=(
-                    f"{name} is {size / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB")))
-                continue
-            folder = self.files_dir / str(message.chat.id)
+            size = obj.file_size if isinstance(obj.file_size, int) and obj.file_size >= 0 else 0
+            error = (f"{name} is {size / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB"
+                     if size > self.max_file_bytes else None)
+            attachments.append(Attachment(kind, name, mime, size, error=error,
+                                          ref=None if error else f"{obj.file_id}:{message.message_id}"))
+        return tuple(attachments)
+
+    async def fetch(self, attachment: Attachment, folder: Path) -> Attachment:
+        if attachment.ref is None or attachment.error or attachment.path:
+            return attachment
+        file_id, _, message_id = attachment.ref.rpartition(":")
+        path = folder / f"{message_id}-{_SAFE_NAME.sub('_', attachment.name)}"
+        try:
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"{message.message_id}-{_SAFE_NAME.sub('_', name)}"
-            try:
-                file = await obj.get_file()
-                await file.download_to_drive(path)
-                attachments.append(Attachment(kind, name, mime, path.stat().st_size, str(path)))
-            except TelegramError as exc:
-                attachments.append(Attachment(kind, name, mime, size, error=f"{name} could not be downloaded ({exc})"))
-        return attachments
+            file = await self.bot.get_file(file_id)
+            if (file.file_size or 0) > self.max_file_bytes:
+                raise ValueError(f"it is {file.file_size / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB")
+            await file.download_to_drive(path)
+            size = path.stat().st_size
+            if size > self.max_file_bytes:
+                path.unlink(missing_ok=True)
+                raise ValueError(f"it is {size / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB")
+        except (TelegramError, OSError, ValueError) as exc:
+            log.warning("telegram: could not download %s: %s", attachment.name, exc)
+            return Attachment(attachment.kind, attachment.name, attachment.mime_type, attachment.size,
+                              error=f"{attachment.name} could not be downloaded ({exc})")
+        return Attachment(attachment.kind, attachment.name, attachment.mime_type, size, str(path))
 
     async def _on_callback(self, query: CallbackQuery) -> None:
         message = query.message
@@ -251,7 +297,7 @@ class TelegramAdapter(PlatformAdapter):
         await self.emit(ButtonPress(
             platform=self.name, chat_id=chat_id, user_id=str(query.from_user.id),
             user_name=query.from_user.full_name, message_id=str(message.message_id) if message else "",
-            data=query.data or "", thread_id=str(thread) if thread else None, answer=answer))
+            data=query.data or "", thread_id=str(thread) if thread else None, on_answer=answer))
 
     # -- sending --------------------------------------------------------------------------
 
@@ -259,30 +305,25 @@ class TelegramAdapter(PlatformAdapter):
         return render_for_telegram(markdown, self.capabilities.max_length)
 
     async def _api(self, chat_id: str, call: Callable[[], Awaitable[T]]) -> T:
-        """Run one Bot API call, waiting out 429s (per chat and for the whole bot)."""
-        loop = asyncio.get_running_loop()
-        waited = 0.0
-        while True:
-            delay = max(self._blocked_until, self._chat_blocked.get(chat_id, 0.0)) - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            try:
-                result = await call()
-                self._chat_blocked.pop(chat_id, None)
-                return result
-            except RetryAfter as exc:
-                pause = _retry_after(exc)
-                self._blocked_until = self._chat_blocked[chat_id] = loop.time() + pause
-                waited += pause
-                log.warning("telegram: rate limited in chat %s; waiting %.0fs", chat_id, pause)
-                if waited > MAX_RATE_WAIT:
-                    raise DeliveryError(f"rate limited for {waited:.0f}s", retry_after=pause) from exc
-            except BadRequest:
+        """Run one Bot API call within the rate limits: a chat paused by a 429 is not called at
+        all (the caller is told how long to wait), and a 429 pauses that chat only."""
+        left = self.limits.paused_for(chat_id)
+        if left > 0:
+            raise DeliveryError(f"chat {chat_id} is rate limited for {left:.1f}s more", retry_after=left)
+        await self.limits.take()
+        try:
+            return await call()
+        except RetryAfter as exc:
+            pause = _retry_after(exc)
+            self.limits.pause(chat_id, pause)
+            log.warning("telegram: rate limited in chat %s; pausing it for %.0fs", chat_id, pause)
+            raise DeliveryError(f"rate limited for {pause:.0f}s", retry_after=pause) from exc
+        except Forbidden as exc:
+            raise DeliveryError(f"telegram refused: {exc.message}", retryable=False) from exc
+        except NetworkError as exc:  # BadRequest is one too: the caller sees it as it is
+            if isinstance(exc, BadRequest):
                 raise
-            except Forbidden as exc:
-                raise DeliveryError(f"telegram refused: {exc.message}", retryable=False) from exc
-            except NetworkError as exc:
-                raise DeliveryError(f"telegram unreachable: {exc.message}") from exc
+            raise DeliveryError(f"telegram unreachable: {exc.message}") from exc
 
     @staticmethod
     def _markup(reply: Reply) -> InlineKeyboardMarkup | None:
@@ -328,12 +369,21 @@ class TelegramAdapter(PlatformAdapter):
     async def edit(self, chat: ChatRef, message_id: str, reply: Reply) -> None:
         await self._deliver(chat, reply, message_id)
 
+    async def send_file(self, chat: ChatRef, path: Path, caption: str = "") -> str:
+        if path.stat().st_size > 50 * 1024 * 1024:  # the Bot API's upload limit
+            raise DeliveryError(f"{path.name} is larger than Telegram's 50 MB upload limit", retryable=False)
+        content = await asyncio.to_thread(path.read_bytes)
+        try:
+            sent = await self._api(chat.chat_id, lambda: self.bot.send_document(
+                chat.chat_id, InputFile(content, filename=path.name), caption=caption[:1024] or None,
+                message_thread_id=int(chat.thread_id) if chat.thread_id else None))
+        except BadRequest as exc:
+            raise DeliveryError(f"telegram rejected the file: {exc.message}", retryable=False) from exc
+        return str(sent.message_id)
+
     async def typing(self, chat: ChatRef, active: bool) -> None:
-        if not active:
+        if not active or self.limits.paused_for(chat.chat_id) > 0:
             return  # Telegram clears the indicator with the next message, or after 5 s
-        loop = asyncio.get_running_loop()
-        if max(self._blocked_until, self._chat_blocked.get(chat.chat_id, 0.0)) > loop.time():
-            return
         try:
             await self.bot.send_chat_action(chat.chat_id, ChatAction.TYPING,
                                             message_thread_id=int(chat.thread_id) if chat.thread_id else None)

@@ -1,0 +1,21 @@
+"""The local web chat: a page and a websocket on the gateway's own HTTP server (no extra library)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from platforms.registry import AdapterEnv, PlatformSpec
+from platforms.webchat.config import WebchatConfig
+
+if TYPE_CHECKING:
+    from platforms.webchat.adapter import WebChatAdapter
+
+
+def create(config: WebchatConfig, env: AdapterEnv) -> "WebChatAdapter":
+    from platforms.webchat.adapter import WebChatAdapter
+
+    return WebChatAdapter(token=config.token.get_secret_value() if config.token else None,
+                          ack_timeout=config.ack_timeout_seconds)
+
+
+SPEC = PlatformSpec("webchat", WebchatConfig, create)

@@ -1,13 +1,16 @@
 """The local web chat: one page and a websocket on the gateway's HTTP server.
 
-Each browser tab is a chat (its id lives in the tab's sessionStorage). The page resends
-messages until the server acknowledges them; the ack is sent only after the gateway stored the
-message, and ids make resending safe. Replies to a tab that is closed wait in the gateway's
-outbox and are delivered when the tab reconnects.
+Each browser tab is a chat (its id lives in the tab's sessionStorage). Both directions are
+acknowledged: the page resends a message until the server acks it (sent only after the gateway
+stored it; ids make resending safe), and a finished reply counts as delivered only when the
+page says it received it (`{"type": "received"}`) within `ack_timeout` seconds. A reply the page
+did not confirm stays in the gateway's outbox and is sent again, under the same message id
+(the page replaces rather than repeats), when the tab reconnects.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -19,7 +22,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
-from platforms.base import (ButtonPress, Capabilities, ChatOpened, ChatRef, ChatUnavailable, InboundMessage,
+from platforms.base import (ButtonPress, Capabilities, ChatOpened, ChatRef, ChatUnavailable, InboundMessage, Intake,
                             PlatformAdapter, Reply)
 
 log = logging.getLogger(__name__)
@@ -37,15 +40,21 @@ class WebChatAdapter(PlatformAdapter):
     capabilities = Capabilities(max_length=16_000, markup="markdown", can_edit=True, can_buttons=True,
                                 can_typing=True, edit_interval=0.1)
 
-    def __init__(self, *, token: str | None = None, user_id: str = "local", user_name: str = "you") -> None:
+    def __init__(self, *, token: str | None = None, user_id: str = "local", user_name: str = "you",
+                 ack_timeout: float = 10.0) -> None:
         super().__init__()
         self._token = token
         self._user_id, self._user_name = user_id, user_name
+        self.ack_timeout = ack_timeout
         self._sockets: dict[str, set[web.WebSocketResponse]] = {}
+        self._acks: dict[tuple[str, str], asyncio.Future[None]] = {}  # (chat, message id) → the page's receipt
         self._page: bytes | None = None
 
     def http_routes(self) -> Sequence[Any]:
         return [web.get("/", self._serve_page), web.get("/ws", self._serve_socket)]
+
+    async def _start(self) -> None:
+        """Nothing to connect: the page and socket are served by the gateway's HTTP server."""
 
     async def _stop(self) -> None:
         for sockets in list(self._sockets.values()):
@@ -108,6 +117,10 @@ class WebChatAdapter(PlatformAdapter):
             await self._handle_message(ws, chat_id, frame)
         elif kind == "button":
             await self._handle_button(ws, chat_id, frame)
+        elif kind == "received":
+            waiting = self._acks.get((chat_id, str(frame.get("message_id"))))
+            if waiting is not None and not waiting.done():
+                waiting.set_result(None)
         else:
             await ws.send_json({"type": "error", "text": f"unknown frame type {kind!r}"})
 
@@ -126,8 +139,9 @@ class WebChatAdapter(PlatformAdapter):
             return
         msg = InboundMessage(platform=self.name, chat_id=chat_id, chat_type="dm", user_id=self._user_id,
                              user_name=self._user_name, text=text, message_id=msg_id, bot_mentioned=True)
-        accepted = await self.emit(msg)
-        await ws.send_json({"type": "ack", "id": msg_id, "duplicate": accepted is False})
+        intake = await self.emit(msg)
+        await ws.send_json({"type": "ack", "id": msg_id, "duplicate": intake is Intake.DUPLICATE,
+                            "rejected": intake is Intake.REFUSED})
 
     async def _handle_button(self, ws: web.WebSocketResponse, chat_id: str, frame: dict[str, Any]) -> None:
         message_id, data = frame.get("message_id"), frame.get("data")
@@ -140,7 +154,7 @@ class WebChatAdapter(PlatformAdapter):
                 await ws.send_json({"type": "notice", "level": "info", "text": text})
 
         await self.emit(ButtonPress(platform=self.name, chat_id=chat_id, user_id=self._user_id,
-                                    user_name=self._user_name, message_id=message_id, data=data, answer=answer))
+                                    user_name=self._user_name, message_id=message_id, data=data, on_answer=answer))
 
     # -- output ---------------------------------------------------------------------------
 
@@ -158,15 +172,32 @@ class WebChatAdapter(PlatformAdapter):
         if not sent:
             raise ChatUnavailable(f"web chat tab {chat.chat_id} went away")
 
+    async def _deliver(self, chat: ChatRef, frame: dict[str, Any], final: bool) -> None:
+        """Broadcast a frame; a final one counts only once the page confirms it."""
+        if not final:
+            await self._broadcast(chat, frame)
+            return
+        key = (chat.chat_id, frame["message_id"])
+        receipt = self._acks.setdefault(key, asyncio.get_running_loop().create_future())
+        try:
+            await self._broadcast(chat, {**frame, "ack": True})
+            await asyncio.wait_for(asyncio.shield(receipt), self.ack_timeout)
+        except TimeoutError:
+            raise ChatUnavailable(f"web chat tab {chat.chat_id} did not confirm the reply") from None
+        finally:
+            if self._acks.get(key) is receipt:
+                del self._acks[key]
+
     async def send(self, chat: ChatRef, reply: Reply) -> str:
-        message_id = "m" + secrets.token_hex(8)
-        await self._broadcast(chat, {"type": "message", "message_id": message_id, "text": reply.text,
-                                     "buttons": _buttons(reply), "final": reply.final, "reply_to": reply.reply_to})
+        message_id = reply.key or "m" + secrets.token_hex(8)
+        await self._deliver(chat, {"type": "message", "message_id": message_id, "text": reply.text,
+                                   "buttons": _buttons(reply), "final": reply.final, "reply_to": reply.reply_to},
+                            reply.final)
         return message_id
 
     async def edit(self, chat: ChatRef, message_id: str, reply: Reply) -> None:
-        await self._broadcast(chat, {"type": "edit", "message_id": message_id, "text": reply.text,
-                                     "buttons": _buttons(reply), "final": reply.final})
+        await self._deliver(chat, {"type": "edit", "message_id": message_id, "text": reply.text,
+                                   "buttons": _buttons(reply), "final": reply.final}, reply.final)
 
     async def typing(self, chat: ChatRef, active: bool) -> None:
         try:

@@ -38,6 +38,10 @@ __all__ = ["FakeTelegram", "Call", "SentMessage", "StoredFile", "UploadedFile", 
 Handler = Callable[[Call], Coroutine[Any, Any, Any]]
 
 
+def _chat(chat_id: int | None) -> str | None:
+    return None if chat_id is None else str(chat_id)
+
+
 class FakeTelegram:
     """The Bot API of one bot, with recorded calls, injectable updates and faults."""
 
@@ -166,22 +170,31 @@ class FakeTelegram:
     # ----------------------------------------------------------------- faults
 
     def fail_next(self, method: str, status: int = 429, retry_after: int | None = 1,
-                  description: str | None = None, count: int = 1) -> None:
-        """Answer the next ``count`` calls of ``method`` ("*" = any) with an error."""
+                  description: str | None = None, count: int = 1, chat_id: int | None = None) -> None:
+        """Answer the next ``count`` calls of ``method`` ("*" = any) with an error (in one chat if given)."""
         params = None
         if status == 429:
             retry_after = retry_after or 1
             description = description or f"Too Many Requests: retry after {retry_after}"
             params = {"retry_after": retry_after}
-        self._faults.append(Fault(method, count, ApiError(status, description, params)))
+        self._faults.append(Fault(method, count, ApiError(status, description, params), _chat(chat_id)))
 
-    def drop_next(self, method: str, count: int = 1) -> None:
-        """Close the connection of the next ``count`` calls of ``method`` without an answer."""
-        self._faults.append(Fault(method, count, None))
+    def drop_next(self, method: str, count: int = 1, *, chat_id: int | None = None,
+                  after_processing: bool = False) -> None:
+        """Close the connection of the next ``count`` calls of ``method`` without an answer;
+        ``after_processing``: only after the call took effect (the client cannot know it did)."""
+        self._faults.append(Fault(method, count, None, _chat(chat_id), after=after_processing))
 
-    def _take_fault(self, method: str) -> Fault | None:
+    def hold_next(self, method: str, count: int = 1, *, chat_id: int | None = None) -> asyncio.Event:
+        """Keep the next ``count`` calls of ``method`` waiting until the returned event is set."""
+        release = asyncio.Event()
+        self._faults.append(Fault(method, count, None, _chat(chat_id), hold=release))
+        return release
+
+    def _take_fault(self, call: Call) -> Fault | None:
         for fault in self._faults:
-            if fault.method in (method, "*"):
+            if fault.method in (call.method, "*") and (fault.chat_id is None
+                                                       or str(call.get("chat_id")) == fault.chat_id):
                 fault.count -= 1
                 if fault.count <= 0:
                     self._faults.remove(fault)
@@ -326,13 +339,20 @@ class FakeTelegram:
             call.params = decode_params(raw)
             if request.match_info["token"] != self.token:
                 raise ApiError(401)
-            fault = self._take_fault(call.method)
-            if fault is not None and fault.error is None:
-                call.status, call.description = -1, "connection dropped"
+            fault = self._take_fault(call)
+            if fault is not None and fault.hold is not None:
+                call.status, call.description = -2, "held"
                 await self._notify()
-                assert request.transport is not None
-                request.transport.abort()
-                raise web.HTTPInternalServerError()  # never reaches the client
+                while not fault.hold.is_set():
+                    if self._closing or request.transport is None or request.transport.is_closing():
+                        raise ApiError(499, "Client Closed Request")  # the call never takes effect
+                    try:
+                        await asyncio.wait_for(fault.hold.wait(), 0.05)
+                    except TimeoutError:
+                        pass
+                fault = None
+            if fault is not None and fault.error is None and not fault.after:
+                await self._drop(call, request)
             if fault is not None and fault.error is not None:
                 raise fault.error
             if call.method == "getUpdates":  # the long poll needs to see the connection
@@ -341,6 +361,8 @@ class FakeTelegram:
                 call.result = await handler(call)
             else:
                 raise ApiError(404)
+            if fault is not None and fault.after:
+                await self._drop(call, request)
             call.status = 200
             body: JSON = {"ok": True, "result": call.result}
         except ApiError as error:
@@ -348,6 +370,13 @@ class FakeTelegram:
         await self._notify()
         return web.Response(text=json.dumps(body), status=call.status,
                             content_type="application/json")
+
+    async def _drop(self, call: Call, request: web.Request) -> None:
+        call.status, call.description = -1, "connection dropped"
+        await self._notify()
+        assert request.transport is not None
+        request.transport.abort()
+        raise web.HTTPInternalServerError()  # never reaches the client
 
     @staticmethod
     async def _read_params(request: web.Request, call: Call) -> dict[str, Any]:

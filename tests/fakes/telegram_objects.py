@@ -8,6 +8,8 @@ malformed HTML / MarkdownV2 the way Telegram's parser does.
 
 from __future__ import annotations
 
+import asyncio
+
 import contextlib
 import html
 import itertools
@@ -75,11 +77,15 @@ class ApiError(Exception):
 
 @dataclass(slots=True)
 class Fault:
-    """A scripted failure consumed by the next ``count`` calls to ``method`` ("*" = any)."""
+    """A scripted failure consumed by the next ``count`` calls to ``method`` ("*" = any),
+    in one chat when ``chat_id`` is set."""
 
     method: str
     count: int
     error: ApiError | None  # None: drop the connection without an answer
+    chat_id: str | None = None
+    after: bool = False  # drop only after the call took effect (an ambiguous send)
+    hold: "asyncio.Event | None" = None  # the call waits until this is set (or the server stops)
 
 
 @dataclass(frozen=True, slots=True)

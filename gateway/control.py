@@ -1,0 +1,112 @@
+"""What the gateway does itself, beside agent turns: chat commands, pairing offers, chat reopened."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from gateway.commands import Command, help_text, parse_command, unknown_text
+from gateway.sessions import SessionWorker, WorkItem
+from gateway.turns import NO_LLM
+from platforms.base import ChatOpened, ChatRef, InboundMessage
+
+if TYPE_CHECKING:
+    from gateway.runner import GatewayRunner
+
+log = logging.getLogger(__name__)
+
+LLM_PROBE_TTL = 60.0
+
+
+class Control:
+    def __init__(self, runner: "GatewayRunner") -> None:
+        self.runner = runner
+        self._llm_problem: tuple[float, str | None] | None = None
+
+    async def queued(self, worker: SessionWorker, item: WorkItem) -> None:
+        """A session worker's unit of work, in order: `/new` (`/reset`) or an agent turn."""
+        r = self.runner
+        assert r.store is not None and r.delivery is not None
+        command = parse_command(item.msg.text)
+        if command is not None and command.name in ("new", "reset"):
+            ended = await r.store.end_session(item.key)
+            text = ("Started a new session. The previous conversation is saved and still searchable."
+                    if ended is not None else "This is already a fresh session.")
+            if ended is not None:
+                r.session_ended(ended)
+            await r.delivery.reply(item.msg.reply_chat, text, done_inbox_id=item.inbox_id)
+            return
+        await r.turns.run(worker, item)
+
+    async def immediate(self, command: Command, item: WorkItem) -> None:
+        """Commands that act at once, even while a turn runs."""
+        r = self.runner
+        assert r.sessions is not None and r.delivery is not None
+        msg = item.msg
+        worker = r.sessions.get(item.key)
+        if command.name == "stop":
+            stopped = worker is not None and worker.cancel_turn("stop")
+            text = "Stopped the running request." if stopped else "Nothing is running."
+        elif command.name == "status":
+            text = await self.status_text(item.key, worker)
+        elif command.name in ("approve", "deny"):
+            assert r.approvals is not None
+            text = await r.approvals.on_command(item.key, msg.platform, msg.user_id, msg.user_name,
+                                                command.name == "approve", command.args)
+        elif command.name == "cron":
+            text = await r.cron.command(command.args, platform=msg.platform, user_id=msg.user_id,
+                                        chat=msg.reply_chat, session_key=item.key)
+        elif command.name == "help":
+            text = help_text()
+        else:
+            text = unknown_text(command)
+        await r.delivery.reply(msg.reply_chat, text, done_inbox_id=item.inbox_id)
+
+    async def status_text(self, key: str, worker: SessionWorker | None) -> str:
+        r = self.runner
+        assert r.store is not None
+        summary = await r.store.session_summary(key)
+        lines = [f"Session: {summary['id']} ({summary['messages']} messages)" if summary else "Session: not started"]
+        state = "running a request" if worker is not None and worker.busy else "idle"
+        queued = len(worker.queue) if worker is not None else 0
+        lines.append(f"State: {state}" + (f", {queued} message(s) waiting" if queued else ""))
+        lines.append(f"Model: {r.config.llm.model}" if r.llm else "Model: not configured")
+        lines.append(f"Busy policy: {r.config.gateway.busy_policy}")
+        return "\n".join(lines)
+
+    async def offer_pairing(self, msg: InboundMessage) -> None:
+        """An unknown person wrote in a DM: send a pairing code (rate-limited) and nothing else."""
+        r = self.runner
+        assert r.pairing is not None and r.delivery is not None
+        code = await r.pairing.request(msg.platform, msg.user_id, msg.user_name, msg.chat_id)
+        if code is None:
+            return
+        log.info("pairing code issued for %s user %s (%s)", msg.platform, msg.user_id, msg.user_name)
+        await r.delivery.reply(msg.reply_chat, (
+            f"Hi {msg.user_name or 'there'}! I only talk to people my owner has approved. "
+            f"Your pairing code is {code} — ask the owner to run:\n"
+            f"chatgate pair approve {msg.platform} {code}\nThe code expires in one hour."))
+
+    async def chat_opened(self, event: ChatOpened) -> None:
+        """A chat is reachable again: deliver what waits for it, and warn if the LLM is missing."""
+        r = self.runner
+        assert r.delivery is not None
+        await r.delivery.flush_chat(event.platform, event.chat_id)
+        problem = await self._llm_status()
+        adapter = r.adapters.get(event.platform)
+        if problem and adapter is not None:
+            try:
+                await adapter.notice(ChatRef(event.platform, event.chat_id), problem)
+            except Exception as exc:
+                log.debug("could not show LLM notice: %s", exc)
+
+    async def _llm_status(self) -> str | None:
+        llm = self.runner.llm
+        if llm is None:
+            return NO_LLM
+        now = time.monotonic()
+        if self._llm_problem is None or now - self._llm_problem[0] > LLM_PROBE_TTL:
+            reason = await llm.probe()
+            self._llm_problem = (now, f"The language model is not reachable: {reason}" if reason else None)
+        return self._llm_problem[1]

@@ -1,0 +1,149 @@
+"""Intake: the one callback every adapter calls. Store, answer, return — nothing else waits here.
+
+A message is checked (access, pairing, mention gating: one function for every platform),
+written to the inbox, and handed to its session's worker; `emit` returns as soon as the row is
+stored, so the adapter can acknowledge the platform. Everything that may wait on the network —
+a pairing offer, a button press (its decision, the prompt's edit, the presser's answer), a
+chat command, a web chat tab coming back — runs as a task of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from gateway.access.policy import TRUSTED_PLATFORMS, check_access
+from gateway.approvals import NO, YES
+from gateway.commands import Command, parse_command
+from gateway.session_key import session_key
+from gateway.sessions import WorkItem
+from platforms.base import ButtonPress, ChatOpened, InboundEvent, InboundMessage, Intake, Unreadable
+
+if TYPE_CHECKING:
+    from gateway.runner import GatewayRunner
+
+log = logging.getLogger(__name__)
+
+
+class Inbound:
+    def __init__(self, runner: "GatewayRunner") -> None:
+        self.runner = runner
+        self.held: list[WorkItem] = []  # accepted while starting: dispatched once running
+
+    async def on_event(self, event: InboundEvent) -> Intake:
+        """The callback every adapter's `emit` reaches."""
+        r = self.runner
+        if isinstance(event, InboundMessage):
+            return await self.message(event)
+        if isinstance(event, ButtonPress):
+            r.spawn(self.press(event), name="button-press")
+        elif isinstance(event, ChatOpened):
+            r.spawn(r.control.chat_opened(event), name="chat-opened")
+        elif isinstance(event, Unreadable):
+            assert r.store is not None
+            await r.store.dead_letter(event.platform, event.ref, event.payload, event.reason)
+            r.metrics.dead_letters.labels(event.platform).inc()
+        return Intake.STORED
+
+    async def message(self, msg: InboundMessage) -> Intake:
+        r, cfg = self.runner, self.runner.config
+        assert r.store is not None and r.pairing is not None and r.sessions is not None
+        r.metrics.inbound.labels(msg.platform).inc()
+        r.last_inbound = time.time()
+        paired = msg.platform not in TRUSTED_PLATFORMS and await r.pairing.is_paired(msg.platform, msg.user_id)
+        decision = check_access(msg, cfg.access, paired=paired,
+                                require_mention=cfg.platforms.require_mention(msg.platform, msg.chat_id))
+        if decision == "pair":
+            r.spawn(r.control.offer_pairing(msg), name="pairing-offer")
+        if decision != "allow":
+            return Intake.IGNORED
+        key = session_key(msg, cfg.gateway.group_sessions)
+        refusal = self._refusal(msg, key)
+        if refusal is not None:
+            return await self._refuse(msg, key, *refusal)
+        inbox_id = await r.store.inbox_add(msg, key)
+        if inbox_id is None:
+            r.metrics.duplicates.labels(msg.platform).inc()
+            log.info("dropped a re-delivered %s message %s", msg.platform, msg.message_id)
+            return Intake.DUPLICATE
+        item = WorkItem(inbox_id, key, msg)
+        if r.state == "starting":
+            self.held.append(item)
+        elif r.state == "running":
+            self.dispatch(item)
+        return Intake.STORED  # while draining it stays in the inbox for the next start
+
+    def _refusal(self, msg: InboundMessage, key: str) -> tuple[str, str] | None:
+        """(reason, what to tell the person) when a message is not to be taken."""
+        limits = self.runner.config.gateway
+        if len(msg.text) > limits.max_message_chars:
+            return "too_long", (f"⚠️ Your message is {len(msg.text):,} characters long; the limit is "
+                                f"{limits.max_message_chars:,}. It was not passed on — send it shorter, or as a file.")
+        if parse_command(msg.text) is None and self.runner.sessions.waiting(key) >= limits.max_waiting_messages:
+            return "too_many_waiting", (f"⚠️ {limits.max_waiting_messages} of your messages are already waiting "
+                                        "here; this one was not taken. Send it again once I have caught up "
+                                        "(or /stop the running request).")
+        return None
+
+    async def _refuse(self, msg: InboundMessage, key: str, reason: str, text: str) -> Intake:
+        """Keep a small record (so a re-delivery is still dropped) and tell the person, in a task."""
+        r = self.runner
+        assert r.store is not None and r.delivery is not None
+        kept = replace(msg, text=msg.text[:1000], attachments=())
+        if await r.store.inbox_add(kept, key, state="refused", error=reason) is None:
+            return Intake.DUPLICATE
+        r.metrics.refused.labels(msg.platform, reason).inc()
+        log.info("refused a %s message in %s: %s", msg.platform, key, reason)
+        r.spawn(r.delivery.reply(msg.reply_chat, text, reply_to=msg.message_id), name="refusal")
+        return Intake.REFUSED
+
+    async def press(self, press: ButtonPress) -> None:
+        """Acknowledge at once, then decide and answer (a task: the intake never waits on it)."""
+        try:
+            await press.ack()
+        except Exception as exc:
+            log.warning("acknowledging a %s button press failed: %s", press.platform, exc)
+        answer = "This button is no longer active."
+        try:
+            for prefix, handler in self.runner.button_handlers.items():
+                if press.data.startswith(prefix):
+                    answer = await handler(press)
+                    break
+        except Exception:
+            log.exception("handling a %s button press failed", press.platform)
+            answer = "That did not work; please try again."
+        try:
+            await press.answer(answer)
+        except Exception as exc:
+            log.warning("answering a %s button press failed: %s", press.platform, exc)
+
+    def dispatch(self, item: WorkItem) -> None:
+        """Hand a stored message to its session: a control command at once, else the worker's queue."""
+        r = self.runner
+        assert r.sessions is not None
+        command = parse_command(item.msg.text)
+        if command is not None and command.immediate:
+            r.spawn(r.control.immediate(command, item), name=f"command:{command.name}")
+            return
+        answer = item.msg.text.strip().lower().rstrip(".!")
+        if (answer in YES or answer in NO) and r.approvals is not None \
+                and len(r.approvals.pending_in(item.key)) == 1:  # a bare yes/no answers the one waiting request
+            r.spawn(r.control.immediate(Command("approve" if answer in YES else "deny", ""), item), name="yes-no")
+            return
+        worker = r.sessions.worker(item.key)
+        policy = r.config.gateway.busy_policy
+        if worker.busy and command is None:
+            if policy == "interrupt":
+                worker.cancel_turn("interrupt")
+            elif policy == "steer" and not worker.queue:
+                worker.steered.append(item)
+                return
+        worker.submit(item)
+
+    def release_held(self, skip: set[int]) -> None:
+        for item in self.held:
+            if item.inbox_id not in skip:
+                self.dispatch(item)
+        self.held.clear()

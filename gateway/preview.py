@@ -1,0 +1,160 @@
+"""What a person sees while a turn runs: the reply growing in a draft message, and "typing…".
+
+Both are best effort and never delay the reply: a preview that is rate limited skips edits (it
+waits in its own task, which `stop()` ends at once), and the final reply, committed to the
+outbox first, edits the draft in place. The draft's message id is recorded (`on_first_send`)
+as soon as it exists, so a turn run again after a crash edits that message instead of
+sending a second one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Awaitable, Callable, Mapping
+
+from platforms.base import ChatRef, DeliveryError, PlatformAdapter, Reply
+
+log = logging.getLogger(__name__)
+
+TYPING_REFRESH = 4.0
+
+
+class StreamPreview:
+    """Shows a reply growing in one draft message, at most one edit per `edit_interval`."""
+
+    def __init__(self, adapter: PlatformAdapter | None, chat: ChatRef, reply_to: str | None, *,
+                 message_id: str | None = None,
+                 on_first_send: Callable[[str], Awaitable[None]] | None = None) -> None:
+        self.adapter = adapter
+        self.chat = chat
+        self.reply_to = reply_to
+        self.text = ""
+        self.message_id = message_id  # a draft an earlier run of this turn already sent
+        self._on_first_send = on_first_send
+        self._shown = ""
+        self._dirty = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._enabled = adapter is not None and adapter.capabilities.can_edit
+
+    def push(self, delta: str) -> None:
+        if not self._enabled or self._closing.is_set():
+            return
+        self.text += delta
+        self._dirty.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._pump(), name="stream-preview")
+
+    def reset(self) -> None:
+        """The model started its answer again: forget what was streamed so far."""
+        self.text = ""
+
+    async def _pause(self, seconds: float) -> bool:
+        """Wait up to `seconds`; True when `stop()` ended the wait."""
+        try:
+            await asyncio.wait_for(self._closing.wait(), seconds)
+            return True
+        except TimeoutError:
+            return False
+
+    async def _pump(self) -> None:
+        assert self.adapter is not None
+        caps = self.adapter.capabilities
+        limit = caps.max_length - 2
+        while not self._closing.is_set():
+            await self._dirty.wait()
+            self._dirty.clear()
+            if self._closing.is_set():
+                return
+            text = self.text if len(self.text) <= limit else self.text[: limit - 1] + "…"
+            if text.strip() and text != self._shown:
+                try:
+                    await self._show(text)
+                except DeliveryError as exc:
+                    if exc.retry_after is None and not exc.retryable:
+                        log.info("streaming preview disabled for %s: %s", self.chat, exc)
+                        return
+                    self._dirty.set()  # show the newest text once the pause is over
+                    if await self._pause(exc.retry_after or caps.edit_interval):
+                        return
+                    continue
+            if await self._pause(caps.edit_interval):  # pace the edits
+                return
+
+    async def _show(self, text: str) -> None:
+        assert self.adapter is not None
+        reply = Reply(text=text, plain=text, reply_to=self.reply_to, final=False)
+        if self.message_id is None:
+            self.message_id = await self.adapter.send(self.chat, reply)
+            if self._on_first_send is not None:
+                await self._on_first_send(self.message_id)
+        else:
+            await self.adapter.edit(self.chat, self.message_id, reply)
+        self._shown = text
+
+    def stop(self) -> None:
+        """No more edits; a pause in progress ends at once (a call in flight is left to land)."""
+        self._closing.set()
+        self._dirty.set()
+
+    async def finish(self) -> str | None:
+        """Stop previewing; return the draft's message id for the final reply to replace."""
+        self.stop()
+        if self._task is not None:
+            try:
+                await self._task
+            except Exception as exc:
+                log.debug("stream preview ended with %s", exc)
+        return self.message_id
+
+
+class Typing:
+    """The typing indicator: shown (refreshed) while a turn runs, paused while a person decides."""
+
+    def __init__(self, adapters: Mapping[str, PlatformAdapter]) -> None:
+        self.adapters = adapters
+        self._paused: dict[ChatRef, int] = {}
+
+    async def _set(self, adapter: PlatformAdapter, chat: ChatRef, active: bool) -> None:
+        try:
+            await adapter.typing(chat, active)
+        except Exception as exc:
+            log.debug("typing indicator failed: %s", exc)
+
+    @asynccontextmanager
+    async def shown(self, chat: ChatRef) -> AsyncIterator[None]:
+        """Show the typing indicator (refreshed) for the duration of the block; always cleared."""
+        adapter = self.adapters.get(chat.platform)
+        if adapter is None or not adapter.capabilities.can_typing:
+            yield
+            return
+
+        async def keep() -> None:
+            while True:
+                if not self._paused.get(chat):
+                    await self._set(adapter, chat, True)
+                await asyncio.sleep(TYPING_REFRESH)
+
+        task = asyncio.create_task(keep(), name="typing")
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await self._set(adapter, chat, False)
+
+    @asynccontextmanager
+    async def paused(self, chat: ChatRef) -> AsyncIterator[None]:
+        """No typing indicator in this chat during the block (e.g. while a person decides)."""
+        self._paused[chat] = self._paused.get(chat, 0) + 1
+        adapter = self.adapters.get(chat.platform)
+        try:
+            if adapter is not None and adapter.capabilities.can_typing:
+                await self._set(adapter, chat, False)
+            yield
+        finally:
+            self._paused[chat] -= 1
+            if not self._paused[chat]:
+                del self._paused[chat]

@@ -1,0 +1,48 @@
+"""What every platform's configuration section has in common (each platform adds its own keys)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+# Platform user and chat ids are strings; YAML writes Telegram's numeric ids as numbers.
+Id = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors; numbers are welcome where text is expected
+    (`token: 123456`, CHATGATE_..._TOKEN=123456)."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, coerce_numbers_to_str=True)
+
+
+class PlatformConfig(Section):
+    """`platforms.<name>`. A platform is started when `configured` (usually: its token is set)."""
+
+    @property
+    def configured(self) -> bool:
+        return False
+
+    def wanted(self, others: bool) -> bool:
+        """Whether to start this platform; `others` says whether any other platform is configured."""
+        return self.configured
+
+    def require_mention_in(self, chat_id: str) -> bool:
+        """Whether the bot answers in this group chat only when addressed."""
+        return True
+
+
+class ChatOverrides(Section):
+    require_mention: bool | None = None
+
+
+class GroupChatConfig(PlatformConfig):
+    """A platform with group chats: mention gating, with overrides per chat id."""
+
+    require_mention: bool = True  # in groups, answer only when addressed
+    chats: dict[Id, ChatOverrides] = {}  # per chat id, e.g. {"-100123": {"require_mention": false}}
+
+    def require_mention_in(self, chat_id: str) -> bool:
+        override = self.chats[chat_id].require_mention if chat_id in self.chats else None
+        return override if override is not None else self.require_mention

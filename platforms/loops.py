@@ -1,0 +1,42 @@
+"""Long-lived loops that cannot die silently or spin.
+
+`supervise` runs a loop body; if it raises, the error is logged (the log handler redacts it),
+reported through `on_down`, and the body starts again after a pause that doubles from
+`first_pause` up to `max_pause` (and starts over once a run lasted `settled_after`). A body that
+returns has finished on purpose (e.g. it reported a fatal error) and is not restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+
+async def supervise(name: str, body: Callable[[], Awaitable[None]], *,
+                    on_down: Callable[[str], Any] | None = None, first_pause: float = 1.0,
+                    max_pause: float = 60.0, settled_after: float = 60.0) -> None:
+    pause = first_pause
+    while True:
+        started = time.monotonic()
+        try:
+            await body()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if time.monotonic() - started >= settled_after:
+                pause = first_pause
+            log.exception("%s stopped unexpectedly; starting it again in %.1fs", name, pause)
+            if on_down is not None:
+                on_down(f"{type(exc).__name__}: {exc}"[:300])
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, max_pause)
+
+
+def start_supervised(name: str, body: Callable[[], Awaitable[None]], **options: Any) -> asyncio.Task[None]:
+    """`supervise` as a named task."""
+    return asyncio.create_task(supervise(name, body, **options), name=name)

@@ -1,0 +1,73 @@
+"""Which platforms exist: each package under `platforms/` declares a `SPEC`.
+
+A spec names the platform, its config model (the `platforms.<name>` section), the environment
+variables that fill it, and a factory that imports the SDK only when the platform is used.
+Adding a platform is adding a package; nothing else lists platforms by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import platforms
+from platforms.base import PlatformAdapter
+from platforms.config import PlatformConfig
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterEnv:
+    """What a factory may use besides its own section."""
+
+    home: Path  # CHATGATE_HOME; an adapter keeps files under home/files/<platform>
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformSpec:
+    name: str
+    config: type[PlatformConfig]
+    create: Callable[[Any, AdapterEnv], PlatformAdapter]  # (its config section, env) → adapter
+    env: Mapping[str, str] = field(default_factory=dict)  # environment variable → key of the section
+    install: str | None = None  # the pip requirement that brings the SDK, e.g. "chatgate[telegram]"
+    sdk: tuple[str, ...] = ()  # top-level modules of the SDK, to recognise a missing install
+
+
+class PlatformUnavailable(Exception):
+    """A configured platform cannot be built; the message is one line saying what to do."""
+
+
+@functools.cache
+def specs() -> dict[str, PlatformSpec]:
+    """Every platform package's spec, by name."""
+    found: dict[str, PlatformSpec] = {}
+    for module in pkgutil.iter_modules(platforms.__path__):
+        if not module.ispkg:
+            continue
+        spec = getattr(importlib.import_module(f"platforms.{module.name}"), "SPEC", None)
+        if isinstance(spec, PlatformSpec):
+            found[spec.name] = spec
+    return dict(sorted(found.items()))
+
+
+def create(spec: PlatformSpec, section: PlatformConfig, env: AdapterEnv) -> PlatformAdapter:
+    try:
+        return spec.create(section, env)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in spec.sdk:
+            raise
+        raise PlatformUnavailable(
+            f"platforms.{spec.name} is configured but its library ({missing}) is not installed: "
+            f"pip install '{spec.install}' (or `make run`, which installs every platform)") from None
+
+
+def build(sections: Mapping[str, PlatformConfig], env: AdapterEnv) -> list[PlatformAdapter]:
+    """The adapters the configuration asks for, in a stable order."""
+    known = specs()
+    configured = {name for name, section in sections.items() if section.configured}
+    return [create(known[name], section, env) for name, section in sections.items()
+            if name in known and section.wanted(bool(configured - {name}))]
