@@ -170,7 +170,8 @@ def _kill_started(start: asyncio.Future[Any]) -> None:
 
 async def _wait(future: asyncio.Future[None], seconds: float) -> bool:
     try:
-        await asyncio.wait_for(asyncio.shield(future), seconds)
+        async with asyncio.timeout(seconds):  # (not wait_for: on 3.11 it can swallow a /stop's cancel)
+            await asyncio.shield(future)
         return True
     except TimeoutError:
         return False

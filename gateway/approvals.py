@@ -16,7 +16,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.delivery import Delivery
@@ -80,7 +80,9 @@ class Approvals:
     """The gateway's side of `agent.tools.ApprovalPort`."""
 
     def __init__(self, store: Store, delivery: Delivery, adapters: Mapping[str, PlatformAdapter], *, mode: str,
-                 timeout: float, is_admin: Callable[[str, str], bool], secrets_: list[str]) -> None:
+                 timeout: float, is_admin: Callable[[str, str], bool], secrets_: list[str],
+                 spawn: Callable[[Awaitable[None]], Any] | None = None) -> None:
+        self._spawn = spawn  # runs the prompt's edit after a decision as a task (it may wait out rate limits)
         self.store = store
         self.delivery = delivery
         self.adapters = adapters
@@ -133,7 +135,8 @@ class Approvals:
                 await self.decide(approval_id, "expired", "gateway", "the approval prompt could not be shown")
             async with self.delivery.typing.paused(chat):
                 try:
-                    return await asyncio.wait_for(asyncio.shield(future), self.timeout)
+                    async with asyncio.timeout(self.timeout):  # (not wait_for: it can swallow a /stop)
+                        return await asyncio.shield(future)
                 except TimeoutError:
                     await self.decide(approval_id, "expired", "timeout")
                     return future.result()
@@ -165,7 +168,10 @@ class Approvals:
         if waiting is not None and not waiting.future.done():  # the tool goes on at once; the edit follows
             waiting.future.set_result(ApprovalOutcome(state in APPROVED, state,
                                                       _agent_words(state, actor, note, self.timeout)))
-        await self._show_outcome(row)
+        if self._spawn is not None:
+            self._spawn(self._show_outcome(row))
+        else:
+            await self._show_outcome(row)
         return True
 
     async def on_button(self, press: ButtonPress) -> str:

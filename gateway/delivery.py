@@ -28,7 +28,7 @@ from gateway.ops.metrics import Metrics
 from gateway.preview import StreamPreview, Typing
 from gateway.store import OutboxItem, Store
 from platforms.base import Button, ChatRef, ChatUnavailable, DeliveryError, PlatformAdapter, Reply
-from platforms.loops import start_supervised
+from platforms.loops import start_supervised, wait_event
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ class Delivery:
         self._waits: dict[ChatKey, float] = {}  # chat → not before (monotonic), after a retryable failure
         self._wake = asyncio.Event()
         self._retry_task: asyncio.Task[None] | None = None
+        self._flushing: dict[ChatKey, asyncio.Task[None]] = {}
 
     # -- sending --------------------------------------------------------------------------
 
@@ -166,15 +167,32 @@ class Delivery:
             due = [chat for chat, at in self._waits.items() if at <= now]
             if not due:
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), min(self._waits.values()) - now)
-                except TimeoutError:
-                    pass
+                await wait_event(self._wake, min(self._waits.values()) - now)
                 continue
             for chat in due:
-                await self.flush_chat(*chat)
+                del self._waits[chat]
+                self._flush_later(chat)
+
+    def _flush_later(self, chat: ChatKey) -> asyncio.Task[None]:
+        """Flush a chat in a task of its own (one at a time per chat): a chat whose send hangs holds
+        up no other chat."""
+        task = self._flushing.get(chat)
+        if task is None or task.done():
+            task = self._flushing[chat] = asyncio.create_task(self._flush_chat(*chat), name=f"flush:{chat[0]}")
+            task.add_done_callback(lambda done: self._flushed(chat, done))
+        return task
+
+    def _flushed(self, chat: ChatKey, task: asyncio.Task[None]) -> None:
+        if self._flushing.get(chat) is task:
+            del self._flushing[chat]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("flushing the outbox of %s failed", chat[0], exc_info=task.exception())
 
     async def flush_chat(self, platform: str, chat_id: str) -> None:
+        """Send a chat's pending replies now (e.g. a web chat tab came back); done when they are."""
+        await asyncio.shield(self._flush_later((platform, chat_id)))
+
+    async def _flush_chat(self, platform: str, chat_id: str) -> None:
         """Send a chat's pending replies in order, up to the first that cannot go now."""
         self._waits.pop((platform, chat_id), None)
         for item in await self.store.outbox_pending(platform, chat_id):
@@ -182,10 +200,10 @@ class Delivery:
                 break
 
     async def flush(self, platform: str | None = None) -> None:
-        """Send what waits in every chat (of one platform), e.g. at start or when it is ready again."""
-        for chat in await self.store.outbox_chats():
-            if platform is None or chat[0] == platform:
-                await self.flush_chat(*chat)
+        """Send what waits in every chat (of one platform), chats side by side; returns when each is done."""
+        chats = [chat for chat in await self.store.outbox_chats() if platform is None or chat[0] == platform]
+        tasks = [self._flush_later(chat) for chat in chats]
+        await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)
 
     @property
     def waiting(self) -> int:
@@ -193,17 +211,20 @@ class Delivery:
         return len(self._waits)
 
     async def start(self) -> None:
-        """Send whatever an earlier run left pending."""
-        await self.flush()
+        """Send whatever an earlier run left pending (in the background: a slow chat delays no start)."""
+        for chat in await self.store.outbox_chats():
+            self._flush_later(chat)
 
     async def stop(self, timeout: float) -> None:
         try:
-            await asyncio.wait_for(self.flush(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.flush()
         except TimeoutError:
             log.warning("outbox flush did not finish in %.1fs; the rest is sent at next start", timeout)
-        if self._retry_task is not None:
-            self._retry_task.cancel()
-            await asyncio.gather(self._retry_task, return_exceptions=True)
+        tasks = [t for t in (self._retry_task, *self._flushing.values()) if t is not None and not t.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- previews ---------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import AsyncIterator, Awaitable, Callable, Mapping
 
 from platforms.base import ChatRef, DeliveryError, PlatformAdapter, Reply
+from platforms.loops import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,7 @@ class StreamPreview:
 
     async def _pause(self, seconds: float) -> bool:
         """Wait up to `seconds`; True when `stop()` ended the wait."""
-        try:
-            await asyncio.wait_for(self._closing.wait(), seconds)
-            return True
-        except TimeoutError:
-            return False
+        return await wait_event(self._closing, seconds)
 
     async def _pump(self) -> None:
         assert self.adapter is not None

@@ -125,7 +125,8 @@ class GatewayRunner:
                                  skill_every=cfg.review.skill_every_iterations,
                                  max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify)
         self.approvals = Approvals(self.store, self.delivery, self.adapters, mode=cfg.approvals.mode,
-                                   timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(), is_admin=admin)
+                                   timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(), is_admin=admin,
+                                   spawn=lambda edit: self.spawn(edit, name="approval-outcome"))
         cron_runs = CronRuns(
             store=self.store, ledger=ledger, agent=agent, delivery=self.delivery, approvals=self.approvals,
             tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),

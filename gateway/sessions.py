@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from platforms.base import InboundMessage
+from platforms.loops import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +70,8 @@ class SessionWorker:
             while not self._closing:
                 if not self.queue:
                     self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), self._idle)
-                    except TimeoutError:
-                        if not self.queue:
-                            return
+                    if not await wait_event(self._wake, self._idle) and not self.queue:
+                        return
                     continue
                 self.current = self.queue.popleft()
                 self.cancel_reason = None

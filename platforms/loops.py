@@ -40,3 +40,18 @@ async def supervise(name: str, body: Callable[[], Awaitable[None]], *,
 def start_supervised(name: str, body: Callable[[], Awaitable[None]], **options: Any) -> asyncio.Task[None]:
     """`supervise` as a named task."""
     return asyncio.create_task(supervise(name, body, **options), name=name)
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for `event` up to `timeout` seconds; True when it was set.
+
+    Loops use this rather than `asyncio.wait_for(event.wait(), …)`: on Python 3.11 `wait_for`
+    swallows a cancellation that arrives just as the event is set, and a loop being stopped then
+    sleeps on into its next wait.
+    """
+    try:
+        async with asyncio.timeout(max(timeout, 0.0)):
+            await event.wait()
+        return True
+    except TimeoutError:
+        return event.is_set()

@@ -11,6 +11,8 @@ import aiohttp
 
 from gateway.config import load_config
 from gateway.runner import GatewayRunner
+from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram
 
 
 def gateway_env(home: Path, llm_url: str | None, **settings: Any) -> dict[str, str]:
@@ -123,3 +125,48 @@ class Tab:
             raise AssertionError(f"only {len(self.replies())} of {n} replies within {timeout}s: "
                                  f"{self.replies()}; last frames: {self.frames[-8:]}") from None
         return self.replies()[n - 1]
+
+
+# -- Telegram -------------------------------------------------------------------------------
+
+ANN = 1001
+
+
+def telegram_settings(tg: FakeTelegram, **more: Any) -> dict[str, Any]:
+    return {"platforms__telegram__token": tg.token, "platforms__telegram__base_url": tg.url,
+            "platforms__telegram__poll_timeout": 1, "access__allowed_users": f"{{telegram: [{ANN}]}}", **more}
+
+
+async def telegram_gateway(home: Path, llm: FakeLLM, tg: FakeTelegram, **more: Any) -> GatewayRunner:
+    return await start_gateway(home, llm.base_url, **telegram_settings(tg, **more))
+
+
+def sent_texts(tg: FakeTelegram, chat_id: int) -> list[str]:
+    return [m.text or "" for m in tg.sent_messages(chat_id)]
+
+
+async def wait_for_text(tg: FakeTelegram, text: str, timeout: float = 8.0) -> None:
+    """Wait until some message the bot sent (after edits) reads `text`."""
+    async with tg._cond:  # notified on every call the fake answers
+        try:
+            await asyncio.wait_for(tg._cond.wait_for(lambda: any(m.text == text for m in tg.sent_messages())),
+                                   timeout)
+        except TimeoutError:
+            raise AssertionError(f"no message reads {text!r}; sent: {[m.text for m in tg.sent_messages()]}") \
+                from None
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 8.0, what: str = "the condition") -> None:
+    """Wait until `check()` (sync or async) is true, looking every 20 ms: for state that has no event to
+    wait on, such as a database row another process writes."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"{what} did not hold within {timeout}s")
+        await asyncio.sleep(0.02)

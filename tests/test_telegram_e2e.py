@@ -18,34 +18,7 @@ from gateway.runner import GatewayRunner
 from platforms.text import text_length
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import gateway_env, start_gateway
-
-ANN = 1001
-
-
-def telegram_settings(tg: FakeTelegram, **more: Any) -> dict[str, Any]:
-    return {"platforms__telegram__token": tg.token, "platforms__telegram__base_url": tg.url,
-            "platforms__telegram__poll_timeout": 1, "access__allowed_users": f"{{telegram: [{ANN}]}}", **more}
-
-
-async def telegram_gateway(home: Path, llm: FakeLLM, tg: FakeTelegram, **more: Any) -> GatewayRunner:
-    return await start_gateway(home, llm.base_url, **telegram_settings(tg, **more))
-
-
-def sent_texts(tg: FakeTelegram, chat_id: int) -> list[str]:
-    return [m.text or "" for m in tg.sent_messages(chat_id)]
-
-
-async def wait_for_text(tg: FakeTelegram, text: str, timeout: float = 8.0) -> None:
-    """Wait until some message the bot sent (after edits) reads `text`."""
-    async with tg._cond:  # notified on every call the fake answers
-        try:
-            await asyncio.wait_for(tg._cond.wait_for(lambda: any(m.text == text for m in tg.sent_messages())),
-                                   timeout)
-        except TimeoutError:
-            raise AssertionError(f"no message reads {text!r}; sent: {[m.text for m in tg.sent_messages()]}") \
-                from None
-
+from tests.harness import ANN, gateway_env, sent_texts, telegram_gateway, telegram_settings, wait_for_text
 
 async def test_dm_message_gets_a_formatted_reply(tmp_path, llm: FakeLLM, tg: FakeTelegram):
     llm.script(Reply.text("Hello **Ann**!"))

@@ -97,7 +97,8 @@ class CronRuns:
         target = job.target_chat
         started = time.monotonic()
         try:
-            text, record = await asyncio.wait_for(self._turn(claim), self.timeout)
+            async with asyncio.timeout(self.timeout):  # (not wait_for: it can swallow a shutdown's cancel)
+                text, record = await self._turn(claim)
         except asyncio.CancelledError:
             await self.ledger.finish(claim, "interrupted", error="the gateway shut down during the run",
                                      message=self._notice(job, claim, "was interrupted: the gateway shut down "

@@ -181,7 +181,8 @@ class WebChatAdapter(PlatformAdapter):
         receipt = self._acks.setdefault(key, asyncio.get_running_loop().create_future())
         try:
             await self._broadcast(chat, {**frame, "ack": True})
-            await asyncio.wait_for(asyncio.shield(receipt), self.ack_timeout)
+            async with asyncio.timeout(self.ack_timeout):
+                await asyncio.shield(receipt)
         except TimeoutError:
             raise ChatUnavailable(f"web chat tab {chat.chat_id} did not confirm the reply") from None
         finally:

@@ -185,16 +185,19 @@ class FakeTelegram:
         ``after_processing``: only after the call took effect (the client cannot know it did)."""
         self._faults.append(Fault(method, count, None, _chat(chat_id), after=after_processing))
 
-    def hold_next(self, method: str, count: int = 1, *, chat_id: int | None = None) -> asyncio.Event:
-        """Keep the next ``count`` calls of ``method`` waiting until the returned event is set."""
+    def hold_next(self, method: str, count: int = 1, *, chat_id: int | None = None,
+                  match: Callable[[Call], bool] | None = None) -> asyncio.Event:
+        """Keep the next ``count`` calls of ``method`` (that ``match`` accepts) waiting until the returned
+        event is set; a held call whose client goes away never takes effect."""
         release = asyncio.Event()
-        self._faults.append(Fault(method, count, None, _chat(chat_id), hold=release))
+        self._faults.append(Fault(method, count, None, _chat(chat_id), hold=release, match=match))
         return release
 
     def _take_fault(self, call: Call) -> Fault | None:
         for fault in self._faults:
             if fault.method in (call.method, "*") and (fault.chat_id is None
-                                                       or str(call.get("chat_id")) == fault.chat_id):
+                                                       or str(call.get("chat_id")) == fault.chat_id) \
+                    and (fault.match is None or fault.match(call)):
                 fault.count -= 1
                 if fault.count <= 0:
                     self._faults.remove(fault)

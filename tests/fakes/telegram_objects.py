@@ -19,7 +19,7 @@ import posixpath
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Callable, Any
 
 JSON = dict[str, Any]
 
@@ -86,6 +86,7 @@ class Fault:
     chat_id: str | None = None
     after: bool = False  # drop only after the call took effect (an ambiguous send)
     hold: "asyncio.Event | None" = None  # the call waits until this is set (or the server stops)
+    match: "Callable[[Call], bool] | None" = None  # only calls this accepts
 
 
 @dataclass(frozen=True, slots=True)

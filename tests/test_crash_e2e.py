@@ -1,0 +1,216 @@
+"""kill -9 at each step of the pipeline, then a restart: no reply lost, none doubled.
+
+The gateway runs as `chatgate run` in a subprocess against the in-process fakes; the test kills
+it at a known point (an LLM request hanging, a send held by the fake, a row in the database) and
+starts it again on the same state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.llm import FakeLLM, Reply
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import ANN, eventually, gateway_env, sent_texts, telegram_settings, wait_for_text
+
+
+class Daemon:
+    """`chatgate run` in a subprocess, on one CHATGATE_HOME, started and killed as often as needed."""
+
+    def __init__(self, home: Path, llm: FakeLLM, tg: FakeTelegram, **settings: Any) -> None:
+        self.home = home
+        self.env = {**os.environ, **gateway_env(home, llm.base_url, **telegram_settings(tg, **settings))}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        log = open(self.home / f"gateway-{self.starts}.log", "wb")  # noqa: SIM115 - the child owns it
+        self.process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], env=self.env,
+                                        stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    async def terminate(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return await asyncio.to_thread(self.process.wait, 30)
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
+        path = self.home / "state.db"
+        if not path.exists():
+            return []
+        with sqlite3.connect(path) as db:
+            db.row_factory = sqlite3.Row
+            try:
+                return db.execute(sql, args).fetchall()
+            except sqlite3.OperationalError:  # not migrated yet
+                return []
+
+
+def user_text(body: dict[str, Any]) -> str:
+    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+async def test_killed_mid_stream_the_rerun_edits_the_message_already_shown(tmp_path, tg: FakeTelegram):
+    async with FakeLLM() as llm:
+        llm.script(Reply.text("Thinking about it, " * 40, chunk_size=20, chunk_delay=0.5))
+        daemon = Daemon(tmp_path, llm, tg)
+        try:
+            daemon.start()
+            tg.user_message("tell me")
+            await tg.wait_for("sendMessage", timeout=20)  # the streaming preview is out
+            await eventually(lambda: daemon.rows("SELECT 1 FROM inbox WHERE draft_message_id IS NOT NULL"),
+                             what="the preview's id recorded")
+            daemon.kill()
+            llm.script(Reply.text("Here is the whole answer."))
+            daemon.start()
+            await wait_for_text(tg, "Here is the whole answer.", timeout=20)
+            assert sent_texts(tg, ANN) == ["Here is the whole answer."]  # one message, edited in place
+            assert len(tg.calls_to("sendMessage")) == 1
+        finally:
+            daemon.close()
+
+
+async def test_killed_mid_tool_the_turn_is_reported_not_run_again(tmp_path, tg: FakeTelegram):
+    workspace = tmp_path / "ws"
+    async with FakeLLM() as llm:
+        llm.script(Reply.tool_calls([("terminal", {"command": "echo ran >> ran.txt; sleep 3"})]))
+        daemon = Daemon(tmp_path, llm, tg, agent__workspace=workspace)
+        try:
+            daemon.start()
+            tg.user_message("append and wait")
+            await eventually(lambda: (workspace / "ran.txt").exists(), timeout=20, what="the command started")
+            daemon.kill()
+            daemon.start()
+            await tg.wait_for("sendMessage", lambda c: "I was interrupted" in str(c.get("text")), timeout=20)
+            [shown] = sent_texts(tg, ANN)
+            notice = html.unescape(shown)  # sent as Telegram HTML
+            assert "terminal: echo ran >> ran.txt; sleep 3" in notice and 'Say "continue"' in notice
+            assert (workspace / "ran.txt").read_text() == "ran\n"  # not run a second time
+            assert len(llm.requests) == 1
+            [row] = daemon.rows("SELECT state FROM inbox")
+            assert row["state"] == "interrupted"
+            llm.script(Reply.text("Carrying on."))
+            tg.user_message("continue")
+            await wait_for_text(tg, "Carrying on.", timeout=20)
+            history = [m.get("content") for m in llm.requests[1]["messages"]]
+            assert "append and wait" in history and notice in history  # the model knows what happened
+        finally:
+            daemon.close()
+
+
+async def test_killed_after_the_first_part_of_a_split_reply_only_the_rest_is_sent(tmp_path, tg: FakeTelegram):
+    first, second = "A" * 3000, "B" * 3000
+    async with FakeLLM() as llm:
+        llm.script(Reply.text(f"{first}\n\n{second}\n\nPART-TWO-END"))
+        tg.hold_next("sendMessage", match=lambda c: "PART-TWO-END" in str(c.get("text")))
+        daemon = Daemon(tmp_path, llm, tg)
+        try:
+            daemon.start()
+            tg.user_message("a long one please")
+            await tg.wait_for("sendMessage", lambda c: c.status == -2, timeout=20)  # part two is held
+            daemon.kill()
+            daemon.start()
+            await tg.wait_for("sendMessage", lambda c: c.status == 200 and "PART-TWO-END" in str(c.get("text")),
+                              timeout=20)
+            texts = sent_texts(tg, ANN)
+            assert len(texts) == 2 and texts[0].startswith("A" * 100) and texts[1].endswith("PART-TWO-END")
+            assert len(llm.requests) == 1  # the turn was committed: only its delivery was resumed
+        finally:
+            daemon.close()
+
+
+async def test_sigterm_with_turns_in_flight_drains_them(tmp_path, tg: FakeTelegram):
+    users = [4001, 4002, 4003, 4004, 4005]
+    async with FakeLLM(latency=1.0) as llm:
+        daemon = Daemon(tmp_path, llm, tg, access__dm_policy="open", gateway__drain_seconds=20)
+        try:
+            daemon.start()
+            await tg.wait_for("getUpdates", timeout=20)
+            for user in users:
+                tg.user_message(f"hi {user}", user_id=user)
+            await llm.wait_for_requests(len(users), timeout=20)
+            assert await daemon.terminate() == 0
+            for user in users:  # answered before it exited
+                assert sent_texts(tg, user) == [f"echo: hi {user}"]
+            assert not daemon.rows("SELECT 1 FROM inbox WHERE state IN ('received', 'processing')")
+            assert not daemon.rows("SELECT 1 FROM outbox WHERE state = 'pending'")
+        finally:
+            daemon.close()
+
+
+async def test_a_storm_of_kills_across_thirty_chats_leaves_every_answer_exactly_once(tmp_path, tg: FakeTelegram):
+    users = list(range(5001, 5031))
+    phase = {"name": "hang"}
+
+    def model(body: dict[str, Any]) -> Reply:
+        text = user_text(body)
+        if phase["name"] == "hang":
+            return Reply.hang()
+        if phase["name"] == "stream":  # a preview goes out, then the model stalls
+            return Reply.text(f"partial {text} " + "… " * 200, chunk_size=12, chunk_delay=5.0)
+        return Reply.text(f"answer to {text}")
+
+    async with FakeLLM() as llm:
+        llm.responder = model
+        daemon = Daemon(tmp_path, llm, tg, access__dm_policy="open")
+        try:
+            daemon.start()
+            for user in users:
+                tg.user_message(f"q{user}", user_id=user)
+            # 1: every message stored, every turn waiting on the model
+            await llm.wait_for_requests(len(users), timeout=30)
+            daemon.kill()
+            # 2: every turn has shown (and recorded) a preview, the model still writing
+            phase["name"] = "stream"
+            daemon.start()
+            await eventually(lambda: len(daemon.rows("SELECT 1 FROM inbox WHERE draft_message_id IS NOT NULL"))
+                             == len(users), timeout=40, what="30 previews recorded")
+            daemon.kill()
+            # 3: every answer committed, its edit of the preview held at the platform
+            phase["name"] = "answer"
+            release = tg.hold_next("editMessageText", count=len(users),
+                                   match=lambda c: "answer to" in str(c.get("text")))
+            daemon.start()
+            await tg.wait_for("editMessageText", lambda c: c.status == -2, count=len(users), timeout=40)
+            daemon.kill()
+            # 4: half of them held again, the rest delivered
+            tg._faults.clear()
+            release.set()
+            tg.hold_next("editMessageText", count=len(users) // 2,
+                         match=lambda c: int(c.get("chat_id")) % 2 == 0 and "answer to" in str(c.get("text")))
+            daemon.start()
+            await eventually(lambda: len(daemon.rows("SELECT 1 FROM outbox WHERE state = 'sent'")) >= len(users) // 2,
+                             timeout=40, what="the odd chats delivered")
+            daemon.kill()
+            # 5: killed again right after it is back, before it is done
+            daemon.start()
+            await tg.wait_for("getUpdates", since=len(tg.calls), timeout=20)
+            daemon.kill()
+            daemon.start()
+            for user in users:
+                await wait_for_text(tg, f"answer to q{user}", timeout=40)
+            for user in users:
+                assert sent_texts(tg, user) == [f"answer to q{user}"], user
+            await eventually(lambda: [r["state"] for r in daemon.rows("SELECT state FROM outbox")] == ["sent"] * len(users),
+                             what="every reply recorded as sent once")
+        finally:
+            daemon.close()
