@@ -110,8 +110,9 @@ class StreamPreview:
 class Typing:
     """The typing indicator: shown (refreshed) while a turn runs, paused while a person decides."""
 
-    def __init__(self, adapters: Mapping[str, PlatformAdapter]) -> None:
+    def __init__(self, adapters: Mapping[str, PlatformAdapter], refresh: float = TYPING_REFRESH) -> None:
         self.adapters = adapters
+        self.refresh = refresh  # seconds between two "typing…" (platforms show one for about 5 s)
         self._paused: dict[ChatRef, int] = {}
 
     async def _set(self, adapter: PlatformAdapter, chat: ChatRef, active: bool) -> None:
@@ -132,7 +133,7 @@ class Typing:
             while True:
                 if not self._paused.get(chat):
                     await self._set(adapter, chat, True)
-                await asyncio.sleep(TYPING_REFRESH)
+                await asyncio.sleep(self.refresh)
 
         task = asyncio.create_task(keep(), name="typing")
         try:

@@ -22,34 +22,34 @@ from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
 from agent.memory import Memory
 from agent.skills import SkillLibrary
-from agent.tools import ToolRegistry
 from agent.system_tools import system_tools
+from agent.tools import ToolRegistry
+from gateway.access.pairing import Pairing
 from gateway.access.policy import TRUSTED_PLATFORMS, is_admin
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.approvals import Approvals
 from gateway.commands import COMMANDS
 from gateway.config import Config
+from gateway.control import Control
 from gateway.cron.jobs import CronJobs
 from gateway.cron.ledger import RunLedger, new_instance_id
 from gateway.cron.manage import TOOLSET as CRON_TOOLSET
 from gateway.cron.manage import CronManager
 from gateway.cron.runs import CronRuns
 from gateway.cron.timers import CronTimers
-from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
-from gateway.learning.curator import Curator
 from gateway.delivery import Delivery
-from gateway.ops.http import HttpServer
-from gateway.learning.review import REVIEW_IDENTITY, Learning
-from gateway.ops.metrics import Metrics
-from gateway.access.pairing import Pairing
-from gateway.learning.skill_usage import SkillUsage
-from gateway.control import Control
 from gateway.files import prune_files
 from gateway.inbound import Inbound
+from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
+from gateway.learning.curator import Curator
+from gateway.learning.review import REVIEW_IDENTITY, Learning
+from gateway.learning.skill_usage import SkillUsage
+from gateway.learning.trajectories import Trajectories
+from gateway.ops.http import HttpServer
+from gateway.ops.metrics import Metrics
 from gateway.ops.redact import redact
 from gateway.sessions import Sessions, WorkItem
 from gateway.store import Store
-from gateway.learning.trajectories import Trajectories
 from gateway.tick import Tick
 from gateway.turns import Turns
 from platforms import registry

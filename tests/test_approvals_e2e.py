@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import Tab, gateway_env, start_gateway
+from tests.harness import Tab, eventually, gateway_env, start_gateway
 
 ANN, BOB, ADMIN = 1001, 2002, 3003
 
@@ -222,6 +223,12 @@ async def test_telegram_other_user_is_refused_and_racing_presses_decide_once(tmp
         await runner.stop()
 
 
+def _prompt_recorded(home: Path, prompt_id: int) -> bool:
+    with sqlite3.connect(home / "state.db") as db:
+        return db.execute("SELECT 1 FROM approvals WHERE prompt_message_id = ?", (str(prompt_id),)).fetchone() \
+            is not None
+
+
 async def test_telegram_restart_while_pending_edits_the_prompt_to_expired(tmp_path, tg: FakeTelegram):
     async with FakeLLM() as llm:
         llm.script(run_tool("rm -rf victim"))
@@ -231,8 +238,8 @@ async def test_telegram_restart_while_pending_edits_the_prompt_to_expired(tmp_pa
         try:
             tg.user_message("delete victim")
             prompt_id = await telegram_prompt(tg)
-            await asyncio.sleep(0.5)  # let it record the prompt's message id (a crash inside that instant
-            first.send_signal(signal.SIGKILL)  # leaves the prompt unedited; the request still expires)
+            await eventually(lambda: _prompt_recorded(tmp_path, prompt_id), what="the prompt's id recorded")
+            first.send_signal(signal.SIGKILL)  # (a crash before that leaves the prompt unedited; it still expires)
             first.wait(5)
         finally:
             first.kill()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sqlite3
 import sys
 from pathlib import Path
@@ -17,8 +16,16 @@ from gateway import cli
 from gateway.ops.logs import setup_logging
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import (ANN, Tab, eventually, gateway_env, sent_texts, start_gateway, telegram_gateway,
-                           wait_for_text)
+from tests.harness import (
+    ANN,
+    Tab,
+    eventually,
+    gateway_env,
+    sent_texts,
+    start_gateway,
+    telegram_gateway,
+    wait_for_text,
+)
 
 BOB = 2002
 BOTH = f"{{telegram: [{ANN}, {BOB}]}}"
@@ -338,3 +345,20 @@ def test_a_platform_without_its_library_is_one_line_saying_what_to_install(tmp_p
     assert done.stderr.strip().splitlines() == [
         "chatgate cannot start: platforms.telegram is configured but its library (telegram) is not installed: "
         "pip install 'chatgate[telegram]' (or `make run`, which installs every platform)"]
+
+
+async def test_an_ambiguous_send_to_telegram_is_sent_again(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    """Telegram has no idempotency key: when the connection drops after it took a message, chatgate
+    cannot tell and sends the part again (at least once). The README states this; the web chat's
+    counterpart (the same id sent again and replaced) is exactly once."""
+    tg.drop_next("sendMessage", after_processing=True, match=lambda c: "Commands:" in str(c.get("text")))
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("/help")
+        await tg.wait_for("sendMessage", lambda c: c.status == 200, timeout=15)
+        texts = sent_texts(tg, ANN)
+        assert len(texts) == 2 and texts[0] == texts[1] and texts[0].startswith("Commands:")
+        await eventually(lambda: [tuple(r) for r in rows(tmp_path, "SELECT state, attempts FROM outbox")]
+                         == [("sent", 1)], what="one attempt failed, then sent")
+    finally:
+        await runner.stop()

@@ -109,10 +109,8 @@ async def test_safe_command_runs_in_workspace(ws: Path) -> None:
 
 async def test_no_stdin(ws: Path) -> None:
     call = make(ws, timeout=5)
-    start = time.monotonic()
     out = await call("terminal", command="cat; echo done")
-    assert out == "exit code 0\ndone\n"
-    assert time.monotonic() - start < 3
+    assert out == "exit code 0\ndone\n"  # cat read an empty stdin: no timeout
 
 
 @pytest.mark.parametrize("approved", [True, False])
@@ -169,18 +167,16 @@ async def test_hardline_never_asks_never_runs(ws: Path, command: str) -> None:
 
 async def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
     call = make(ws)
-    start = time.monotonic()
-    out = await call("terminal", command="sleep 30 & echo $! > child.pid; echo started; sleep 30", timeout=1)
-    assert time.monotonic() - start < 5
+    out = await asyncio.wait_for(  # it returns at the timeout, not when the sleeps end
+        call("terminal", command="sleep 30 & echo $! > child.pid; echo started; sleep 30", timeout=1), 5)
     assert out == "timed out after 1 s; the process was killed\nstarted\n"
     assert await wait_gone(int((ws / "child.pid").read_text()))
 
 
 async def test_background_leftovers_do_not_hang_or_survive(ws: Path) -> None:
     call = make(ws)
-    start = time.monotonic()
-    out = await call("terminal", command="sleep 30 & echo $! > child.pid; echo started", timeout=20)
-    assert time.monotonic() - start < 5
+    out = await asyncio.wait_for(  # the left-over sleep does not hold the result back
+        call("terminal", command="sleep 30 & echo $! > child.pid; echo started", timeout=20), 5)
     assert out == "exit code 0\nstarted\n"
     assert await wait_gone(int((ws / "child.pid").read_text()))
 

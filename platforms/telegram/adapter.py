@@ -28,16 +28,43 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from aiohttp import web
-from telegram import (Bot, BotCommand, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, InputFile,
-                      Message, ReplyParameters, Update)
+from telegram import (
+    Bot,
+    BotCommand,
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    InputFile,
+    Message,
+    ReplyParameters,
+    Update,
+)
 from telegram.constants import ChatAction, MessageEntityType, ParseMode
-from telegram.error import (BadRequest, Conflict, EndPointNotFound, Forbidden, InvalidToken, NetworkError,
-                            RetryAfter, TelegramError)
+from telegram.error import (
+    BadRequest,
+    Conflict,
+    EndPointNotFound,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
-from platforms.base import (Attachment, ButtonPress, Capabilities, ChatRef, DeliveryError, InboundMessage,
-                            LengthUnit, PlatformAdapter, Reply, Unreadable)
+from platforms.base import (
+    Attachment,
+    ButtonPress,
+    Capabilities,
+    ChatRef,
+    DeliveryError,
+    InboundMessage,
+    LengthUnit,
+    PlatformAdapter,
+    Reply,
+    Unreadable,
+)
 from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
 from platforms.telegram.render import render_for_telegram

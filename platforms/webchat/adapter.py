@@ -22,8 +22,17 @@ from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
-from platforms.base import (ButtonPress, Capabilities, ChatOpened, ChatRef, ChatUnavailable, InboundMessage, Intake,
-                            PlatformAdapter, Reply)
+from platforms.base import (
+    ButtonPress,
+    Capabilities,
+    ChatOpened,
+    ChatRef,
+    ChatUnavailable,
+    InboundMessage,
+    Intake,
+    PlatformAdapter,
+    Reply,
+)
 
 log = logging.getLogger(__name__)
 

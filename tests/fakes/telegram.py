@@ -27,9 +27,26 @@ import aiohttp
 from aiohttp import web
 
 from tests.fakes.telegram_objects import (
-    ACTIONS, CONFLICT, DEFAULT_GROUP_ID, DEFAULT_SUPERGROUP_ID, JSON, MEDIA_METHODS, NOT_MODIFIED,
-    ApiError, Call, Fault, FileArg, MessageStore, SentMessage, StoredFile, UploadedFile,
-    auto_entities, decode_params, now, utf16_len, validate_text,
+    ACTIONS,
+    CONFLICT,
+    DEFAULT_GROUP_ID,
+    DEFAULT_SUPERGROUP_ID,
+    JSON,
+    MEDIA_METHODS,
+    NOT_MODIFIED,
+    ApiError,
+    Call,
+    Fault,
+    FileArg,
+    MessageStore,
+    SentMessage,
+    StoredFile,
+    UploadedFile,
+    auto_entities,
+    decode_params,
+    now,
+    utf16_len,
+    validate_text,
 )
 
 __all__ = ["FakeTelegram", "Call", "SentMessage", "StoredFile", "UploadedFile", "utf16_len",
@@ -180,10 +197,10 @@ class FakeTelegram:
         self._faults.append(Fault(method, count, ApiError(status, description, params), _chat(chat_id)))
 
     def drop_next(self, method: str, count: int = 1, *, chat_id: int | None = None,
-                  after_processing: bool = False) -> None:
+                  after_processing: bool = False, match: Callable[[Call], bool] | None = None) -> None:
         """Close the connection of the next ``count`` calls of ``method`` without an answer;
         ``after_processing``: only after the call took effect (the client cannot know it did)."""
-        self._faults.append(Fault(method, count, None, _chat(chat_id), after=after_processing))
+        self._faults.append(Fault(method, count, None, _chat(chat_id), after=after_processing, match=match))
 
     def hold_next(self, method: str, count: int = 1, *, chat_id: int | None = None,
                   match: Callable[[Call], bool] | None = None) -> asyncio.Event:

@@ -9,7 +9,6 @@ malformed HTML / MarkdownV2 the way Telegram's parser does.
 from __future__ import annotations
 
 import asyncio
-
 import contextlib
 import html
 import itertools
@@ -19,7 +18,7 @@ import posixpath
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Any
+from typing import Any, Callable
 
 JSON = dict[str, Any]
 
