@@ -11,7 +11,8 @@ not lose it. When a send fails:
 * a permanent error (blocked by the user, rejected): the reply is marked failed with the reason
   (`chatgate_delivery_failures_total`), and the chat's next replies go on;
 * the chat cannot be reached now (no web chat tab open): it waits, without a timer, until the
-  chat opens again; a platform that is down is flushed when it is ready again.
+  chat opens again (a tab that did not confirm in time is also tried again after a while); a
+  platform that is down is flushed when it is ready again.
 
 The retry loop runs only while some chat waits on a timer, and sleeps until the earliest one.
 """
@@ -100,8 +101,10 @@ class Delivery:
                     message_id = await self._send_one(adapter, item, part, edit_draft=index == 0)
                 else:
                     message_id = await self._send_file(adapter, item, Path(item.files[index - len(parts)]))
-            except ChatUnavailable:
-                return False  # not an attempt: the chat says when it is back
+            except ChatUnavailable as exc:  # not an attempt: the chat says when it is back
+                if exc.retry_after is not None:  # (or it may be there, only slow: try again later)
+                    self._wait((item.chat.platform, item.chat.chat_id), exc.retry_after)
+                return False
             except DeliveryError as exc:
                 await self._failed(item, exc)
                 return False

@@ -139,8 +139,7 @@ class GatewayRunner:
         self.tick.add_hook("expire pairing codes", self.pairing.expire)
         self.tick.add_hook("prune old messages",
                            lambda: self.store.prune(time.time() - cfg.gateway.retention_days * 86400))
-        self.tick.add_hook("prune old files", lambda: asyncio.to_thread(
-            prune_files, cfg.home / "files", time.time() - cfg.gateway.retention_days * 86400))
+        self.tick.add_hook("prune old files", self._prune_files)
         self.trajectories = Trajectories(self.store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
         self.curator = Curator(self.store, self.skills, self.skill_usage, cfg.home,
                                interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
@@ -191,7 +190,7 @@ class GatewayRunner:
             log.info("resuming %d unfinished message(s)", len(unfinished))
         for u in unfinished:
             self.inbound.dispatch(WorkItem(u.inbox_id, u.session_key, u.msg, draft_message_id=u.draft_message_id,
-                                           effects=tuple(u.effects) if u.started else ()))
+                                           effects=tuple(u.effects)))
         self.inbound.release_held(skip={u.inbox_id for u in unfinished})
 
     async def stop(self) -> None:
@@ -271,6 +270,11 @@ class GatewayRunner:
             llm = LLMClient(replace(self.llm.settings, model=review.model))
             self._closing.append(llm)
         return Agent(llm, identity=REVIEW_IDENTITY, max_iterations=review.max_iterations)
+
+    async def _prune_files(self) -> None:
+        files = self.config.home / "files"
+        if files.is_dir():  # (no worker thread for nothing to do)
+            await asyncio.to_thread(prune_files, files, time.time() - self.config.gateway.retention_days * 86400)
 
     def _jobs_changed(self) -> None:
         if self.cron_timers is not None:

@@ -51,7 +51,6 @@ class Unfinished:
     inbox_id: int
     session_key: str
     msg: InboundMessage
-    started: bool  # its turn had begun ('processing')
     draft_message_id: str | None  # a message already sent for it (the streaming preview)
     effects: list[str]  # side-effecting tool calls its turn had started
 
@@ -76,6 +75,11 @@ def _decode_inbound(payload: str) -> InboundMessage:
     if data.get("reply_in"):
         data["reply_in"] = ChatRef(**data["reply_in"])
     return InboundMessage(**data)
+
+
+# A turn's first visible step (a preview sent, a side effect started) marks its message 'processing'
+# in the same write: no commit of its own on the way to the reply.
+_STARTED = "state = CASE WHEN state = 'received' THEN 'processing' ELSE state END"
 
 
 def _private(path: Path, mode: int) -> None:
@@ -187,20 +191,21 @@ class Store:
     async def inbox_set_draft(self, inbox_id: int, message_id: str) -> None:
         """Remember the first message a turn sent, so a re-run edits it instead of sending another."""
         async with self._write:
-            await self._db.execute("UPDATE inbox SET draft_message_id = ? WHERE id = ?", (message_id, inbox_id))
+            await self._db.execute(f"UPDATE inbox SET draft_message_id = ?, {_STARTED} WHERE id = ?",
+                                   (message_id, inbox_id))
 
     async def inbox_add_effect(self, inbox_id: int, what: str) -> None:
         """Note, before it runs, a side-effecting tool call of this message's turn."""
         async with self._write:
-            await self._db.execute("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?)"
-                                   " WHERE id = ?", (what, inbox_id))
+            await self._db.execute("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
+                                   f" {_STARTED} WHERE id = ?", (what, inbox_id))
 
     async def inbox_unfinished(self) -> list[Unfinished]:
         """Messages accepted but not finished (received or processing), oldest first."""
-        rows = await self.fetch_all("SELECT id, session_key, payload, state, draft_message_id, effects FROM inbox"
+        rows = await self.fetch_all("SELECT id, session_key, payload, draft_message_id, effects FROM inbox"
                                     " WHERE state IN ('received', 'processing') ORDER BY id")
-        return [Unfinished(r["id"], r["session_key"], _decode_inbound(r["payload"]), r["state"] == "processing",
-                           r["draft_message_id"], json.loads(r["effects"] or "[]")) for r in rows]
+        return [Unfinished(r["id"], r["session_key"], _decode_inbound(r["payload"]), r["draft_message_id"],
+                           json.loads(r["effects"] or "[]")) for r in rows]
 
     # -- dead letters ---------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ A turn ends in one of these ways, each recorded with its inbox row:
 * **failed**: the model could not be reached (the person is told what to do), or something
   unexpected broke — the person gets a short message and the row is marked failed, so the turn
   is not run again at every restart;
-* **cut off** by a crash or a shutdown: the row stays `processing`. At the next start the turn
+* **cut off** by a crash or a shutdown: the row stays unfinished. At the next start the turn
   runs again only if it had not started any side-effecting tool (the journal, written before
   each such call); otherwise the person is told it was interrupted and what had already run,
   and can say "continue". Either way the message a turn already sent (its streaming preview)
@@ -147,7 +147,6 @@ class Turns:
 
     async def _run(self, worker: SessionWorker, item: WorkItem) -> None:
         started = time.monotonic()
-        await self.store.inbox_set_state([item.inbox_id], "processing")
         msg = await self._fetch(item.msg)
         chat = msg.reply_chat
         reply_to = msg.message_id if msg.chat_type != "dm" else None
@@ -212,7 +211,7 @@ class Turns:
                 if draft:
                     await self._mark_draft(msg, draft, note)
                 self.metrics.turns.labels(worker.cancel_reason).inc()
-            # on shutdown the inbox row stays 'processing': the next start decides (see the module doc)
+            # on shutdown the inbox row stays unfinished: the next start decides (see the module doc)
             raise
         except Exception as exc:
             log.exception("turn in %s failed", item.key)

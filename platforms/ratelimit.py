@@ -1,9 +1,9 @@
-"""Rate limits as a platform states them: a pause per chat after a 429, and an overall rate.
+"""Rate limits as a platform states them: a pause per chat after a 429, and an optional overall rate.
 
 One chat's 429 pauses that chat only. (python-telegram-bot's `AIORateLimiter` halts every
-request of the bot on any `RetryAfter`, which is the behaviour this replaces.) The overall rate
-is a token bucket that sends wait on briefly; a paused chat is not waited on here: the caller
-gets the time left and decides (the outbox retries that chat later, previews skip an edit).
+request of the bot on any `RetryAfter`, which is the behaviour this replaces.) The overall rate,
+when set, is a token bucket that sends wait on briefly; a paused chat is not waited on here: the
+caller gets the time left and decides (the outbox retries that chat later, previews skip an edit).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Callable
 
 
 class RateLimits:
-    def __init__(self, per_second: float, burst: int | None = None,
+    def __init__(self, per_second: float = 0.0, burst: int | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = per_second
+        self.rate = per_second  # 0: no overall rate, only the pauses the platform asks for
         self.capacity = float(burst if burst is not None else max(1, int(per_second)))
         self._tokens = self.capacity
         self._refilled = clock()
@@ -39,7 +39,7 @@ class RateLimits:
 
     async def take(self) -> None:
         """Wait for a slot of the overall rate."""
-        while True:
+        while self.rate > 0:
             now = self._clock()
             self._tokens = min(self.capacity, self._tokens + (now - self._refilled) * self.rate)
             self._refilled = now

@@ -107,6 +107,9 @@ async def test_poison_updates_are_set_aside_and_the_next_ones_answered(tmp_path,
     assert await asyncio.to_thread(cli.main, ["inbox", "dead"]) == 0
     out = capsys.readouterr().out
     assert "2 dead letter(s) shown" in out and "not an object" in out
+    monkeypatch.setenv("CHATGATE_PLATFORMS__WEBCHAT__ENABLED", "true")  # doctor needs no Telegram here
+    await asyncio.to_thread(cli.main, ["doctor"])
+    assert "2 input(s) could not be taken and were set aside: chatgate inbox dead" in capsys.readouterr().out
 
 
 async def test_a_download_that_fails_on_disk_is_reported_and_the_chat_goes_on(tmp_path, llm: FakeLLM,
@@ -360,5 +363,52 @@ async def test_an_ambiguous_send_to_telegram_is_sent_again(tmp_path, llm: FakeLL
         assert len(texts) == 2 and texts[0] == texts[1] and texts[0].startswith("Commands:")
         await eventually(lambda: [tuple(r) for r in rows(tmp_path, "SELECT state, attempts FROM outbox")]
                          == [("sent", 1)], what="one attempt failed, then sent")
+    finally:
+        await runner.stop()
+
+
+async def test_the_agent_sends_a_file_after_its_reply(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "report.csv").write_text("a,b\n1,2\n")
+    llm.script(Reply.tool_calls([("send_file", {"path": "report.csv"})]), Reply.text("Here is the report."))
+    runner = await telegram_gateway(tmp_path, llm, tg, agent__workspace=tmp_path / "ws")
+    try:
+        tg.user_message("send me the report")
+        [upload] = await tg.wait_for("sendDocument", lambda c: c.status == 200, timeout=10)
+        assert upload.files["document"].filename == "report.csv"
+        assert upload.files["document"].content == b"a,b\n1,2\n"
+        texts = [m.text for m in tg.sent_messages(ANN)]
+        assert texts[0] == "Here is the report."  # the reply first, then the file
+        await eventually(lambda: [(r["state"], len(json.loads(r["platform_message_ids"])))
+                                  for r in rows(tmp_path, "SELECT * FROM outbox")] == [("sent", 2)],
+                         what="one outbox row: the reply and the file, both sent")
+    finally:
+        await runner.stop()
+
+
+async def test_a_file_for_the_web_chat_is_named_with_where_it_is(tmp_path, llm: FakeLLM):
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("x")
+    llm.script(Reply.tool_calls([("send_file", {"path": "notes.txt"})]), Reply.text("Done."))
+    runner = await start_gateway(tmp_path, llm.base_url, agent__workspace=tmp_path / "ws")
+    try:
+        async with Tab(runner) as tab:
+            await tab.say("the notes please")
+            assert await tab.reply(2) == f"📎 notes.txt — saved at {tmp_path / 'ws' / 'notes.txt'}"
+            assert tab.replies()[0] == "Done."
+    finally:
+        await runner.stop()
+
+
+async def test_a_poison_update_on_the_webhook_is_refused_twice_then_set_aside(tmp_path, llm: FakeLLM,
+                                                                            tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg, platforms__telegram__mode="webhook",
+                                    platforms__telegram__webhook_url="http://placeholder/telegram/webhook")
+    try:
+        tg.webhook_url = f"http://127.0.0.1:{runner.http.port}/telegram/webhook"
+        poison = {"update_id": 77, "message": "not an object"}
+        assert [await tg.push_webhook(poison) for _ in range(3)] == [500, 500, 200]  # Telegram retries, then done
+        [dead] = rows(tmp_path, "SELECT ref, reason FROM dead_letters")
+        assert dead["ref"] == "77" and "AttributeError" in dead["reason"]
     finally:
         await runner.stop()

@@ -19,7 +19,7 @@ def create(config: TelegramConfig, env: AdapterEnv) -> "TelegramAdapter":
         config.token.get_secret_value(), base_url=config.base_url, mode=config.mode, webhook_url=config.webhook_url,
         webhook_secret=config.webhook_secret.get_secret_value() if config.webhook_secret else None,
         max_file_bytes=int(config.max_file_mb * 1024 * 1024),
-        poll_timeout=config.poll_timeout)
+        poll_timeout=config.poll_timeout, max_sends_per_second=config.max_sends_per_second)
 
 
 SPEC = PlatformSpec("telegram", TelegramConfig, create, env={"TELEGRAM_BOT_TOKEN": "token"},

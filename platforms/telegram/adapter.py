@@ -75,7 +75,6 @@ T = TypeVar("T")
 WEBHOOK_PATH = "/telegram/webhook"
 ALLOWED_UPDATES = ["message", "callback_query"]
 UPDATE_ATTEMPTS = 3  # tries at one update before it is dead-lettered
-OVERALL_PER_SECOND = 30  # Telegram's documented overall limit for a bot
 MAX_KEPT_PAYLOAD = 64 * 1024
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # getUpdates goes through the public `do_api_request` to get the raw JSON (PTB's own
@@ -104,7 +103,8 @@ class TelegramAdapter(PlatformAdapter):
 
     def __init__(self, token: str, *, base_url: str = "https://api.telegram.org", mode: str = "polling",
                  webhook_url: str | None = None, webhook_secret: str | None = None,
-                 max_file_bytes: int = 20 * 1024 * 1024, poll_timeout: int = 30) -> None:
+                 max_file_bytes: int = 20 * 1024 * 1024, poll_timeout: int = 30,
+                 max_sends_per_second: float = 0.0) -> None:
         super().__init__()
         base = base_url.rstrip("/")
         self.bot = Bot(token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot",
@@ -115,7 +115,7 @@ class TelegramAdapter(PlatformAdapter):
         self.webhook_secret = webhook_secret or webhook_secret_for(token)
         self.max_file_bytes = max_file_bytes
         self.poll_timeout = poll_timeout
-        self.limits = RateLimits(OVERALL_PER_SECOND)
+        self.limits = RateLimits(max_sends_per_second)
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
         self._failures: dict[int, int] = {}  # update id → failed attempts

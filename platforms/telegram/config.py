@@ -17,6 +17,7 @@ class TelegramConfig(GroupChatConfig):
     webhook_secret: SecretStr | None = None  # default: derived from the token
     max_file_mb: float = Field(20.0, gt=0)
     poll_timeout: int = Field(30, ge=0, le=600)
+    max_sends_per_second: float = Field(0.0, ge=0)  # 0: none; Telegram's own 429s are honoured per chat either way
 
     @model_validator(mode="after")
     def _webhook_needs_url(self) -> "TelegramConfig":

@@ -192,8 +192,9 @@ class WebChatAdapter(PlatformAdapter):
             await self._broadcast(chat, {**frame, "ack": True})
             async with asyncio.timeout(self.ack_timeout):
                 await asyncio.shield(receipt)
-        except TimeoutError:
-            raise ChatUnavailable(f"web chat tab {chat.chat_id} did not confirm the reply") from None
+        except TimeoutError:  # a tab that is slow rather than gone gets it again (same id) in a while
+            raise ChatUnavailable(f"web chat tab {chat.chat_id} did not confirm the reply",
+                                  retry_after=max(30.0, self.ack_timeout)) from None
         finally:
             if self._acks.get(key) is receipt:
                 del self._acks[key]
