@@ -15,15 +15,7 @@ from typing import Any, Literal, Mapping, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import (
-    BaseModel,
-    Field,
-    PrivateAttr,
-    SecretStr,
-    ValidationError,
-    create_model,
-    field_validator,
-)
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, create_model, field_validator
 
 from platforms.config import Id, PlatformConfig
 from platforms.config import Section as _Section

@@ -28,14 +28,7 @@ from typing import Awaitable, Callable, Mapping, TypeVar
 from gateway.ops.metrics import Metrics
 from gateway.preview import StreamPreview, Typing
 from gateway.store import OutboxItem, Store
-from platforms.base import (
-    Button,
-    ChatRef,
-    ChatUnavailable,
-    DeliveryError,
-    PlatformAdapter,
-    Reply,
-)
+from platforms.base import Button, ChatRef, ChatUnavailable, DeliveryError, PlatformAdapter, Reply
 from platforms.loops import start_supervised, wait_event
 
 log = logging.getLogger(__name__)

@@ -19,14 +19,7 @@ from gateway.approvals import NO, YES
 from gateway.commands import Command, parse_command
 from gateway.session_key import session_key
 from gateway.sessions import WorkItem
-from platforms.base import (
-    ButtonPress,
-    ChatOpened,
-    InboundEvent,
-    InboundMessage,
-    Intake,
-    Unreadable,
-)
+from platforms.base import ButtonPress, ChatOpened, InboundEvent, InboundMessage, Intake, Unreadable
 
 if TYPE_CHECKING:
     from gateway.runner import GatewayRunner

@@ -19,14 +19,7 @@ from typing import Any
 
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import (
-    ANN,
-    eventually,
-    gateway_env,
-    sent_texts,
-    telegram_settings,
-    wait_for_text,
-)
+from tests.harness import ANN, eventually, gateway_env, sent_texts, telegram_settings, wait_for_text
 
 
 class Daemon:

@@ -12,31 +12,9 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from telegram import (
-    Bot,
-    BotCommand,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    MessageEntity,
-    Update,
-)
-from telegram.error import (
-    BadRequest,
-    Conflict,
-    EndPointNotFound,
-    InvalidToken,
-    NetworkError,
-    RetryAfter,
-    TelegramError,
-)
-from telegram.ext import (
-    Application,
-    CallbackContext,
-    CallbackQueryHandler,
-    ContextTypes,
-    MessageHandler,
-    filters,
-)
+from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, MessageEntity, Update
+from telegram.error import BadRequest, Conflict, EndPointNotFound, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.ext import Application, CallbackContext, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
 from tests.fakes.telegram import FakeTelegram, utf16_len
 

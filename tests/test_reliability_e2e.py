@@ -16,16 +16,7 @@ from gateway import cli
 from gateway.ops.logs import setup_logging
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import (
-    ANN,
-    Tab,
-    eventually,
-    gateway_env,
-    sent_texts,
-    start_gateway,
-    telegram_gateway,
-    wait_for_text,
-)
+from tests.harness import ANN, Tab, eventually, gateway_env, sent_texts, start_gateway, telegram_gateway, wait_for_text
 
 BOB = 2002
 BOTH = f"{{telegram: [{ANN}, {BOB}]}}"
@@ -154,6 +145,21 @@ async def test_one_chats_rate_limit_does_not_hold_up_another(tmp_path, llm: Fake
         sends = [c for c in tg.calls_to("sendMessage") if c.status == 200]
         assert [c.get("chat_id") for c in sends] == [str(BOB), str(ANN)]  # Bob did not wait for Ann's pause
         assert sends[1].time - tg.calls_to("sendMessage")[0].time >= 4.9  # Ann's retry_after was honoured
+    finally:
+        await runner.stop()
+
+
+async def test_a_rate_limited_preview_does_not_hold_the_reply_back(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    llm.script(Reply.text("one two three four five six seven eight nine ten", chunk_size=4, chunk_delay=0.3))
+    tg.fail_next("editMessageText", status=429, retry_after=60, count=1, chat_id=ANN)
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("count for me")
+        await tg.wait_for("editMessageText", lambda c: c.status == 429, timeout=10)  # the preview is paused
+        # the finished reply is committed while the preview waits: durable, and sent when the pause ends
+        await eventually(lambda: rows(tmp_path, "SELECT 1 FROM outbox o JOIN inbox i ON i.id = o.inbox_id"
+                                                " WHERE i.state = 'done'"), what="the reply committed")
+        assert len(tg.sent_messages(ANN)) == 1  # only the preview so far; nothing sent twice
     finally:
         await runner.stop()
 
@@ -410,5 +416,23 @@ async def test_a_poison_update_on_the_webhook_is_refused_twice_then_set_aside(tm
         assert [await tg.push_webhook(poison) for _ in range(3)] == [500, 500, 200]  # Telegram retries, then done
         [dead] = rows(tmp_path, "SELECT ref, reason FROM dead_letters")
         assert dead["ref"] == "77" and "AttributeError" in dead["reason"]
+    finally:
+        await runner.stop()
+
+
+async def test_reviews_of_one_conversation_do_not_pile_up(tmp_path, llm: FakeLLM):
+    def model(body: dict[str, Any]) -> Reply | None:
+        reviewing = body["messages"][0]["content"].startswith("You are reviewing a conversation")
+        return Reply.hang() if reviewing else None  # a review that never ends holds the only slot
+
+    llm.responder = model
+    runner = await start_gateway(tmp_path, llm.base_url, review__memory_every_turns=1, review__max_concurrent=1)
+    try:
+        async with Tab(runner) as tab:
+            for n in range(1, 5):  # each turn makes a review due
+                await tab.say(f"message {n}")
+                await tab.reply(n)
+            await eventually(lambda: len(llm.requests) == 5, what="the first review started")
+            assert len(runner.learning._reviews) == 2  # one running, one waiting; the rest folded into it
     finally:
         await runner.stop()

@@ -7,14 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.access.policy import check_access, is_admin
-from gateway.commands import (
-    COMMANDS,
-    CONTROL,
-    Command,
-    help_text,
-    parse_command,
-    unknown_text,
-)
+from gateway.commands import COMMANDS, CONTROL, Command, help_text, parse_command, unknown_text
 from gateway.config import AccessConfig, load_config
 from gateway.session_key import session_key
 from platforms.base import InboundMessage

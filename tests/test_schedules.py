@@ -20,12 +20,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from gateway.cron.expressions import (
-    CronSchedule,
-    ScheduleError,
-    local_timezone_name,
-    parse_schedule,
-)
+from gateway.cron.expressions import CronSchedule, ScheduleError, local_timezone_name, parse_schedule
 
 UTC = timezone.utc
 BERLIN = "Europe/Berlin"

@@ -17,14 +17,7 @@ from gateway import cli
 from platforms.text import text_length
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import (
-    ANN,
-    gateway_env,
-    sent_texts,
-    telegram_gateway,
-    telegram_settings,
-    wait_for_text,
-)
+from tests.harness import ANN, gateway_env, sent_texts, telegram_gateway, telegram_settings, wait_for_text
 
 
 async def test_dm_message_gets_a_formatted_reply(tmp_path, llm: FakeLLM, tg: FakeTelegram):

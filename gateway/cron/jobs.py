@@ -12,12 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Mapping
 
-from gateway.cron.expressions import (
-    EverySchedule,
-    Schedule,
-    ScheduleError,
-    parse_schedule,
-)
+from gateway.cron.expressions import EverySchedule, Schedule, ScheduleError, parse_schedule
 from gateway.store import Store
 from platforms.base import ChatRef
 

@@ -16,13 +16,7 @@ from typing import Any, Callable
 
 from agent.llm import LLMError
 from agent.loop import Agent
-from agent.tools import (
-    ApprovalOutcome,
-    ApprovalPort,
-    ApprovalRequest,
-    ToolContext,
-    ToolScope,
-)
+from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, ToolContext, ToolScope
 from gateway.cron.jobs import Job, utc
 from gateway.cron.ledger import Claim, RunLedger
 from gateway.delivery import Delivery
