@@ -72,6 +72,8 @@ async def receive(ws: Any, arrived: dict[str, list[float]], hello: asyncio.Event
         if msg.type != aiohttp.WSMsgType.TEXT:
             continue
         frame = json.loads(msg.data)
+        if frame.get("ack"):  # confirm, as the page does: the reply counts as delivered only then
+            await ws.send_str(json.dumps({"type": "received", "message_id": frame.get("message_id")}))
         if frame.get("type") == "hello":
             hello.set()
         elif frame.get("type") in ("message", "edit") and frame.get("final"):

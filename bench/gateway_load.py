@@ -395,6 +395,8 @@ class Tab:
                 continue
             frame = json.loads(msg.data)
             kind = frame.get("type")
+            if frame.get("ack"):  # confirm a reply as the page does: it counts as delivered only then
+                await self.ws.send_str(json.dumps({"type": "received", "message_id": frame.get("message_id")}))
             if kind == "hello":
                 self.hello.set()
             elif not self.turns:
