@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from agent.skills import SkillLibrary, SkillRefused, summary
-from gateway.cli.state import open_store
+from gateway.cli.state import with_store
 from gateway.config import Config
 from gateway.learning.curator import Curator
 from gateway.learning.skill_usage import SkillUsage
@@ -41,12 +41,7 @@ def _parts(config: Config, store: Any) -> tuple[SkillLibrary, SkillUsage, Curato
     return skills, ledger, curator
 
 
-async def skills(config: Config, args: argparse.Namespace) -> int:
-    async with open_store(config) as store:
-        return await _skills(config, store, args)
-
-
-async def _skills(config: Config, store: Any, args: argparse.Namespace) -> int:
+async def skills(config: Config, store: Any, args: argparse.Namespace) -> int:
     skills, ledger, _ = _parts(config, store)
     try:
         if args.action == "list":
@@ -76,12 +71,7 @@ async def _skills(config: Config, store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-async def curator(config: Config, args: argparse.Namespace) -> int:
-    async with open_store(config) as store:
-        return await _curator(config, store, args)
-
-
-async def _curator(config: Config, store: Any, args: argparse.Namespace) -> int:
+async def curator(config: Config, store: Any, args: argparse.Namespace) -> int:
     _, _, curator = _parts(config, store)
     if args.action == "status":
         due = await curator.next_due()
@@ -110,4 +100,4 @@ def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
 
 
-HANDLERS = {"skills": skills, "curator": curator}
+HANDLERS = {"skills": with_store(skills), "curator": with_store(curator)}

@@ -7,9 +7,11 @@ import json
 import sys
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from gateway.config import Config
+
+Handler = Callable[[Config, argparse.Namespace], Awaitable[int]]
 
 
 def add_parsers(sub: Any) -> None:
@@ -56,6 +58,15 @@ async def open_store(config: Config) -> AsyncIterator[Any]:
         await store.close()
 
 
+def with_store(handler: Callable[[Config, Any, argparse.Namespace], Awaitable[int]]) -> Handler:
+    """A command handler given the open database."""
+    async def run(config: Config, args: argparse.Namespace) -> int:
+        async with open_store(config) as store:
+            return await handler(config, store, args)
+
+    return run
+
+
 def check_command(command: str) -> int:
     from agent.command_guard import classify
 
@@ -63,77 +74,73 @@ def check_command(command: str) -> int:
     return 0
 
 
-async def rules(config: Config, args: argparse.Namespace) -> int:
-    async with open_store(config) as store:
-        if args.rules_action == "remove":
-            if args.rule_id is None:
-                print("usage: chatgate approvals rules remove RULE_ID", file=sys.stderr)
-                return 2
-            async with store.tx() as db:
-                cur = await db.execute("DELETE FROM approval_rules WHERE id = ?", (args.rule_id,))
-            if not cur.rowcount:
-                print(f"no rule {args.rule_id}", file=sys.stderr)
-                return 1
-            print(f"removed rule {args.rule_id}")
-            return 0
-        for rule in await store.fetch_all("SELECT * FROM approval_rules ORDER BY id"):
-            when = datetime.fromtimestamp(rule["created_at"]).strftime("%Y-%m-%d %H:%M")
-            print(f"{rule['id']:>4}  {rule['kind']:<8} {when}  by {rule['created_by']}: {rule['subject']}")
+async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
+    if args.rules_action == "remove":
+        if args.rule_id is None:
+            print("usage: chatgate approvals rules remove RULE_ID", file=sys.stderr)
+            return 2
+        async with store.tx() as db:
+            cur = await db.execute("DELETE FROM approval_rules WHERE id = ?", (args.rule_id,))
+        if not cur.rowcount:
+            print(f"no rule {args.rule_id}", file=sys.stderr)
+            return 1
+        print(f"removed rule {args.rule_id}")
+        return 0
+    for rule in await store.fetch_all("SELECT * FROM approval_rules ORDER BY id"):
+        when = datetime.fromtimestamp(rule["created_at"]).strftime("%Y-%m-%d %H:%M")
+        print(f"{rule['id']:>4}  {rule['kind']:<8} {when}  by {rule['created_by']}: {rule['subject']}")
     return 0
 
 
-async def pair(config: Config, args: argparse.Namespace) -> int:
+async def pair(config: Config, store: Any, args: argparse.Namespace) -> int:
     from gateway.access.pairing import Pairing
 
-    async with open_store(config) as store:
-        pairing = Pairing(store)
-        if args.action == "approve":
-            admitted = await pairing.approve(args.platform, args.code)
-            if admitted is None:
-                print(f"no pending {args.platform} code {args.code.upper()} (wrong, or expired after an hour)",
-                      file=sys.stderr)
-                return 1
-            print(f"approved {admitted.user_name or admitted.user_id} ({args.platform} user {admitted.user_id})")
-        elif args.action == "revoke":
-            if not await pairing.revoke(args.platform, args.user_id):
-                print(f"{args.platform} user {args.user_id} was not approved", file=sys.stderr)
-                return 1
-            print(f"revoked {args.platform} user {args.user_id}")
-        else:
-            for code in await pairing.pending():
-                left = (code.expires_at - datetime.now().timestamp()) / 60
-                print(f"pending   {code.platform:<9} {code.code}  {code.user_name} ({code.user_id}), {left:.0f} min left")
-            for platform, user_id, name, when in await pairing.approved():
-                print(f"approved  {platform:<9} {user_id}  {name}  since {datetime.fromtimestamp(when):%Y-%m-%d %H:%M}")
+    pairing = Pairing(store)
+    if args.action == "approve":
+        admitted = await pairing.approve(args.platform, args.code)
+        if admitted is None:
+            print(f"no pending {args.platform} code {args.code.upper()} (wrong, or expired after an hour)",
+                  file=sys.stderr)
+            return 1
+        print(f"approved {admitted.user_name or admitted.user_id} ({args.platform} user {admitted.user_id})")
+    elif args.action == "revoke":
+        if not await pairing.revoke(args.platform, args.user_id):
+            print(f"{args.platform} user {args.user_id} was not approved", file=sys.stderr)
+            return 1
+        print(f"revoked {args.platform} user {args.user_id}")
+    else:
+        for code in await pairing.pending():
+            left = (code.expires_at - datetime.now().timestamp()) / 60
+            print(f"pending   {code.platform:<9} {code.code}  {code.user_name} ({code.user_id}), {left:.0f} min left")
+        for platform, user_id, name, when in await pairing.approved():
+            print(f"approved  {platform:<9} {user_id}  {name}  since {datetime.fromtimestamp(when):%Y-%m-%d %H:%M}")
     return 0
 
 
-async def sessions(config: Config, args: argparse.Namespace) -> int:
-    async with open_store(config) as store:
-        if args.action == "list":
-            for s in await store.list_sessions(args.limit):
-                ended = " (ended)" if s["ended_at"] else ""
-                when = datetime.fromtimestamp(s["updated_at"]).strftime("%Y-%m-%d %H:%M")
-                print(f"{s['id']:>6}  {when}  {s['messages']:>5} msgs  {s['key']}{ended}")
-        else:
-            for hit in await store.search(args.query, platform=args.platform, user_id=args.user):
-                print(f"session {hit.session_id} {hit.role}: {hit.snippet}")
+async def sessions(config: Config, store: Any, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        for s in await store.list_sessions(args.limit):
+            ended = " (ended)" if s["ended_at"] else ""
+            when = datetime.fromtimestamp(s["updated_at"]).strftime("%Y-%m-%d %H:%M")
+            print(f"{s['id']:>6}  {when}  {s['messages']:>5} msgs  {s['key']}{ended}")
+    else:
+        for hit in await store.search(args.query, platform=args.platform, user_id=args.user):
+            print(f"session {hit.session_id} {hit.role}: {hit.snippet}")
     return 0
 
 
-async def inbox(config: Config, args: argparse.Namespace) -> int:
-    async with open_store(config) as store:
-        if args.action == "dead":
-            rows = await store.dead_letters(args.limit)
-            for r in rows:
-                print(f"{_when(r['created_at'])}  {r['platform']} {r['ref'] or '(no id)'}: {r['reason']}\n"
-                      f"    {r['payload'][:300]}")
-            print(f"{len(rows)} dead letter(s) shown" if rows else "no dead letters")
-            return 0
-        failed = await store.failures(args.limit)
-        for r in failed:
-            print(f"{_when(r['at'])}  {r['kind']:<8} {r['platform']}:{r['chat_id']}  {r['error'] or ''}")
-        print(f"{len(failed)} failure(s) shown" if failed else "no failed turns or deliveries")
+async def inbox(config: Config, store: Any, args: argparse.Namespace) -> int:
+    if args.action == "dead":
+        rows = await store.dead_letters(args.limit)
+        for r in rows:
+            print(f"{_when(r['created_at'])}  {r['platform']} {r['ref'] or '(no id)'}: {r['reason']}\n"
+                  f"    {r['payload'][:300]}")
+        print(f"{len(rows)} dead letter(s) shown" if rows else "no dead letters")
+        return 0
+    failed = await store.failures(args.limit)
+    for r in failed:
+        print(f"{_when(r['at'])}  {r['kind']:<8} {r['platform']}:{r['chat_id']}  {r['error'] or ''}")
+    print(f"{len(failed)} failure(s) shown" if failed else "no failed turns or deliveries")
     return 0
 
 
@@ -141,4 +148,5 @@ def _when(at: float) -> str:
     return datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S")
 
 
-HANDLERS = {"approvals": rules, "pair": pair, "sessions": sessions, "inbox": inbox}
+HANDLERS = {"approvals": with_store(rules), "pair": with_store(pair), "sessions": with_store(sessions),
+            "inbox": with_store(inbox)}
