@@ -81,13 +81,14 @@ _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # `get_updates` parses the whole batch and fails it on one malformed update); PTB suggests the
 # typed method for endpoints it knows, which is exactly what we avoid here.
 warnings.filterwarnings("ignore", message="Please use 'Bot.getUpdates'", category=PTBUserWarning)
+# PTB 22 warns on every RetryAfter (its own constructor reads the attribute) that it will become a
+# timedelta; `_retry_after` reads either form.
+warnings.filterwarnings("ignore", message=".*`retry_after` will be of type", category=PTBDeprecationWarning)
 
 
 def _retry_after(exc: RetryAfter) -> float:
-    """Seconds to wait; PTB 22 returns an int or a timedelta (and warns about the change)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PTBDeprecationWarning)
-        value = exc.retry_after
+    """Seconds to wait; PTB 22 returns an int or a timedelta."""
+    value = exc.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
