@@ -101,6 +101,10 @@ class Delivery:
             except DeliveryError as exc:
                 await self._failed(item, exc)
                 return False
+            except Exception as exc:  # an adapter's bug: counted like any failed attempt, never a turn's end
+                log.exception("sending outbox %s to %s failed unexpectedly", item.id, item.chat.platform)
+                await self._failed(item, DeliveryError(f"{type(exc).__name__}: {exc}"))
+                return False
             item.sent_ids.append(message_id)
             if index < total - 1:
                 await self.store.outbox_progress(item, done=False)

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
+import signal
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,7 +33,11 @@ def gateway_env(home: Path, llm_url: str | None, **settings: Any) -> dict[str, s
 
 async def start_gateway(home: Path, llm_url: str | None, **settings: Any) -> GatewayRunner:
     runner = GatewayRunner(load_config(env=gateway_env(home, llm_url, **settings)))
-    await runner.start()
+    try:
+        await runner.start()
+    except BaseException:
+        await runner.stop()  # what `chatgate run` does after a failed start: close what was opened
+        raise
     return runner
 
 
@@ -125,6 +134,52 @@ class Tab:
             raise AssertionError(f"only {len(self.replies())} of {n} replies within {timeout}s: "
                                  f"{self.replies()}; last frames: {self.frames[-8:]}") from None
         return self.replies()[n - 1]
+
+
+# -- a real `chatgate run` ------------------------------------------------------------------
+
+
+class Daemon:
+    """`chatgate run` in a subprocess, on one CHATGATE_HOME, started and killed as often as needed."""
+
+    def __init__(self, home: Path, llm: FakeLLM, settings: dict[str, Any]) -> None:
+        self.home = home
+        self.env = {**os.environ, **gateway_env(home, llm.base_url, **settings)}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        log = open(self.home / f"gateway-{self.starts}.log", "wb")  # noqa: SIM115 - the child owns it
+        self.process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], env=self.env,
+                                        stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    async def terminate(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return await asyncio.to_thread(self.process.wait, 30)
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
+        path = self.home / "state.db"
+        if not path.exists():
+            return []
+        with sqlite3.connect(path) as db:
+            db.row_factory = sqlite3.Row
+            try:
+                return db.execute(sql, args).fetchall()
+            except sqlite3.OperationalError:  # not migrated yet
+                return []
 
 
 # -- Telegram -------------------------------------------------------------------------------

@@ -7,62 +7,12 @@ starts it again on the same state.
 
 from __future__ import annotations
 
-import asyncio
 import html
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import ANN, eventually, gateway_env, sent_texts, telegram_settings, wait_for_text
-
-
-class Daemon:
-    """`chatgate run` in a subprocess, on one CHATGATE_HOME, started and killed as often as needed."""
-
-    def __init__(self, home: Path, llm: FakeLLM, tg: FakeTelegram, **settings: Any) -> None:
-        self.home = home
-        self.env = {**os.environ, **gateway_env(home, llm.base_url, **telegram_settings(tg, **settings))}
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self.starts += 1
-        log = open(self.home / f"gateway-{self.starts}.log", "wb")  # noqa: SIM115 - the child owns it
-        self.process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], env=self.env,
-                                        stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-
-    async def terminate(self) -> int:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return await asyncio.to_thread(self.process.wait, 30)
-
-    def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-    def rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
-        path = self.home / "state.db"
-        if not path.exists():
-            return []
-        with sqlite3.connect(path) as db:
-            db.row_factory = sqlite3.Row
-            try:
-                return db.execute(sql, args).fetchall()
-            except sqlite3.OperationalError:  # not migrated yet
-                return []
+from tests.harness import ANN, Daemon, eventually, sent_texts, telegram_settings, wait_for_text
 
 
 def user_text(body: dict[str, Any]) -> str:
@@ -72,7 +22,7 @@ def user_text(body: dict[str, Any]) -> str:
 async def test_killed_mid_stream_the_rerun_edits_the_message_already_shown(tmp_path, tg: FakeTelegram):
     async with FakeLLM() as llm:
         llm.script(Reply.text("Thinking about it, " * 40, chunk_size=20, chunk_delay=0.5))
-        daemon = Daemon(tmp_path, llm, tg)
+        daemon = Daemon(tmp_path, llm, telegram_settings(tg))
         try:
             daemon.start()
             tg.user_message("tell me")
@@ -93,7 +43,7 @@ async def test_killed_mid_tool_the_turn_is_reported_not_run_again(tmp_path, tg: 
     workspace = tmp_path / "ws"
     async with FakeLLM() as llm:
         llm.script(Reply.tool_calls([("terminal", {"command": "echo ran >> ran.txt; sleep 3"})]))
-        daemon = Daemon(tmp_path, llm, tg, agent__workspace=workspace)
+        daemon = Daemon(tmp_path, llm, telegram_settings(tg, agent__workspace=workspace))
         try:
             daemon.start()
             tg.user_message("append and wait")
@@ -122,7 +72,7 @@ async def test_killed_after_the_first_part_of_a_split_reply_only_the_rest_is_sen
     async with FakeLLM() as llm:
         llm.script(Reply.text(f"{first}\n\n{second}\n\nPART-TWO-END"))
         tg.hold_next("sendMessage", match=lambda c: "PART-TWO-END" in str(c.get("text")))
-        daemon = Daemon(tmp_path, llm, tg)
+        daemon = Daemon(tmp_path, llm, telegram_settings(tg))
         try:
             daemon.start()
             tg.user_message("a long one please")
@@ -141,7 +91,7 @@ async def test_killed_after_the_first_part_of_a_split_reply_only_the_rest_is_sen
 async def test_sigterm_with_turns_in_flight_drains_them(tmp_path, tg: FakeTelegram):
     users = [4001, 4002, 4003, 4004, 4005]
     async with FakeLLM(latency=1.0) as llm:
-        daemon = Daemon(tmp_path, llm, tg, access__dm_policy="open", gateway__drain_seconds=20)
+        daemon = Daemon(tmp_path, llm, telegram_settings(tg, access__dm_policy="open", gateway__drain_seconds=20))
         try:
             daemon.start()
             await tg.wait_for("getUpdates", timeout=20)
@@ -171,7 +121,7 @@ async def test_a_storm_of_kills_across_thirty_chats_leaves_every_answer_exactly_
 
     async with FakeLLM() as llm:
         llm.responder = model
-        daemon = Daemon(tmp_path, llm, tg, access__dm_policy="open")
+        daemon = Daemon(tmp_path, llm, telegram_settings(tg, access__dm_policy="open"))
         try:
             daemon.start()
             for user in users:

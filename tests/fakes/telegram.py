@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import json
 import posixpath
-import socket
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
 
+from tests.fakes.base import RecordingFake
 from tests.fakes.telegram_objects import (
     ACTIONS,
     CONFLICT,
@@ -59,7 +59,7 @@ def _chat(chat_id: int | None) -> str | None:
     return None if chat_id is None else str(chat_id)
 
 
-class FakeTelegram:
+class FakeTelegram(RecordingFake):
     """The Bot API of one bot, with recorded calls, injectable updates and faults."""
 
     def __init__(self, token: str = "123:ABC", bot_username: str = "chatgate_bot",
@@ -107,14 +107,7 @@ class FakeTelegram:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self._port))
-        self._url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self._closing = False
-        await web.SockSite(self._runner, sock).start()
+        await self._listen(app)
 
     async def stop(self) -> None:
         """Answer open long polls with no updates and close the server."""
@@ -124,48 +117,7 @@ class FakeTelegram:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> FakeTelegram:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``; PTB wants ``base_url(f"{url}/bot")``."""
-        if self._url is None:
-            raise RuntimeError("FakeTelegram is not started")
-        return self._url
-
     # ----------------------------------------------------------------- inspection
-
-    def calls_to(self, method: str) -> list[Call]:
-        """Every recorded call of ``method``, in order."""
-        return [c for c in self.calls if c.method == method]
-
-    async def wait_for(self, method: str, predicate: Callable[[Call], bool] | None = None,
-                       count: int = 1, timeout: float = 5.0, since: int = 0) -> list[Call]:
-        """Wait until ``count`` calls of ``method`` (from ``calls[since:]``) match ``predicate``.
-
-        Returns all matching calls. A call is visible once answered, except ``getUpdates``
-        which is visible (``status == 0``) as soon as the poll arrives.
-        """
-        def matching() -> list[Call]:
-            return [c for c in self.calls[since:]
-                    if c.method == method and (predicate is None or predicate(c))]
-
-        async with self._cond:
-            try:
-                await asyncio.wait_for(self._cond.wait_for(lambda: len(matching()) >= count),
-                                       timeout)
-            except TimeoutError:
-                seen = "\n  ".join(repr(c) for c in self.calls[-30:]) or "(none)"
-                raise TimeoutError(
-                    f"waited {timeout}s for {count} {method} call(s)"
-                    f"{' matching the predicate' if predicate else ''}, got "
-                    f"{len(matching())}; last calls seen:\n  {seen}") from None
-        return matching()
 
     def sent_messages(self, chat_id: int | None = None, *,
                       include_deleted: bool = False) -> list[SentMessage]:
@@ -391,13 +343,6 @@ class FakeTelegram:
         return web.Response(text=json.dumps(body), status=call.status,
                             content_type="application/json")
 
-    async def _drop(self, call: Call, request: web.Request) -> None:
-        call.status, call.description = -1, "connection dropped"
-        await self._notify()
-        assert request.transport is not None
-        request.transport.abort()
-        raise web.HTTPInternalServerError()  # never reaches the client
-
     @staticmethod
     async def _read_params(request: web.Request, call: Call) -> dict[str, Any]:
         raw: dict[str, Any] = dict(request.query)
@@ -429,9 +374,9 @@ class FakeTelegram:
             return web.Response(status=404, text="Not Found")
         return web.Response(body=stored.content, content_type="application/octet-stream")
 
-    async def _notify(self) -> None:
-        async with self._cond:
-            self._cond.notify_all()
+    @staticmethod
+    def _answered(call: Call) -> bool:
+        return True  # answered calls, and getUpdates (status 0) as soon as the poll arrives
 
     def _wake_pollers(self) -> None:
         self._wake.set()
