@@ -11,7 +11,7 @@ It asserts nothing about time.
 
 Usage::
 
-    .venv/bin/python bench/platform_overhead.py --platforms discord,telegram --turns 100 --repeat 3
+    .venv/bin/python bench/platform_overhead.py --platforms discord,slack,telegram --turns 100 --repeat 3
 
 Talks only to 127.0.0.1.
 """
@@ -121,7 +121,30 @@ class Telegram(Platform):
         return await _first_call(self.fake, lambda c: text in str(c.get("text")), ("sendMessage", "editMessageText"))
 
 
-PLATFORMS: dict[str, Callable[[], Platform]] = {"discord": Discord, "telegram": Telegram}
+class Slack(Platform):
+    name = "slack"
+
+    async def __aenter__(self) -> "Slack":
+        from tests.fakes.slack import FakeSlack
+
+        self.fake = await FakeSlack().__aenter__()
+        self.settings = {"platforms__slack__bot_token": self.fake.bot_token, "platforms__slack__app_token":
+                         self.fake.app_token, "platforms__slack__api_base": self.fake.api_base,
+                         "access__dm_policy": "open"}
+        return self
+
+    async def ready(self) -> None:
+        await self.fake.wait_for_connections(1, timeout=30)
+
+    def send(self, text: str) -> float:
+        self.fake.user_message(text)
+        return asyncio.get_running_loop().time()
+
+    async def replied(self, text: str) -> float:
+        return await _first_call(self.fake, lambda c: text in str(c.get("text")), ("chat.postMessage", "chat.update"))
+
+
+PLATFORMS: dict[str, Callable[[], Platform]] = {"discord": Discord, "slack": Slack, "telegram": Telegram}
 
 
 async def _first_call(fake: Any, carries: Callable[[Any], bool], methods: tuple[str, ...]) -> float:
@@ -160,7 +183,7 @@ async def one_run(kind: str, turns: int, warmup: int) -> tuple[list[float], floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--platforms", default="discord,telegram")
+    parser.add_argument("--platforms", default="discord,slack,telegram")
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)

@@ -53,13 +53,15 @@ class Inbound:
         r.metrics.inbound.labels(msg.platform).inc()
         r.last_inbound = time.time()
         paired = msg.platform not in TRUSTED_PLATFORMS and await r.pairing.is_paired(msg.platform, msg.user_id)
+        key = session_key(msg, cfg.gateway.group_sessions)
+        if await self._follow_up(msg, key):
+            msg = replace(msg, bot_mentioned=True)
         decision = check_access(msg, cfg.access, paired=paired,
                                 require_mention=cfg.platforms.require_mention(msg.platform, msg.chat_id))
         if decision == "pair":
             r.spawn(r.control.offer_pairing(msg), name="pairing-offer")
         if decision != "allow":
             return Intake.IGNORED
-        key = session_key(msg, cfg.gateway.group_sessions)
         refusal = self._refusal(msg, key)
         if refusal is not None:
             return await self._refuse(msg, key, *refusal)
@@ -74,6 +76,18 @@ class Inbound:
         elif r.state == "running":
             self.dispatch(item)
         return Intake.STORED  # while draining it stays in the inbox for the next start
+
+    async def _follow_up(self, msg: InboundMessage, key: str) -> bool:
+        """An unaddressed message in a thread the agent is in, on a platform whose threads are
+        conversations (`Capabilities.follows_threads`): answered as if it were addressed."""
+        r = self.runner
+        if msg.bot_mentioned or msg.chat_type == "dm" or not msg.thread_id:
+            return False
+        adapter = r.adapters.get(msg.platform)
+        if adapter is None or not adapter.capabilities.follows_threads:
+            return False
+        assert r.store is not None
+        return await r.store.in_thread(msg.platform, msg.chat_id, msg.thread_id, key)
 
     def _refusal(self, msg: InboundMessage, key: str) -> tuple[str, str] | None:
         """(reason, what to tell the person) when a message is not to be taken."""

@@ -39,11 +39,21 @@ class StreamPreview:
         self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._enabled = adapter is not None and adapter.capabilities.can_edit
+        self._placeholder = adapter.working_text(chat) if adapter is not None and self._enabled else None
+
+    def begin(self) -> None:
+        """Post the platform's "working…" placeholder now, as the draft the answer will replace
+        (platforms without a typing indicator); nothing when a draft exists already."""
+        if self._placeholder and self.message_id is None:
+            self._wake()
 
     def push(self, delta: str) -> None:
         if not self._enabled or self._closing.is_set():
             return
         self.text += delta
+        self._wake()
+
+    def _wake(self) -> None:
         self._dirty.set()
         if self._task is None:
             self._task = asyncio.create_task(self._pump(), name="stream-preview")
@@ -66,6 +76,8 @@ class StreamPreview:
             if self._closing.is_set():
                 return
             text = self.text if len(self.text) <= limit else self.text[: limit - 1] + "…"
+            if not text.strip() and self.message_id is None:
+                text = self._placeholder or ""
             if text.strip() and text != self._shown:
                 try:
                     await self._show(text)

@@ -256,6 +256,15 @@ class Store:
                 return int(cur.lastrowid)
         return await self.active_session(key, chat, chat_type)
 
+    async def in_thread(self, platform: str, chat_id: str, thread_id: str, key: str) -> bool:
+        """Whether the agent is in this thread: it took the message that opened it, or the
+        thread's session is active (the agent was addressed later in the thread)."""
+        row = await self.fetch_one(
+            "SELECT EXISTS (SELECT 1 FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?"
+            " AND state != 'refused') OR EXISTS (SELECT 1 FROM sessions WHERE key = ? AND ended_at IS NULL) AS found",
+            (platform, chat_id, thread_id, key))
+        return bool(row and row["found"])
+
     async def end_session(self, key: str) -> int | None:
         """End the key's active session; return its id (None: there was none)."""
         async with self._write:

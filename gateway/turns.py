@@ -173,6 +173,7 @@ class Turns:
             await self.store.inbox_set_draft(item.inbox_id, message_id)
 
         preview = self.delivery.stream(chat, reply_to, message_id=item.draft_message_id, on_first_send=first_send)
+        preview.begin()
 
         def steer() -> list[str]:
             taken = list(worker.steered)

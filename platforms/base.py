@@ -195,6 +195,7 @@ class Capabilities:
     can_typing: bool = False
     can_files: bool = False
     edit_interval: float = 1.0  # seconds between streaming edits of one message
+    follows_threads: bool = False  # in a thread the agent is in, a message needs no mention (Slack)
 
 
 class DeliveryError(Exception):
@@ -347,6 +348,11 @@ class PlatformAdapter(abc.ABC):
     async def open_dm(self, user_id: str) -> ChatRef:
         """The direct chat with a user, opened if needed (a DM channel id is not a user id everywhere)."""
         return ChatRef(self.name, user_id)
+
+    def working_text(self, chat: ChatRef) -> str | None:
+        """A placeholder to post when a turn starts, which the answer then replaces (platforms
+        without a typing indicator); None: no placeholder."""
+        return None
 
     async def typing(self, chat: ChatRef, active: bool) -> None:
         """Show or clear the typing indicator; platforms without one ignore this."""

@@ -37,13 +37,22 @@ class RateLimits:
     def pause(self, chat: str, seconds: float) -> None:
         self._paused[chat] = max(self._paused.get(chat, 0.0), self._clock() + seconds)
 
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(self.capacity, self._tokens + (now - self._refilled) * self.rate)
+        self._refilled = now
+
+    def try_take(self) -> bool:
+        """A slot of the overall rate if one is free now (True), without waiting."""
+        if self.rate <= 0:
+            return True
+        self._refill()
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
     async def take(self) -> None:
         """Wait for a slot of the overall rate."""
-        while self.rate > 0:
-            now = self._clock()
-            self._tokens = min(self.capacity, self._tokens + (now - self._refilled) * self.rate)
-            self._refilled = now
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
-                return
+        while not self.try_take():
             await asyncio.sleep((1.0 - self._tokens) / self.rate)

@@ -16,7 +16,7 @@ import aiohttp
 
 from gateway.config import load_config
 from gateway.runner import GatewayRunner
-from tests.fakes.llm import FakeLLM
+from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 
 
@@ -39,6 +39,16 @@ async def start_gateway(home: Path, llm_url: str | None, **settings: Any) -> Gat
         await runner.stop()  # what `chatgate run` does after a failed start: close what was opened
         raise
     return runner
+
+
+def delete_then_report(body: dict[str, Any]) -> Reply | None:
+    """An LLM responder: asked to "delete it", it runs a command that needs approval, then says "done"."""
+    messages = body["messages"]
+    if "delete it" not in str(messages[-1].get("content")) and messages[-1]["role"] != "tool":
+        return None
+    if messages[-1]["role"] == "tool":
+        return Reply.text("done")
+    return Reply.tool_calls([("terminal", {"command": "rm -rf victim"})])
 
 
 class Tab:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.discord import DEFAULT_CHANNEL, DEFAULT_GUILD, MESSAGES_ROUTE, FakeDiscord
 from tests.fakes.llm import FakeLLM, Reply
-from tests.harness import Daemon, eventually, start_gateway
+from tests.harness import Daemon, delete_then_report, eventually, start_gateway
 
 ANN, BOB = 1001, 2002
 CALLBACK = "POST /interactions/{interaction_id}/{interaction_token}/callback"
@@ -132,15 +132,6 @@ async def test_auto_thread_opens_a_thread_named_from_the_message_and_goes_on_the
         await runner.stop()
 
 
-def _delete_then_report(body: dict[str, Any]) -> Reply | None:
-    messages = body["messages"]
-    if "delete it" not in str(messages[-1].get("content")) and messages[-1]["role"] != "tool":
-        return None
-    if messages[-1]["role"] == "tool":
-        return Reply.text("done")
-    return Reply.tool_calls([("terminal", {"command": "rm -rf victim"})])
-
-
 async def approval_prompt(dc: FakeDiscord) -> Any:
     await dc.wait_until(lambda: any(m.components for m in dc.sent_messages()), 10)
     return next(m for m in dc.sent_messages() if m.components)
@@ -151,7 +142,7 @@ def button(prompt: Any, label: str) -> str:
 
 
 async def test_approval_buttons_answer_the_requester_and_refuse_others(tmp_path, llm: FakeLLM, dc: FakeDiscord):
-    llm.responder = _delete_then_report
+    llm.responder = delete_then_report
     (tmp_path / "ws" / "victim").mkdir(parents=True)
     runner = await discord_gateway(tmp_path, llm, dc, agent__workspace=tmp_path / "ws",
                                    access__allowed_users=f"{{discord: [{ANN}, {BOB}]}}")
@@ -179,7 +170,7 @@ async def test_approval_buttons_answer_the_requester_and_refuse_others(tmp_path,
 
 
 async def test_a_button_pressed_after_a_restart_is_still_answered(tmp_path, llm: FakeLLM, dc: FakeDiscord):
-    llm.responder = _delete_then_report
+    llm.responder = delete_then_report
     (tmp_path / "ws" / "victim").mkdir(parents=True)
     settings = {"agent__workspace": tmp_path / "ws"}
     runner = await discord_gateway(tmp_path, llm, dc, **settings)

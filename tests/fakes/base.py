@@ -41,6 +41,18 @@ class RecordingFake:
         request.transport.abort()
         raise web.HTTPInternalServerError()  # never reaches the client
 
+    _faults: list[Any]
+
+    def _take_fault(self, call: Any) -> Any | None:
+        """The first injected fault that applies to `call` (its `applies`), one of its count used."""
+        for fault in self._faults:
+            if fault.applies(call):
+                fault.count -= 1
+                if fault.count <= 0:
+                    self._faults.remove(fault)
+                return fault
+        return None
+
     async def start(self) -> None:
         raise NotImplementedError
 

@@ -370,15 +370,6 @@ class FakeDiscord(RecordingFake):
         self._faults.append(Fault(route, count, None, _str(channel_id), hold=release, match=match))
         return release
 
-    def _take_fault(self, call: Call) -> Fault | None:
-        for fault in self._faults:
-            if fault.applies(call):
-                fault.count -= 1
-                if fault.count <= 0:
-                    self._faults.remove(fault)
-                return fault
-        return None
-
     # ----------------------------------------------------------------- injecting what people do
 
     def user_message(self, content: str = "", *, user_id: int = DEFAULT_USER, username: str = "ann",

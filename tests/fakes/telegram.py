@@ -162,17 +162,6 @@ class FakeTelegram(RecordingFake):
         self._faults.append(Fault(method, count, None, _chat(chat_id), hold=release, match=match))
         return release
 
-    def _take_fault(self, call: Call) -> Fault | None:
-        for fault in self._faults:
-            if fault.method in (call.method, "*") and (fault.chat_id is None
-                                                       or str(call.get("chat_id")) == fault.chat_id) \
-                    and (fault.match is None or fault.match(call)):
-                fault.count -= 1
-                if fault.count <= 0:
-                    self._faults.remove(fault)
-                return fault
-        return None
-
     # ----------------------------------------------------------------- injecting updates
 
     def inject(self, update: JSON) -> JSON:
@@ -307,7 +296,10 @@ class FakeTelegram(RecordingFake):
                     asyncio.get_running_loop().time())
         self.calls.append(call)
         try:
-            call.params = raw = await self._read_params(request, call)
+            try:
+                call.params = raw = await self._read_params(request, call)
+            except ConnectionResetError:  # the client went away mid-request (a killed gateway)
+                raise ApiError(499, "Client Closed Request") from None
             call.params = decode_params(raw)
             if request.match_info["token"] != self.token:
                 raise ApiError(401)

@@ -87,6 +87,10 @@ class Fault:
     hold: "asyncio.Event | None" = None  # the call waits until this is set (or the server stops)
     match: "Callable[[Call], bool] | None" = None  # only calls this accepts
 
+    def applies(self, call: "Call") -> bool:
+        return self.method in (call.method, "*") and (self.chat_id is None or str(call.get("chat_id")) == self.chat_id) \
+            and (self.match is None or self.match(call))
+
 
 @dataclass(frozen=True, slots=True)
 class UploadedFile:
