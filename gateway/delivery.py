@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Awaitable, Callable, Mapping, TypeVar
+from typing import Awaitable, Callable, Iterator, Mapping, TypeVar
 
 from gateway.ops.metrics import Metrics
 from gateway.preview import StreamPreview, Typing
@@ -55,6 +56,20 @@ class Delivery:
         self._wake = asyncio.Event()
         self._retry_task: asyncio.Task[None] | None = None
         self._flushing: dict[ChatKey, asyncio.Task[None]] = {}
+        self._finishing: dict[int, ChatKey | None] = {}  # inbox id → a chat whose flush it held up
+
+    @contextmanager
+    def finishing(self, inbox_id: int) -> Iterator[None]:
+        """While a turn commits its reply and waits for its preview, flushes leave that reply to the
+        turn: the turn knows the preview's message id (the draft to edit), which the committed row
+        may not have yet. A chat a flush stopped at it is flushed again afterwards."""
+        self._finishing[inbox_id] = None
+        try:
+            yield
+        finally:
+            held = self._finishing.pop(inbox_id, None)
+            if held is not None:
+                self._flush_later(held)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -203,6 +218,9 @@ class Delivery:
         """Send a chat's pending replies in order, up to the first that cannot go now."""
         self._waits.pop((platform, chat_id), None)
         for item in await self.store.outbox_pending(platform, chat_id):
+            if item.inbox_id in self._finishing:  # its turn sends it (and then the rest: see `finishing`)
+                self._finishing[item.inbox_id] = (platform, chat_id)
+                break
             if not await self.deliver(item):
                 break
 

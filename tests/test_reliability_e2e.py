@@ -164,6 +164,28 @@ async def test_a_rate_limited_preview_does_not_hold_the_reply_back(tmp_path, llm
         await runner.stop()
 
 
+async def test_a_flush_while_the_preview_send_is_in_flight_does_not_send_the_reply_twice(tmp_path, llm: FakeLLM,
+                                                                                         tg: FakeTelegram):
+    # A platform coming back (or a tab reconnecting) flushes the outbox. If that happens after the
+    # turn committed its reply but before the preview's first send returned, the flush must leave
+    # the reply to the turn, which edits the preview instead of sending a second message.
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    release = tg.hold_next("sendMessage", chat_id=ANN)
+    try:
+        tg.user_message("just once")
+        await tg.wait_for("sendMessage", lambda c: c.status == -2)  # the preview's send, held
+        await eventually(lambda: rows(tmp_path, "SELECT 1 FROM outbox o JOIN inbox i ON i.id = o.inbox_id"
+                                                " WHERE i.state = 'done'"), what="the reply committed")
+        await runner.delivery.flush("telegram")  # as when the platform is back, while the preview is held
+        release.set()
+        await wait_for_text(tg, "echo: just once")
+        await eventually(lambda: rows(tmp_path, "SELECT 1 FROM outbox WHERE state = 'sent'"), what="sent")
+        assert sent_texts(tg, ANN) == ["echo: just once"]
+        assert [c.method for c in tg.calls if c.method in ("sendMessage", "editMessageText")].count("sendMessage") == 1
+    finally:
+        await runner.stop()
+
+
 def _delete_then_echo(body: dict[str, Any]) -> Reply | None:
     """The model runs a dangerous command when asked to "delete it", then reports; else it echoes."""
     messages = body["messages"]
