@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Literal, Mapping, get_args, get_origin
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -133,6 +134,14 @@ class TrajectoriesConfig(_Section):
 class HttpConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
+    public_url: str | None = None  # e.g. https://chat.example.org behind a reverse proxy: its host is accepted
+
+    @field_validator("public_url")
+    @classmethod
+    def _absolute_url(cls, value: str | None) -> str | None:
+        if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname):
+            raise ValueError("must be an absolute http(s) URL, e.g. https://chat.example.org")
+        return value.rstrip("/") if value else value
 
 
 class _Platforms(_Section):

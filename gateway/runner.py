@@ -62,7 +62,8 @@ ButtonHandler = Callable[[ButtonPress], Awaitable[str]]
 
 def build_adapters(config: Config) -> list[PlatformAdapter]:
     """The adapters the configuration asks for; SDKs are imported only for those."""
-    return registry.build(config.platforms.sections(), registry.AdapterEnv(home=config.home))
+    env = registry.AdapterEnv(home=config.home, http_host=config.http.host, public_url=config.http.public_url)
+    return registry.build(config.platforms.sections(), env)
 
 
 class GatewayRunner:

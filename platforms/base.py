@@ -284,6 +284,11 @@ class PlatformAdapter(abc.ABC):
             raise RuntimeError(f"{self.name}: no callback set")
         return await self._on_event(event)
 
+    def entry_url(self, base_url: str) -> str | None:
+        """The address a person opens to use this platform on the gateway's HTTP server (the web
+        chat's page), given the server's base URL; None for platforms reached elsewhere."""
+        return None
+
     def http_routes(self) -> Sequence[Any]:
         """aiohttp route definitions this adapter serves on the gateway's HTTP server."""
         return ()

@@ -24,6 +24,8 @@ class AdapterEnv:
     """What a factory may use besides its own section."""
 
     home: Path  # CHATGATE_HOME; an adapter keeps files under home/files/<platform>
+    http_host: str = "127.0.0.1"  # where the gateway's HTTP server listens
+    public_url: str | None = None  # the address it is reached at from outside (a reverse proxy), if any
 
 
 @dataclass(frozen=True, slots=True)

@@ -327,7 +327,7 @@ async def test_http_endpoints_and_websocket_guards(tmp_path, llm: FakeLLM):
             async with http.get(f"{base}/?token=s3cret-token") as r:
                 assert r.status == 200 and "<html" in (await r.text()).lower()
             async with http.get(f"{base}/ws?chat=abcdefgh12&token=wrong") as r:
-                assert r.status == 403
+                assert r.status == 401
             async with http.get(f"{base}/ws?chat=abcdefgh12&token=s3cret-token",
                                 headers={"Origin": "https://evil.example"}) as r:
                 assert r.status == 403

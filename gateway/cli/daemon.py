@@ -34,11 +34,13 @@ async def run(config: Config, _: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await runner.start()
-    except (OSError, RuntimeError) as exc:
-        print(f"chatgate cannot start: {exc}", file=sys.stderr)
+    except Exception as exc:  # a platform unreachable, a port taken, a bad token: one line, then an orderly stop
+        reason = str(exc) if isinstance(exc, (OSError, RuntimeError)) else f"{type(exc).__name__}: {exc}"
+        log.debug("start-up failed", exc_info=True)
+        print(f"chatgate cannot start: {reason}", file=sys.stderr)
         await runner.stop()
         return 1
-    print(f"chatgate is running: open http://{config.http.host}:{runner.http.port}/ (Ctrl-C stops)", flush=True)
+    print(f"chatgate is running{_where(config, runner)} (Ctrl-C stops)", flush=True)
     waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(runner.failed.wait())]
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     for waiter in waiters:
@@ -49,6 +51,15 @@ async def run(config: Config, _: argparse.Namespace) -> int:
         print(f"chatgate stopped: {runner.failure}", file=sys.stderr)
         return 1
     return 0
+
+
+def _where(config: Config, runner: Any) -> str:
+    """": open <the web chat's address>" when there is a page to open (with its token)."""
+    assert runner.http is not None
+    host = config.http.host if config.http.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    base = config.http.public_url or f"http://{host if ':' not in host else f'[{host}]'}:{runner.http.port}"
+    urls = [url for adapter in runner.adapters.values() if (url := adapter.entry_url(base))]
+    return f": open {urls[0]}" if urls else f" (HTTP on {base})"
 
 
 async def doctor(config: Config, _: argparse.Namespace) -> int:

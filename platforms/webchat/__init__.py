@@ -12,10 +12,12 @@ if TYPE_CHECKING:
 
 
 def create(config: WebchatConfig, env: AdapterEnv) -> "WebChatAdapter":
+    from platforms.webchat.access import Gate, resolve_token
     from platforms.webchat.adapter import WebChatAdapter
 
-    return WebChatAdapter(token=config.token.get_secret_value() if config.token else None,
-                          ack_timeout=config.ack_timeout_seconds)
+    token = resolve_token(config.token.get_secret_value() if config.token is not None else None, env.home,
+                          env.http_host)
+    return WebChatAdapter(gate=Gate(env.http_host, env.public_url, token), ack_timeout=config.ack_timeout_seconds)
 
 
 SPEC = PlatformSpec("webchat", WebchatConfig, create)

@@ -11,14 +11,12 @@ did not confirm stays in the gateway's outbox and is sent again, under the same 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import re
 import secrets
 from importlib import resources
 from typing import Any, Sequence
-from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
@@ -33,6 +31,7 @@ from platforms.base import (
     PlatformAdapter,
     Reply,
 )
+from platforms.webchat.access import Gate
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +48,10 @@ class WebChatAdapter(PlatformAdapter):
     capabilities = Capabilities(max_length=16_000, markup="markdown", can_edit=True, can_buttons=True,
                                 can_typing=True, edit_interval=0.1)
 
-    def __init__(self, *, token: str | None = None, user_id: str = "local", user_name: str = "you",
+    def __init__(self, *, gate: Gate | None = None, user_id: str = "local", user_name: str = "you",
                  ack_timeout: float = 10.0) -> None:
         super().__init__()
-        self._token = token
+        self.gate = gate or Gate("127.0.0.1", None, None)
         self._user_id, self._user_name = user_id, user_name
         self.ack_timeout = ack_timeout
         self._sockets: dict[str, set[web.WebSocketResponse]] = {}
@@ -73,23 +72,34 @@ class WebChatAdapter(PlatformAdapter):
 
     # -- HTTP -----------------------------------------------------------------------------
 
-    def _authorised(self, request: web.Request) -> bool:
-        if self._token and not hmac.compare_digest(request.query.get("token", ""), self._token):
-            return False
-        origin = request.headers.get("Origin")  # refuse other web sites' pages (cross-site websockets)
-        return origin is None or urlsplit(origin).netloc == request.host
+    def entry_url(self, base_url: str) -> str | None:
+        return f"{base_url}/?token={self.gate.token}" if self.gate.token else f"{base_url}/"
+
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        """Why a request may not reach the chat (None: it may). Another site's page (a cross-site
+        websocket, DNS rebinding) and a missing or wrong token are refused."""
+        if not self.gate.host_allowed(request.host):
+            return web.Response(status=421, text=f"This web chat is not served as {request.host!r}; to reach it "
+                                "under that name, set http.public_url.\n")
+        if not self.gate.origin_allowed(request.headers.get("Origin"), request.host):
+            return web.Response(status=403, text="Pages of other sites may not use this web chat.\n")
+        if not self.gate.token_ok(request.query.get("token", "")):
+            return web.Response(status=401, text="This web chat needs ?token=… in the address.\n")
+        return None
 
     async def _serve_page(self, request: web.Request) -> web.StreamResponse:
-        if self._token and not hmac.compare_digest(request.query.get("token", ""), self._token):
-            return web.Response(status=401, text="This web chat needs ?token=… in the address.\n")
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
         if self._page is None:
             self._page = (resources.files("platforms.webchat") / "static" / "webchat.html").read_bytes()
         return web.Response(body=self._page, content_type="text/html", charset="utf-8",
                             headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"})
 
     async def _serve_socket(self, request: web.Request) -> web.StreamResponse:
-        if not self._authorised(request):
-            return web.Response(status=403, text="forbidden\n")
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
         chat_id = request.query.get("chat", "")
         if not _CHAT_ID.match(chat_id):
             return web.Response(status=400, text="chat must be 8-64 letters, digits, '-' or '_'\n")

@@ -1,0 +1,107 @@
+"""Who may reach the web chat: the names it is served as, and its token.
+
+A page on another site cannot drive the chat: the websocket's Origin must be the page's own
+address, and the Host must be a name this server is served as (loopback names, the configured
+`http.host`, the host of `http.public_url`; an IP address too when listening on all addresses —
+DNS rebinding always comes with a domain name). Listening beyond loopback needs a token: the
+configured one, else one generated on first start and kept in `$CHATGATE_HOME/webchat-token`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from platforms.registry import PlatformUnavailable
+
+TOKEN_FILE = "webchat-token"
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "*"})
+
+
+def hostname(host: str) -> str:
+    """The name part of a Host header or address: no port, no brackets, lower case."""
+    try:
+        return (urlsplit(f"//{host}").hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def is_loopback(host: str) -> bool:
+    name = hostname(host) if host not in _WILDCARDS else host
+    if name == "localhost":
+        return True
+    return _is_ip(name) and ipaddress.ip_address(name).is_loopback
+
+
+class Gate:
+    """The Host, Origin and token checks of one web chat."""
+
+    def __init__(self, http_host: str, public_url: str | None, token: str | None) -> None:
+        self.token = token
+        self.any_address = http_host in _WILDCARDS
+        self.names = {"localhost", "127.0.0.1", "::1"}
+        if not self.any_address:
+            self.names.add(hostname(http_host))
+        self.public_origin = None
+        if public_url:
+            parts = urlsplit(public_url)
+            self.names.add((parts.hostname or "").lower())
+            self.public_origin = f"{parts.scheme}://{parts.netloc}".lower()
+
+    def host_allowed(self, host: str) -> bool:
+        name = hostname(host)
+        return name in self.names or (self.any_address and _is_ip(name))
+
+    def origin_allowed(self, origin: str | None, host: str) -> bool:
+        """No Origin (not a browser page) passes; a browser page must be this server's own."""
+        if origin is None:
+            return True
+        try:
+            parts = urlsplit(origin)
+        except ValueError:
+            return False
+        return parts.netloc.lower() == host.lower() or f"{parts.scheme}://{parts.netloc}".lower() == self.public_origin
+
+    def token_ok(self, given: str) -> bool:
+        """Compared as bytes, in constant time (any text a query string can carry is fine)."""
+        if not self.token:
+            return True
+        return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), self.token.encode("utf-8"))
+
+
+def resolve_token(configured: str | None, home: Path, http_host: str) -> str | None:
+    """The token the web chat requires, or None on loopback when none is configured."""
+    if configured is not None:
+        if not configured and not is_loopback(http_host):
+            raise PlatformUnavailable(
+                f"the web chat would listen on {http_host or 'every address'} with no token: remove "
+                "platforms.webchat.token: \"\" (one is then generated), set one, or set http.host: 127.0.0.1")
+        return configured or None
+    if is_loopback(http_host):
+        return None
+    path = home / TOKEN_FILE
+    try:
+        return path.read_text().strip() or _new_token(path)
+    except FileNotFoundError:
+        return _new_token(path)
+
+
+def _new_token(path: Path) -> str:
+    token = secrets.token_urlsafe(24)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(token + "\n")
+    return token

@@ -1,0 +1,120 @@
+"""Who can reach the web chat: Host and Origin (no other site's page, no DNS rebinding), the token,
+and the rule that a web chat listening beyond loopback always has one."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from gateway.config import load_config
+from gateway.runner import GatewayRunner
+from platforms.registry import PlatformUnavailable
+from tests.fakes.llm import FakeLLM
+from tests.harness import Daemon, eventually, gateway_env, start_gateway
+
+CHAT = "abcdefgh12"
+
+
+async def status(url: str, **headers: str) -> int:
+    async with aiohttp.ClientSession() as http, http.get(url, headers=headers) as response:
+        return response.status
+
+
+@pytest.mark.parametrize(("host", "origin", "expected"), [
+    ("127.0.0.1:{port}", None, 101),  # a local program (no Origin)
+    ("localhost:{port}", "http://localhost:{port}", 101),  # the page itself
+    ("[::1]:{port}", "http://[::1]:{port}", 101),
+    ("chat.example.org", "https://chat.example.org", 101),  # http.public_url, behind a proxy
+    ("localhost:{port}", "http://localhost:3000", 403),  # another local page
+    ("localhost:{port}", "https://evil.example", 403),  # another site's page
+    ("rebind.example:{port}", "http://rebind.example:{port}", 421),  # DNS rebinding
+    ("rebind.example:{port}", None, 421),
+])
+async def test_only_this_servers_own_names_and_pages_reach_the_socket(tmp_path, llm: FakeLLM, host: str,
+                                                                     origin: str | None, expected: int):
+    runner = await start_gateway(tmp_path, llm.base_url, http__public_url="https://chat.example.org/")
+    port = runner.http.port
+    headers = {"Host": host.format(port=port), "Connection": "Upgrade", "Upgrade": "websocket",
+               "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    if origin:
+        headers["Origin"] = origin.format(port=port)
+    try:
+        assert await status(f"http://127.0.0.1:{port}/ws?chat={CHAT}", **headers) == expected
+        page = await status(f"http://127.0.0.1:{port}/", Host=host.format(port=port))
+        assert page == (421 if expected == 421 else 200)
+    finally:
+        await runner.stop()
+
+
+async def test_any_token_text_is_a_refusal_not_an_error(tmp_path, llm: FakeLLM):
+    runner = await start_gateway(tmp_path, llm.base_url, platforms__webchat__token="s3cret")
+    base = f"http://127.0.0.1:{runner.http.port}"
+    try:
+        for token in ("%C3%A9t%C3%A9", "%F0%9F%94%91", "%ED%A0%80", "s3cre", ""):
+            assert await status(f"{base}/?token={token}") == 401
+            assert await status(f"{base}/ws?chat={CHAT}&token={token}") == 401
+        assert await status(f"{base}/?token=s3cret") == 200
+    finally:
+        await runner.stop()
+
+
+async def test_beyond_loopback_a_token_is_generated_kept_and_required(tmp_path, llm: FakeLLM):
+    runner = await start_gateway(tmp_path, llm.base_url, http__host="0.0.0.0")
+    token_file = tmp_path / "webchat-token"
+    try:
+        token = token_file.read_text().strip()
+        assert len(token) >= 32 and stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        base = f"http://127.0.0.1:{runner.http.port}"
+        assert await status(f"{base}/") == 401
+        assert await status(f"{base}/?token={token}") == 200
+        assert runner.adapters["webchat"].entry_url("http://h") == f"http://h/?token={token}"
+    finally:
+        await runner.stop()
+    runner = await start_gateway(tmp_path, llm.base_url, http__host="0.0.0.0")  # the same one next time
+    try:
+        assert runner.adapters["webchat"].gate.token == token
+    finally:
+        await runner.stop()
+
+
+def test_beyond_loopback_with_the_token_turned_off_start_up_refuses(tmp_path):
+    (tmp_path / "config.yaml").write_text('platforms:\n  webchat:\n    token: ""\n')
+    config = load_config(env=gateway_env(tmp_path, None, http__host="0.0.0.0"))
+    with pytest.raises(PlatformUnavailable, match="no token"):
+        GatewayRunner(config)
+    assert not (tmp_path / "webchat-token").exists()
+    runner = GatewayRunner(load_config(env=gateway_env(tmp_path, None)))  # on loopback "" means none
+    assert runner.adapters["webchat"].gate.token is None
+
+
+async def test_chatgate_run_prints_the_address_with_its_token(tmp_path: Path):
+    async with FakeLLM() as llm:
+        daemon = Daemon(tmp_path, llm, {"http__host": "0.0.0.0"})
+        try:
+            daemon.start()
+            log = tmp_path / "gateway-1.log"
+            await eventually(lambda: "chatgate is running" in log.read_text(), 20, "the start-up line")
+            token = (tmp_path / "webchat-token").read_text().strip()
+            line = next(x for x in log.read_text().splitlines() if "chatgate is running" in x)
+            assert f"/?token={token}" in line and "http://127.0.0.1:" in line
+            assert token not in log.read_text().replace(line, "")  # printed once, never logged
+        finally:
+            daemon.close()
+
+
+async def test_an_unexpected_start_up_error_is_one_line_and_an_orderly_stop(tmp_path: Path):
+    (tmp_path / "config.yaml").write_text("platforms:\n  telegram:\n    token: '123:abc'\n    base_url: "
+                                          "'http://127.0.0.1:9'\n")  # nothing listens there
+    env = {**os.environ, **gateway_env(tmp_path, None)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway.cli", "run", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1
+    lines = [x for x in err.decode().splitlines() if x.startswith("chatgate cannot start")]
+    assert len(lines) == 1 and "Traceback" not in err.decode()
