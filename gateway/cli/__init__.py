@@ -7,11 +7,11 @@ import asyncio
 import sys
 from typing import Sequence
 
-from gateway.cli import cron, daemon, learning, state
+from gateway.cli import cron, daemon, learning, service, state
 from gateway.config import ConfigError, load_config
 from gateway.ops.logs import setup_logging
 
-GROUPS = (daemon, state, cron, learning)  # each: add_parsers(sub) and HANDLERS {command: async handler}
+GROUPS = (daemon, state, cron, learning, service)  # each: add_parsers(sub) and HANDLERS {command: async handler}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from gateway.config import Config
+from gateway.ops import systemd
 from platforms.registry import PlatformUnavailable
 
 log = logging.getLogger("chatgate")
@@ -41,12 +42,18 @@ async def run(config: Config, _: argparse.Namespace) -> int:
         await runner.stop()
         return 1
     print(f"chatgate is running{_where(config, runner)} (Ctrl-C stops)", flush=True)
+    systemd.notify(f"READY=1\nSTATUS=running with {', '.join(runner.adapters)}")
+    interval = systemd.watchdog_interval()
+    watchdog = asyncio.create_task(systemd.feed_watchdog(interval), name="watchdog") if interval else None
     waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(runner.failed.wait())]
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     for waiter in waiters:
         waiter.cancel()
     log.info("stopping: finishing running turns (up to %.0fs)", config.gateway.drain_seconds)
-    await runner.stop()
+    systemd.notify("STOPPING=1")
+    await runner.stop()  # (the watchdog is fed while draining: a long drain is not a hang)
+    if watchdog is not None:
+        watchdog.cancel()
     if runner.failure:
         print(f"chatgate stopped: {runner.failure}", file=sys.stderr)
         return 1

@@ -1,0 +1,73 @@
+"""`chatgate service install|uninstall [--user] [--print]`: chatgate as a systemd service."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from gateway.config import Config
+from gateway.ops.unit import UNIT_NAME, render_unit, unit_dir
+
+
+def add_parsers(sub: Any) -> None:
+    service = sub.add_parser("service", help="run chatgate as a systemd service (restarted on failure)")
+    service_sub = service.add_subparsers(dest="action", required=True)
+    install = service_sub.add_parser("install", help="write the unit, reload systemd, enable and start it")
+    install.add_argument("--print", action="store_true", dest="print_only", help="only print the unit")
+    uninstall = service_sub.add_parser("uninstall", help="stop, disable and remove the unit")
+    for parser in (install, uninstall):
+        parser.add_argument("--user", action="store_true", help="a user service (systemctl --user), no root needed")
+        parser.add_argument("--unit-dir", type=Path, help=argparse.SUPPRESS)  # tests: where units go
+
+
+def _systemctl(user: bool, *args: str) -> None:
+    command = ["systemctl", *(["--user"] if user else []), *args]
+    if shutil.which("systemctl") is None:
+        raise RuntimeError("systemctl is not here: this machine does not run systemd (use Docker, see the README)")
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {(done.stderr or done.stdout).strip()}")
+
+
+async def service(config: Config, args: argparse.Namespace) -> int:
+    folder = args.unit_dir or unit_dir(args.user)
+    path = folder / UNIT_NAME
+    journal = f"journalctl {'--user ' if args.user else ''}-u chatgate -f"
+    try:
+        if args.action == "install":
+            workspace = config.workspace
+            text = render_unit(home=config.home, user=args.user, drain_seconds=config.gateway.drain_seconds,
+                               writable=[] if workspace.is_relative_to(config.home) else [workspace],
+                               config_file=Path(args.config).resolve() if args.config else None)
+            if args.print_only:
+                print(text, end="")
+                return 0
+            config.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not workspace.is_relative_to(config.home):
+                workspace.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            _systemctl(args.user, "daemon-reload")
+            _systemctl(args.user, "enable", "--now", UNIT_NAME)
+            print(f"installed {path}; chatgate is starting and restarts if it fails.\nfollow it: {journal}")
+            if args.user:
+                print("to keep it running after you log out: loginctl enable-linger $USER")
+            return 0
+        if path.exists():
+            _systemctl(args.user, "disable", "--now", UNIT_NAME)
+            path.unlink()
+            _systemctl(args.user, "daemon-reload")
+            print(f"removed {path}; the state in {config.home} is kept")
+        else:
+            print(f"no unit at {path}: nothing to remove")
+        return 0
+    except (OSError, RuntimeError) as exc:
+        print(f"chatgate service {args.action}: {exc}", file=sys.stderr)
+        return 1
+
+
+HANDLERS = {"service": service}

@@ -1,0 +1,93 @@
+"""The systemd unit for this installation: its interpreter, its `CHATGATE_HOME`, its user.
+
+Hardened for what chatgate does: it writes only under its home (and the agent's workspace), reads
+the rest of the system, talks to the network, and starts the tool sandbox — bubblewrap needs user
+namespaces, so `RestrictNamespaces=`, `PrivateUsers=` and a system-call filter are left out.
+"""
+
+from __future__ import annotations
+
+import getpass
+import grp
+import os
+import sys
+from pathlib import Path
+
+UNIT_NAME = "chatgate.service"
+
+
+def unit_dir(user: bool) -> Path:
+    if user:
+        return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "systemd" / "user"
+    return Path("/etc/systemd/system")
+
+
+def _quote(path: Path | str) -> str:
+    text = str(path)
+    return f'"{text}"' if any(c.isspace() for c in text) else text
+
+
+def _under_tmp(paths: list[Path]) -> bool:
+    """A private /tmp would hide these (state kept under /tmp: a trial install)."""
+    return any(p.resolve().is_relative_to(t) for p in paths for t in (Path("/tmp"), Path("/var/tmp")))
+
+
+def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: float,
+                config_file: Path | None = None) -> str:
+    """The unit text. `writable`: the folders beside `home` the service writes (the workspace)."""
+    python = Path(sys.executable)
+    command = [str(python), "-m", "gateway.cli"] + (["--config", str(config_file)] if config_file else []) + ["run"]
+    paths = " ".join(_quote(p) for p in dict.fromkeys([home, *writable]))
+    lines = [
+        "# Written by `chatgate service install`; `chatgate service uninstall` removes it.",
+        "[Unit]",
+        "Description=chatgate - one AI agent in your chats",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=notify",
+        "NotifyAccess=main",
+    ]
+    if not user:
+        account = getpass.getuser()
+        lines += [f"User={account}", f"Group={grp.getgrgid(os.getgid()).gr_name}"]
+    lines += [
+        f'Environment="CHATGATE_HOME={home}"',
+        f"EnvironmentFile=-{_quote(home / 'env')}",  # optional: KEY=value lines (tokens, keys), mode 0600
+        f"WorkingDirectory={_quote(home)}",
+        f"ExecStart={' '.join(_quote(part) for part in command)}",
+        "# SIGTERM drains: running turns finish (gateway.drain_seconds), the outbox is flushed.",
+        "KillSignal=SIGTERM",
+        "KillMode=mixed",
+        f"TimeoutStopSec={int(drain_seconds) + 30}",
+        "TimeoutStartSec=120",
+        "# A loop that stops answering stops feeding the watchdog: systemd restarts the service.",
+        "WatchdogSec=30",
+        "Restart=on-failure",
+        "RestartSec=2",
+        "UMask=0077",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ProtectHome=read-only",
+        f"ReadWritePaths={paths}",
+        *([] if _under_tmp([home, *writable]) else ["PrivateTmp=yes"]),
+        "LockPersonality=yes",
+        "RestrictRealtime=yes",
+        "RestrictSUIDSGID=yes",
+        "SystemCallArchitectures=native",
+    ]
+    if not user:  # (a user manager cannot apply these)
+        lines += [
+            "PrivateDevices=yes",
+            "ProtectKernelTunables=yes",
+            "ProtectKernelModules=yes",
+            "ProtectKernelLogs=yes",
+            "ProtectControlGroups=yes",
+            "ProtectClock=yes",
+            "ProtectHostname=yes",
+            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+            "CapabilityBoundingSet=",
+        ]
+    lines += ["", "[Install]", f"WantedBy={'default.target' if user else 'multi-user.target'}", ""]
+    return "\n".join(lines)
