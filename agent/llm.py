@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -43,6 +44,7 @@ class Completion:
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
+    usage: dict[str, int] | None = None  # the endpoint's token counts, when it reports them
 
 
 class LLMError(Exception):
@@ -78,6 +80,7 @@ class LLMClient:
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
         self._client: Any = None
+        self.observer: Callable[[float, dict[str, int] | None], None] | None = None  # (seconds, usage) per request
 
     def _openai(self) -> Any:
         if self._client is None:
@@ -117,7 +120,11 @@ class LLMClient:
         while True:
             emitted: list[bool] = [False]
             try:
-                return await self._stream(messages, tools, on_text, emitted)
+                started = time.monotonic()
+                completion = await self._stream(messages, tools, on_text, emitted)
+                if self.observer is not None:
+                    self.observer(time.monotonic() - started, completion.usage)
+                return completion
             except _StreamBroke as exc:
                 attempt += 1
                 if attempt > self.settings.max_retries:
@@ -133,7 +140,7 @@ class LLMClient:
 
     async def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                       on_text: TextSink | None, emitted: list[bool]) -> Completion:
-        body: dict[str, Any] = {"messages": messages}
+        body: dict[str, Any] = {"messages": messages, "stream_options": {"include_usage": True}}
         if tools:
             body["tools"] = tools
         if self.settings.temperature is not None:
@@ -141,6 +148,7 @@ class LLMClient:
         content: list[str] = []
         calls: dict[int, ToolCall] = {}
         finish: str | None = None
+        usage: dict[str, int] | None = None
         completions = self._openai().chat.completions.with_streaming_response
         async with completions.create(model=self.settings.model, messages=[], stream=True, extra_body=body) as response:
             try:
@@ -151,6 +159,7 @@ class LLMClient:
                     if data == "[DONE]":
                         break
                     chunk = json.loads(data)
+                    usage = chunk.get("usage") or usage
                     if "error" in chunk:
                         raise LLMError(f"error in stream: {chunk['error']}",
                                        "The language model reported an error while answering. Please try again.")
@@ -175,7 +184,7 @@ class LLMClient:
         tool_calls = [calls[i] for i in sorted(calls)]
         for i, call in enumerate(tool_calls):
             call.id = call.id or f"call_{i}"
-        return Completion(content="".join(content), tool_calls=tool_calls, finish_reason=finish)
+        return Completion(content="".join(content), tool_calls=tool_calls, finish_reason=finish, usage=usage)
 
     def _explain(self, exc: BaseException | None) -> str:
         """A short, honest sentence for the person in the chat."""

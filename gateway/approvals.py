@@ -92,6 +92,11 @@ class Approvals:
         self.secrets = secrets_
         self._waiting: dict[str, _Waiting] = {}
 
+    @property
+    def waiting(self) -> int:
+        """Prompts waiting for a person now."""
+        return len(self._waiting)
+
     def pending_in(self, session_key: str) -> list[str]:
         return [w.approval_id for w in self._waiting.values() if w.session_key == session_key]
 

@@ -74,6 +74,7 @@ class GatewayConfig(_Section):
     max_message_chars: int = Field(32_000, ge=100)  # longer messages are refused with a clear reply
     max_waiting_messages: int = Field(20, ge=1)  # per session, beyond the running turn; more are refused
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"  # json: one object per line, for journald/Docker log shippers
 
     @field_validator("timezone")
     @classmethod

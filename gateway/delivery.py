@@ -121,6 +121,7 @@ class Delivery:
                 await self._failed(item, DeliveryError(f"{type(exc).__name__}: {exc}"))
                 return False
             item.sent_ids.append(message_id)
+            self.metrics.outbound.labels(item.chat.platform).inc()
             if index < total - 1:
                 await self.store.outbox_progress(item, done=False)
         await self.store.outbox_progress(item, done=True)

@@ -109,6 +109,7 @@ class GatewayRunner:
                 model=cfg.llm.model, base_url=cfg.llm.base_url,
                 api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
                 timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature))
+            self.llm.observer = self.metrics.observe_llm
         agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations) if self.llm else None
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
         self.jobs = CronJobs(self.store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
@@ -293,10 +294,19 @@ class GatewayRunner:
     def readiness(self) -> dict[str, dict[str, Any]]:
         return {name: adapter.health.as_dict() for name, adapter in self.adapters.items()}
 
-    def _render_metrics(self) -> bytes:
-        self.metrics.active_sessions.set(len(self.sessions.workers))
-        self.metrics.busy_sessions.set(self.sessions.busy_count())
-        return self.metrics.render()
+    async def _render_metrics(self) -> bytes:
+        m = self.metrics
+        if self.sessions is not None:
+            m.active_sessions.set(len(self.sessions.workers))
+            m.busy_sessions.set(self.sessions.busy_count())
+            m.waiting.labels(self.config.gateway.busy_policy).set(sum(len(w.queue) for w in self.sessions.workers.values()))
+        if self.approvals is not None:
+            m.approvals_pending.set(self.approvals.waiting)
+        if self.store is not None:
+            counts = await self.store.trouble_counts()
+            m.outbox.labels("pending").set(counts.get("pending_replies", 0))
+            m.outbox.labels("failed").set(counts.get("failed_deliveries", 0))
+        return m.render()
 
     def spawn(self, coro: Awaitable[Any], *, name: str | None = None) -> asyncio.Task[Any]:
         """A background task the runner keeps (and waits for at stop); its failure is logged, not lost."""

@@ -239,6 +239,28 @@ class Store:
             " (SELECT count(*) FROM outbox WHERE state = 'pending') AS pending_replies")
         return dict(row) if row else {}
 
+    async def recent_errors(self, limit: int = 5) -> list[dict[str, Any]]:
+        """The latest failed turns, undeliverable replies and dead letters, newest first."""
+        rows = await self.fetch_all(
+            "SELECT * FROM (SELECT 'turn' AS what, platform, updated_at AS at, error FROM inbox WHERE state = 'failed'"
+            " UNION ALL SELECT 'reply', platform, coalesce(sent_at, created_at), error FROM outbox WHERE state = 'failed'"
+            " UNION ALL SELECT 'input', platform, created_at, reason FROM dead_letters) ORDER BY at DESC LIMIT ?",
+            (limit,))
+        return [dict(r) for r in rows]
+
+    async def queue_counts(self) -> dict[str, int]:
+        """Messages waiting or running, and replies waiting to go out."""
+        row = await self.fetch_one(
+            "SELECT (SELECT count(*) FROM inbox WHERE state = 'received') AS waiting,"
+            " (SELECT count(*) FROM inbox WHERE state = 'processing') AS running,"
+            " (SELECT count(*) FROM outbox WHERE state = 'pending') AS outbox_pending")
+        return dict(row) if row else {}
+
+    async def backup(self, target: Path) -> None:
+        """A consistent copy of the database while it is in use (SQLite's online backup)."""
+        async with aiosqlite.connect(target) as copy:
+            await self._db.backup(copy)
+
     # -- sessions and transcripts ---------------------------------------------------------
 
     async def active_session(self, key: str, chat: ChatRef, chat_type: str) -> int:

@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    setup_logging(config.gateway.log_level, config.secrets())
+    setup_logging(config.gateway.log_level, config.secrets(), config.gateway.log_format)
     handler = next(group.HANDLERS[args.command] for group in GROUPS if args.command in group.HANDLERS)
     try:
         return asyncio.run(handler(config, args))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -19,6 +20,8 @@ log = logging.getLogger("chatgate")
 def add_parsers(sub: Any) -> None:
     sub.add_parser("run", help="run the gateway in the foreground")
     sub.add_parser("doctor", help="check the configuration, the LLM endpoint and the tokens")
+    status_parser = sub.add_parser("status", help="is the daemon running, is it ready, what waits, what failed")
+    status_parser.add_argument("--json", action="store_true", help="print it as JSON")
 
 
 async def run(config: Config, _: argparse.Namespace) -> int:
@@ -79,4 +82,65 @@ async def doctor(config: Config, _: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-HANDLERS = {"run": run, "doctor": doctor}
+async def status(config: Config, args: argparse.Namespace) -> int:
+    """0: running and ready; 1: running, not ready; 3: not running (as `systemctl status`)."""
+    from gateway.cli.state import open_store
+    from gateway.cron.ledger import RunLedger
+
+    report: dict[str, Any] = {"home": str(config.home), "running": False, "ready": None, "platforms": {}}
+    if config.db_path.exists():
+        async with open_store(config) as store:
+            instances = await RunLedger(store, "status").live_instances(stale_after=3 * config.gateway.tick_seconds)
+            report["instances"] = [{"pid": i["pid"], "host": i["host"], "since": i["started_at"]} for i in instances]
+            report["running"] = bool(instances)
+            report["queue"] = await store.queue_counts()
+            report["trouble"] = await store.trouble_counts()
+            report["last_errors"] = await store.recent_errors()
+    if report["running"]:
+        report["ready"], report["platforms"] = await _readiness(config)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        _print_status(report)
+    return 3 if not report["running"] else 0 if report["ready"] else 1
+
+
+async def _readiness(config: Config) -> tuple[bool | None, dict[str, Any]]:
+    """The daemon's own /readyz (None: it does not answer)."""
+    import aiohttp
+
+    host = "127.0.0.1" if config.http.host in ("0.0.0.0", "::", "") else config.http.host
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{config.http.port}/readyz"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as http, http.get(url) as response:
+            body = await response.json()
+            return bool(body.get("ready")), dict(body.get("platforms") or {})
+    except (aiohttp.ClientError, OSError, ValueError, TimeoutError):
+        return None, {}
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    from datetime import datetime
+
+    def when(ts: float) -> str:
+        return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+    if not report["running"]:
+        print(f"chatgate is not running (home {report['home']})")
+    else:
+        pids = ", ".join(f"pid {i['pid']} since {when(i['since'])}" for i in report["instances"])
+        ready = {True: "ready", False: "NOT ready", None: "not answering on HTTP"}[report["ready"]]
+        print(f"chatgate is running ({pids}): {ready}")
+        for name, state in report["platforms"].items():
+            error = f" — {state['error']}" if state.get("error") else ""
+            print(f"  {name:<9} {state['state']} since {when(state['since'])}{error}")
+    if "queue" in report:
+        q, t = report["queue"], report["trouble"]
+        print(f"messages: {q['waiting']} waiting, {q['running']} running; replies: {q['outbox_pending']} to send")
+        print(f"trouble: {t['failed_turns']} failed turns, {t['failed_deliveries']} undeliverable replies, "
+              f"{t['dead_letters']} dead letters")
+        for e in report["last_errors"]:
+            print(f"  {when(e['at'])} {e['what']:<5} {e['platform']}: {(e['error'] or '')[:160]}")
+
+
+HANDLERS = {"run": run, "doctor": doctor, "status": status}

@@ -35,6 +35,8 @@ def add_parsers(sub: Any) -> None:
     for action, what in (("dead", "input set aside after repeated failures (poison updates)"),
                          ("failed", "turns that failed and replies that could not be delivered")):
         inbox_sub.add_parser(action, help=what).add_argument("--limit", type=int, default=20)
+    backup = sub.add_parser("backup", help="a consistent copy of the state while it runs (a .tar.gz)")
+    backup.add_argument("file", help="where to write it, e.g. chatgate-2026-11-24.tar.gz")
     pair = sub.add_parser("pair", help="admit people who asked for access in a DM")
     pair_sub = pair.add_subparsers(dest="action", required=True)
     pair_sub.add_parser("list", help="pending codes and approved people")
@@ -148,5 +150,34 @@ def _when(at: float) -> str:
     return datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S")
 
 
-HANDLERS = {"approvals": with_store(rules), "pair": with_store(pair), "sessions": with_store(sessions),
+async def backup(config: Config, store: Any, args: argparse.Namespace) -> int:
+    """The database (SQLite's online backup: consistent while the daemon writes), the config, the
+    agent's memory and skills, in one archive readable by its owner only. Restore: see the README."""
+    import asyncio
+    import os
+    import tarfile
+    import tempfile
+    from pathlib import Path
+
+    target = Path(args.file).expanduser().resolve()
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        snapshot = Path(scratch) / "state.db"
+        await store.backup(snapshot)
+
+        def archive() -> None:
+            partial = Path(scratch) / "partial.tar.gz"
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+                tar.add(snapshot, arcname="state.db")
+                for name in ("config.yaml", "memory", "skills", "webchat-token", "env"):
+                    if (config.home / name).exists():
+                        tar.add(config.home / name, arcname=name)
+            os.replace(partial, target)
+
+        await asyncio.to_thread(archive)
+    print(f"backed up {config.home} to {target}")
+    return 0
+
+
+HANDLERS = {"backup": with_store(backup), "approvals": with_store(rules), "pair": with_store(pair), "sessions": with_store(sessions),
             "inbox": with_store(inbox)}

@@ -96,6 +96,8 @@ class CronRuns:
         job = claim.job
         target = job.target_chat
         started = time.monotonic()
+        if not claim.manual:
+            self.delivery.metrics.cron_lateness.observe(max(time.time() - claim.scheduled_at, 0.0))
         try:
             async with asyncio.timeout(self.timeout):  # (not wait_for: it can swallow a shutdown's cancel)
                 text, record = await self._turn(claim)

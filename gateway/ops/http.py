@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from aiohttp import web
 
@@ -10,7 +10,7 @@ from aiohttp import web
 class HttpServer:
     def __init__(self, host: str, port: int, *, routes: Sequence[Any],
                  readiness: Callable[[], dict[str, dict[str, Any]]],
-                 metrics: Callable[[], bytes]) -> None:
+                 metrics: Callable[[], Awaitable[bytes]]) -> None:
         self.host, self._port = host, port
         self._readiness = readiness
         self._metrics = metrics
@@ -49,4 +49,4 @@ class HttpServer:
         return web.json_response({"ready": ready, "platforms": states}, status=200 if ready else 503)
 
     async def _metrics_page(self, _: web.Request) -> web.Response:
-        return web.Response(body=self._metrics(), content_type="text/plain", charset="utf-8")
+        return web.Response(body=await self._metrics(), content_type="text/plain", charset="utf-8")
