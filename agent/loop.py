@@ -29,13 +29,15 @@ class Agent:
     async def run_turn(self, history: list[dict[str, Any]], user_text: str, tools: ToolScope, ctx: ToolContext, *,
                        record: list[dict[str, Any]] | None = None, context: str = "",
                        on_text: TextSink | None = None, on_restart: Callback | None = None,
-                       steer: SteerSource | None = None) -> TurnResult:
+                       steer: SteerSource | None = None,
+                       on_tool: Callable[[str, str], None] | None = None) -> TurnResult:
         """Answer one user message.
 
         Every message the turn adds is appended to `record` as soon as it exists, so a caller
         that cancels the turn still knows what happened. Tool calls of one step run
         concurrently; their results are appended in call order. `steer` is polled after each
-        tool step for messages the user sent meanwhile.
+        tool step for messages the user sent meanwhile. `on_tool(name, arguments)` hears of each
+        tool call as it starts (for a person watching: "running terminal …").
         """
         added = record if record is not None else []
         system = self.identity + (f"\n\n{context}" if context else "")
@@ -56,6 +58,8 @@ class Agent:
             add({"role": "assistant", "content": reply.content or "",
                  "tool_calls": [{"id": c.id, "type": "function",
                                  "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]})
+            for call in reply.tool_calls if on_tool else ():
+                on_tool(call.name, call.arguments)
             results = await asyncio.gather(*(tools.call(c.name, c.arguments, ctx) for c in reply.tool_calls))
             calls_made += len(reply.tool_calls)
             for call, result in zip(reply.tool_calls, results):

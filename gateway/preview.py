@@ -126,6 +126,23 @@ class Typing:
         self.adapters = adapters
         self.refresh = refresh  # seconds between two "typing…" (platforms show one for about 5 s)
         self._paused: dict[ChatRef, int] = {}
+        self._shown: set[asyncio.Task[None]] = set()
+
+    def activity(self, chat: ChatRef, text: str) -> None:
+        """Show what the agent is doing (best effort, never waited on)."""
+        adapter = self.adapters.get(chat.platform)
+        if adapter is None:
+            return
+        task = asyncio.create_task(self._activity(adapter, chat, text), name="activity")
+        self._shown.add(task)
+        task.add_done_callback(self._shown.discard)
+
+    @staticmethod
+    async def _activity(adapter: PlatformAdapter, chat: ChatRef, text: str) -> None:
+        try:
+            await adapter.activity(chat, text)
+        except Exception as exc:
+            log.debug("activity indicator failed: %s", exc)
 
     async def _set(self, adapter: PlatformAdapter, chat: ChatRef, active: bool) -> None:
         try:

@@ -196,7 +196,8 @@ class Turns:
                         result = await self.agent.run_turn(
                             history, user_text(msg), self.tools, ctx, record=record, context=context,
                             on_text=preview.push, on_restart=preview.reset,
-                            steer=steer if self.busy_policy == "steer" else None)
+                            steer=steer if self.busy_policy == "steer" else None,
+                            on_tool=lambda name, args: self.delivery.typing.activity(chat, self._activity(name, args)))
                         text, tool_iterations = result.text, result.iterations - 1
                     except LLMError as exc:
                         log.warning("turn in %s failed: %s", item.key, exc)
@@ -229,6 +230,17 @@ class Turns:
         if self.learning is not None and outcome == "ok":  # after delivery: a review never delays the reply
             await self.learning.after_turn(session_id, chat, platform=msg.platform, user_id=msg.user_id,
                                            tool_iterations=tool_iterations)
+
+    def _activity(self, name: str, arguments: str) -> str:
+        """"running terminal: ls -la" — the call's main argument, redacted and cut short."""
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            args = {}
+        detail = next((str(args[k]) for k in ("command", "path", "query", "name", "url") if isinstance(args, dict)
+                       and k in args), "")
+        text = f"running {name}" + (f": {' '.join(detail.split())}" if detail else "")
+        return self.redact(text if len(text) <= 160 else text[:159] + "…")
 
     async def _fetch(self, msg: InboundMessage) -> InboundMessage:
         """Download the message's attachments (now, after the access check, not at intake)."""

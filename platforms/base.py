@@ -362,6 +362,10 @@ class PlatformAdapter(abc.ABC):
     async def typing(self, chat: ChatRef, active: bool) -> None:
         """Show or clear the typing indicator; platforms without one ignore this."""
 
+    async def activity(self, chat: ChatRef, text: str) -> None:
+        """What the agent is doing right now ("running terminal: ls"), where the platform can show
+        it without a message; others ignore it."""
+
     async def notice(self, chat: ChatRef, text: str, level: str = "warning") -> None:
         """A gateway status message (not a reply); plain platforms show it as a message."""
         await self.send(chat, Reply(text=text))
