@@ -258,7 +258,7 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
         if not var.startswith("CHATGATE_") or "__" not in var:
             continue
         path = tuple(p.lower() for p in var[len("CHATGATE_"):].split("__"))
-        if all(path) and _set_path(data, path, _env_value(raw), overwrite=True):
+        if all(path) and raw.strip() and _set_path(data, path, _env_value(raw), overwrite=True):  # empty: unset
             sources[path] = var
     return sources
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import Config
-from gateway.ops.unit import UNIT_NAME, render_unit, unit_dir
+from gateway.ops.unit import UNIT_NAME, render_unit, service_account, unit_dir
 
 
 def add_parsers(sub: Any) -> None:
@@ -39,16 +40,19 @@ async def service(config: Config, args: argparse.Namespace) -> int:
     journal = f"journalctl {'--user ' if args.user else ''}-u chatgate -f"
     try:
         if args.action == "install":
-            workspace = config.workspace
-            text = render_unit(home=config.home, user=args.user, drain_seconds=config.gateway.drain_seconds,
-                               writable=[] if workspace.is_relative_to(config.home) else [workspace],
+            account, invoker_home = service_account() if not args.user else (None, None)
+            home = invoker_home if invoker_home and "CHATGATE_HOME" not in os.environ else config.home
+            workspace = config.agent.workspace.expanduser() if config.agent.workspace else home / "workspace"
+            text = render_unit(home=home, user=args.user, drain_seconds=config.gateway.drain_seconds,
+                               writable=[] if workspace.is_relative_to(home) else [workspace], account=account,
                                config_file=Path(args.config).resolve() if args.config else None)
             if args.print_only:
                 print(text, end="")
                 return 0
-            config.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not workspace.is_relative_to(config.home):
-                workspace.mkdir(parents=True, exist_ok=True)
+            for folder_ in dict.fromkeys([home, workspace]):
+                folder_.mkdir(parents=True, exist_ok=True, mode=0o700)
+                if account and os.geteuid() == 0:  # (made by root for the person behind sudo)
+                    shutil.chown(folder_, account)
             folder.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             _systemctl(args.user, "daemon-reload")
@@ -61,7 +65,7 @@ async def service(config: Config, args: argparse.Namespace) -> int:
             _systemctl(args.user, "disable", "--now", UNIT_NAME)
             path.unlink()
             _systemctl(args.user, "daemon-reload")
-            print(f"removed {path}; the state in {config.home} is kept")
+            print(f"removed {path}; the state is kept")
         else:
             print(f"no unit at {path}: nothing to remove")
         return 0

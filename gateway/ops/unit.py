@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import grp
 import os
+import pwd
 import sys
 from pathlib import Path
 
@@ -32,8 +33,20 @@ def _under_tmp(paths: list[Path]) -> bool:
     return any(p.resolve().is_relative_to(t) for p in paths for t in (Path("/tmp"), Path("/var/tmp")))
 
 
+def service_account() -> tuple[str, Path | None]:
+    """Who the system unit runs as: the person behind `sudo` (and their default home), else the
+    current user (None: the configured home stands)."""
+    invoker = os.environ.get("SUDO_USER")
+    if os.geteuid() == 0 and invoker and invoker != "root":
+        try:
+            return invoker, Path(pwd.getpwnam(invoker).pw_dir) / ".chatgate"
+        except KeyError:
+            pass
+    return getpass.getuser(), None
+
+
 def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: float,
-                config_file: Path | None = None) -> str:
+                config_file: Path | None = None, account: str | None = None) -> str:
     """The unit text. `writable`: the folders beside `home` the service writes (the workspace)."""
     python = Path(sys.executable)
     command = [str(python), "-m", "gateway.cli"] + (["--config", str(config_file)] if config_file else []) + ["run"]
@@ -50,8 +63,8 @@ def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: 
         "NotifyAccess=main",
     ]
     if not user:
-        account = getpass.getuser()
-        lines += [f"User={account}", f"Group={grp.getgrgid(os.getgid()).gr_name}"]
+        name = account or getpass.getuser()
+        lines += [f"User={name}", f"Group={grp.getgrgid(pwd.getpwnam(name).pw_gid).gr_name}"]
     lines += [
         f'Environment="CHATGATE_HOME={home}"',
         f"EnvironmentFile=-{_quote(home / 'env')}",  # optional: KEY=value lines (tokens, keys), mode 0600
