@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent.command_guard import classify
+from agent.sandbox import Sandbox
 from agent.tools import ApprovalRequest, Tool, ToolContext, ToolHandler
 
 TOOLSET = "system"
@@ -184,21 +185,24 @@ class _Shell:
     secrets: tuple[str, ...]
     timeout: float
     output_limit: int
+    sandbox: Sandbox
 
-    async def run(self, command: str, timeout: float) -> str:
+    async def run(self, command: str, timeout: float, *, confined: bool = True) -> str:
         """Run `command` in its own session; whatever is left of it when it ends or times out is killed.
 
         The pipe is read until the process group is gone (background children hold it open), so
         once the shell exits its whole group is killed: nothing a command starts outlives it.
         """
         self.workspace.mkdir(parents=True, exist_ok=True)
+        argv = [_shell_path(), "-c", command]
+        if confined and await self.sandbox.ready():
+            argv = self.sandbox.wrap(argv, self.workspace)
         output = _Output(self.output_limit)
         loop = asyncio.get_running_loop()
-        start = asyncio.ensure_future(loop.subprocess_shell(
-            lambda: _Run(output), command,
+        start = asyncio.ensure_future(loop.subprocess_exec(
+            lambda: _Run(output), *argv,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            cwd=self.workspace, env=command_env(self.secrets), start_new_session=True,
-            executable=_shell_path()))
+            cwd=self.workspace, env=command_env(self.secrets), start_new_session=True))
         try:
             transport, proto = await asyncio.shield(start)
         except BaseException:
@@ -239,7 +243,8 @@ def _as_timeout(value: Any, default: float) -> float | str:
 
 
 def _terminal(shell: _Shell) -> ToolHandler:
-    async def terminal(ctx: ToolContext, command: str, timeout: int | None = None) -> str:
+    async def terminal(ctx: ToolContext, command: str, timeout: int | None = None,
+                       outside_sandbox: bool = False) -> str:
         if not isinstance(command, str) or not command.strip():
             return "error: command must be a non-empty string"
         seconds = _as_timeout(timeout, shell.timeout)
@@ -250,14 +255,22 @@ def _terminal(shell: _Shell) -> ToolHandler:
         if verdict.verdict == "hardline":
             return (f"refused: this command is never run here ({'; '.join(reasons)}). "
                     "The command was NOT run. Do not try to get around this; tell the user instead.")
-        if verdict.verdict != "safe":  # "dangerous", and anything the guard might add later: ask
+        sandboxed = await shell.sandbox.ready()
+        outside = bool(outside_sandbox) and sandboxed
+        if not sandboxed and shell.sandbox.required:
+            return (f"refused: commands run only in the sandbox, and it does not work here "
+                    f"({shell.sandbox.describe()}). The command was NOT run; tell the user.")
+        if outside:  # whatever the verdict: leaving the sandbox is a person's decision
+            reasons = ("runs OUTSIDE the sandbox: with chatgate's own access to files, secrets and the network",
+                       *(reasons if verdict.verdict != "safe" else ()))
+        if verdict.verdict != "safe" or outside:  # "dangerous", and anything the guard might add later: ask
             if ctx.approvals is None:
                 return (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
                         "and nobody can approve here. The command was NOT run.")
             outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(command), reasons))
             if not outcome.approved:
                 return f"{outcome.message}\nThe command was NOT run."
-            return f"{outcome.message}\n{await shell.run(command, seconds)}"  # the model hears who allowed it
+            return f"{outcome.message}\n{await shell.run(command, seconds, confined=not outside)}"
         return await shell.run(command, seconds)
 
     return terminal
@@ -478,16 +491,18 @@ def _redacting(handler: ToolHandler, redact: _Redactor) -> ToolHandler:
 
 
 def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float = 60.0,
-                 output_limit: int = 16_000) -> list[Tool]:
+                 output_limit: int = 16_000, sandbox: Sandbox | None = None) -> list[Tool]:
     """The "system" toolset: `terminal`, `read_file`, `write_file`, `patch_file`, `send_file`, rooted at `workspace`.
 
     `secrets` are values (API keys, bot tokens) that must never reach the model: environment
     variables containing one are not passed to commands, and every result has them as ``***``.
-    Values shorter than MIN_SECRET_LEN characters are ignored.
+    Values shorter than MIN_SECRET_LEN characters are ignored. Commands run in `sandbox`
+    (default: bubblewrap where it works, see `agent.sandbox`).
     """
     workspace = Path(workspace).expanduser().absolute()
     redact = _Redactor(secrets)
-    shell = _Shell(workspace, redact, tuple(secrets), float(timeout), int(output_limit))
+    sandbox = sandbox if sandbox is not None else Sandbox()
+    shell = _Shell(workspace, redact, tuple(secrets), float(timeout), int(output_limit), sandbox)
     files = _Files(workspace, int(output_limit), redact)
     cap = int(max(MAX_TIMEOUT, timeout))
     tools = [
@@ -497,12 +512,17 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
              f"Stops after {timeout:g} s unless you pass timeout (max {cap} s); on timeout the result starts "
              f"with 'timed out'. Processes the command leaves in the background are stopped when it ends. "
              f"Output over {output_limit} characters is cut in the middle. Dangerous commands wait for a "
-             f"person's approval (if refused, the result says the command was NOT run); some are never run.",
+             f"person's approval (if refused, the result says the command was NOT run); some are never run. "
+             f"Commands run in a sandbox when one is available: only the workspace can be written, there is "
+             f"no network and no access to the user's home; if a command needs those, run it again with "
+             f"outside_sandbox=true, which always asks a person first.",
              {"type": "object", "required": ["command"],
               "properties": {
                   "command": {"type": "string", "description": "the command line, run by bash"},
                   "timeout": {"type": "integer", "minimum": 1, "maximum": cap,
-                              "description": f"seconds before the command is killed (default {timeout:g})"}}},
+                              "description": f"seconds before the command is killed (default {timeout:g})"},
+                  "outside_sandbox": {"type": "boolean",
+                                      "description": "run it outside the sandbox (asks a person first)"}}},
              _terminal(shell), TOOLSET, side_effects=True),
         Tool("read_file",
              "Read a text file, as numbered lines ('     1<TAB>text'). Paths are relative to the workspace; "

@@ -87,11 +87,17 @@ class GatewayConfig(_Section):
         return value
 
 
+class SandboxConfig(_Section):
+    mode: Literal["auto", "bwrap", "off"] = "auto"  # auto: bubblewrap where it works, else unconfined (warned)
+    network: Literal["off", "on"] = "off"  # whether sandboxed commands reach the network
+
+
 class AgentConfig(_Section):
     identity: str = DEFAULT_IDENTITY
     max_iterations: int = Field(60, ge=1, le=500)
     workspace: Path | None = None  # where the terminal and file tools work; default $CHATGATE_HOME/workspace
     command_timeout_seconds: float = Field(60.0, gt=0, le=3600)
+    sandbox: SandboxConfig = SandboxConfig()
 
 
 class ApprovalsConfig(_Section):

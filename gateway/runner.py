@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
 from agent.builtin_tools import BUILTIN_TOOLS
@@ -21,6 +22,7 @@ from agent.learning_tools import learning_tools
 from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
 from agent.memory import Memory
+from agent.sandbox import Sandbox
 from agent.skills import SkillLibrary
 from agent.system_tools import system_tools
 from agent.tools import ToolRegistry
@@ -118,8 +120,12 @@ class GatewayRunner:
         self.memory = Memory(cfg.home)
         self.skill_usage = SkillUsage(self.store)
         self.skills = SkillLibrary(cfg.home, self.skill_usage)
+        self.sandbox = Sandbox(cfg.agent.sandbox.mode, network=cfg.agent.sandbox.network == "on",
+                               hidden=[cfg.home, Path.home()])
+        log.info("tool sandbox: %s", await asyncio.to_thread(self.sandbox.describe))
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
-                                                                 timeout=cfg.agent.command_timeout_seconds),
+                                                                 timeout=cfg.agent.command_timeout_seconds,
+                                                                 sandbox=self.sandbox),
                                    self.cron.tool(), *learning_tools(self.memory, self.skills)])
         self.delivery = Delivery(self.store, self.adapters, self.metrics)
         self.learning = Learning(self.store, self.memory, self.skills, self.tools, review_agent=self._review_agent(),

@@ -12,6 +12,7 @@ from typing import Any
 
 from gateway.config import Config
 from gateway.ops import systemd
+from gateway.ops.process import not_dumpable
 from platforms.registry import PlatformUnavailable
 
 log = logging.getLogger("chatgate")
@@ -27,6 +28,7 @@ def add_parsers(sub: Any) -> None:
 async def run(config: Config, _: argparse.Namespace) -> int:
     from gateway.runner import GatewayRunner
 
+    not_dumpable()  # before any secret is read into memory from here on: children cannot read ours
     try:
         runner = GatewayRunner(config)
     except PlatformUnavailable as exc:

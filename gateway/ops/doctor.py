@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 from agent.llm import LLMClient, LLMSettings
@@ -63,6 +64,13 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
         if counts["failed_turns"] or counts["failed_deliveries"]:
             line("warn", f"{counts['failed_turns']} failed turn(s), {counts['failed_deliveries']} undeliverable "
                          "repl(y/ies): chatgate inbox failed")
+    from agent.sandbox import Sandbox
+
+    box = Sandbox(config.agent.sandbox.mode, network=config.agent.sandbox.network == "on")
+    works = await asyncio.to_thread(lambda: box.active)
+    line(" ok " if works or box.mode == "off" else ("FAIL" if box.required else "warn"),
+         f"tool sandbox: {box.describe()}")
+    ok = ok and (works or not box.required)
     try:
         adapters = build_adapters(config)
     except PlatformUnavailable as exc:

@@ -1,0 +1,112 @@
+"""Where the agent's commands run: inside bubblewrap when it works here.
+
+Inside the sandbox the workspace is the only place that can be written; the rest of the system
+is read-only; chatgate's own state (`CHATGATE_HOME`), the user's home, `/root`, `/home`, `/tmp`
+and `/run` (sockets of the Docker daemon, D-Bus, systemd) are empty; the command has its own PID
+namespace (no `/proc` of the gateway, nothing to signal outside) and no network unless
+`agent.sandbox.network: on`. When the command ends the namespace ends, and with it everything
+the command started (`setsid`, `nohup`, a daemonising server included).
+
+`mode: auto` uses bubblewrap where a trial run works and otherwise runs commands as before —
+and says so loudly (a warning at start, `chatgate doctor`, and `describe()`); `mode: bwrap`
+refuses to run commands without it; `mode: off` never uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+log = logging.getLogger(__name__)
+
+HIDDEN_ALWAYS = (Path("/root"), Path("/home"), Path("/tmp"), Path("/var/tmp"), Path("/run"))
+
+
+@dataclass
+class Sandbox:
+    """How commands are confined. `hidden`: folders whose contents the command must not see."""
+
+    mode: str = "auto"  # auto | bwrap | off
+    network: bool = False
+    hidden: Sequence[Path] = ()
+    _works: bool | None = field(default=None, init=False)
+    _why_not: str = field(default="", init=False)
+
+    @property
+    def active(self) -> bool:
+        """True when commands run inside bubblewrap."""
+        if self.mode == "off":
+            return False
+        if self._works is None:
+            self._works, self._why_not = _probe()
+            if not self._works:
+                level = logging.ERROR if self.mode == "bwrap" else logging.WARNING
+                log.log(level, "tool sandbox: bubblewrap does not work here (%s); %s", self._why_not,
+                        "commands are refused (agent.sandbox.mode: bwrap)" if self.mode == "bwrap"
+                        else "commands run WITHOUT a sandbox, with chatgate's own rights")
+        return self._works
+
+    async def ready(self) -> bool:
+        """`active`, with the one-time trial run off the event loop."""
+        if self.mode != "off" and self._works is None:
+            await asyncio.to_thread(lambda: self.active)
+        return self.active
+
+    @property
+    def required(self) -> bool:
+        return self.mode == "bwrap"
+
+    def describe(self) -> str:
+        """One line for people: what commands run in."""
+        if self.mode == "off":
+            return "off (agent.sandbox.mode: off): commands run with chatgate's own rights"
+        if self.active:
+            return f"bubblewrap, network {'on' if self.network else 'off'}"
+        return f"NOT available ({self._why_not}): " + ("commands are refused" if self.required
+                                                      else "commands run with chatgate's own rights")
+
+    def wrap(self, argv: Sequence[str], workspace: Path) -> list[str]:
+        """`argv` run inside the sandbox, in `workspace`."""
+        workspace = Path(os.path.realpath(workspace))
+        hidden = sorted({Path(os.path.realpath(p)) for p in (*HIDDEN_ALWAYS, *self.hidden)},
+                        key=lambda p: len(p.parts))
+        args = [_bwrap() or "bwrap", "--die-with-parent", "--new-session", "--unshare-all",
+                *(["--share-net"] if self.network else []),
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        outside = [p for p in hidden if not p.is_relative_to(workspace)]
+        inside = [p for p in hidden if p.is_relative_to(workspace) and p != workspace]
+        for path in outside:  # first the hiding, then the workspace on top, then what hides inside it
+            if path.is_dir():
+                args += ["--tmpfs", str(path)]
+        args += ["--bind", str(workspace), str(workspace)]
+        for path in inside:
+            if path.is_dir():
+                args += ["--tmpfs", str(path)]
+        args += ["--chdir", str(workspace), "--setenv", "TMPDIR", "/tmp", "--", *argv]
+        return args
+
+
+def _bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+def _probe() -> tuple[bool, str]:
+    """Whether bubblewrap can build a sandbox here (user namespaces, mounts); the reason if not."""
+    binary = _bwrap()
+    if binary is None:
+        return False, "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    try:
+        done = subprocess.run([binary, "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev",
+                               "--proc", "/proc", "--tmpfs", "/tmp", "true"],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return False, (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1][:200]
+    return True, ""
