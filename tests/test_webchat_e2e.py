@@ -335,3 +335,16 @@ async def test_http_endpoints_and_websocket_guards(tmp_path, llm: FakeLLM):
                 assert json.loads((await ws.receive()).data)["type"] == "hello"
     finally:
         await runner.stop()
+
+
+async def test_the_page_hears_what_the_agent_is_doing(tmp_path, llm: FakeLLM):
+    llm.script(Reply.tool_calls([("terminal", {"command": "echo  hello   there"})]), Reply.text("done"))
+    runner = await start_gateway(tmp_path, llm.base_url)
+    try:
+        async with Tab(runner) as tab:
+            await tab.say("run it")
+            assert await tab.reply() == "done"
+            frame = await tab.wait_for(lambda f: f.get("type") == "activity")
+            assert frame["text"] == "running terminal: echo hello there"
+    finally:
+        await runner.stop()

@@ -32,6 +32,7 @@ from platforms.base import (
     Reply,
 )
 from platforms.webchat.access import Gate
+from platforms.webchat.render import to_html_or_none
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,12 @@ MAX_TEXT = 32_000
 
 def _buttons(reply: Reply) -> list[list[dict[str, str]]] | None:
     return [[{"text": b.text, "data": b.data} for b in row] for row in reply.buttons] or None
+
+
+def _content(reply: Reply) -> dict[str, Any]:
+    """What a message or edit frame shows: the Markdown as written (`text`), the same rendered
+    as safe HTML (`html`, None if rendering failed: the page then shows the text) and buttons."""
+    return {"text": reply.text, "html": to_html_or_none(reply.text), "buttons": _buttons(reply)}
 
 
 class WebChatAdapter(PlatformAdapter):
@@ -211,18 +218,25 @@ class WebChatAdapter(PlatformAdapter):
 
     async def send(self, chat: ChatRef, reply: Reply) -> str:
         message_id = reply.key or "m" + secrets.token_hex(8)
-        await self._deliver(chat, {"type": "message", "message_id": message_id, "text": reply.text,
-                                   "buttons": _buttons(reply), "final": reply.final, "reply_to": reply.reply_to},
-                            reply.final)
+        await self._deliver(chat, {"type": "message", "message_id": message_id, **_content(reply),
+                                   "final": reply.final, "reply_to": reply.reply_to}, reply.final)
         return message_id
 
     async def edit(self, chat: ChatRef, message_id: str, reply: Reply) -> None:
-        await self._deliver(chat, {"type": "edit", "message_id": message_id, "text": reply.text,
-                                   "buttons": _buttons(reply), "final": reply.final}, reply.final)
+        await self._deliver(chat, {"type": "edit", "message_id": message_id, **_content(reply),
+                                   "final": reply.final}, reply.final)
 
     async def typing(self, chat: ChatRef, active: bool) -> None:
         try:
             await self._broadcast(chat, {"type": "typing", "active": active})
+        except ChatUnavailable:
+            pass
+
+    async def activity(self, chat: ChatRef, text: str) -> None:
+        """What the agent is doing ("running terminal: ls -la"): a muted line under the typing
+        indicator, until the reply is final or typing stops. Nothing when no tab is open."""
+        try:
+            await self._broadcast(chat, {"type": "activity", "text": text})
         except ChatUnavailable:
             pass
 
