@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import difflib
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from agent.beneath import Beneath, Refused, TooLarge
 from agent.command_guard import classify
 from agent.sandbox import Sandbox
 from agent.tools import ApprovalRequest, Tool, ToolContext, ToolHandler
@@ -278,6 +280,25 @@ def _terminal(shell: _Shell) -> ToolHandler:
 
 # --- files ---------------------------------------------------------------------------------------
 
+# Inside the workspace too, a write here can make code run later (git hooks and config, direnv,
+# shell rc files, user units, ~/.local/bin) or hand over credentials: it asks, showing the diff.
+_SENSITIVE = re.compile(
+    r"(^|/)(\.git/(hooks/|config$)|\.gitconfig$|\.gitmodules$|\.envrc$|\.ssh/|\.gnupg/|\.netrc$|\.npmrc$|"
+    r"\.pypirc$|\.docker/config\.json$|\.config/systemd/|\.config/autostart/|\.local/bin/|\.pam_environment$|"
+    r"\.(bash|zsh|ksh|csh|tcsh|mksh)rc$|\.(bash_)?profile$|\.bash_(login|logout)$|\.z(profile|login|logout|env)$|"
+    r"\.config/fish/)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """A file the tools may use: `relative` inside the workspace (opened beneath it, no links
+    followed), or `outside`, a path a person approved."""
+
+    shown: str
+    relative: str | None = None
+    outside: Path | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class _Files:
     workspace: Path
@@ -288,49 +309,76 @@ class _Files:
         self.workspace.mkdir(parents=True, exist_ok=True)
         return Path(os.path.realpath(self.workspace))
 
-    def show(self, target: Path) -> str:
-        root = self.root()
-        return str(target.relative_to(root)) if target.is_relative_to(root) else str(target)
-
-    async def resolve(self, ctx: ToolContext, path: str, verb: str) -> Path | str:
-        """The real path of `path` (relative to the workspace), or an error text for the model."""
+    async def resolve(self, ctx: ToolContext, path: str, verb: str) -> _Target | str:
+        """Where `path` (relative to the workspace) really is, or an error text for the model; a path
+        that leads out of the workspace (`..`, a link) needs a person's approval."""
         if not isinstance(path, str) or not path.strip():
             return "error: path must be a non-empty string"
         root = self.root()
         target = Path(os.path.realpath(root / Path(path).expanduser()))
-        if target == root or target.is_relative_to(root):
-            return target
+        if target == root or target.is_relative_to(root):  # opened by its real path, beneath the root and
+            relative = os.path.relpath(target, root)  # following no link: a link swapped in since is refused
+            return _Target(relative, relative=relative)
         what = {"read": "read", "write": "written", "patch": "changed", "send": "sent"}[verb]
+        refusal = await self.ask(ctx, f"{verb} {target}", ("outside the workspace",), f"The file was NOT {what}.")
+        return refusal or _Target(str(target), outside=target)
+
+    async def ask(self, ctx: ToolContext, subject: str, reasons: tuple[str, ...], not_done: str) -> str | None:
+        """None when a person approved; else what to tell the model."""
         if ctx.approvals is None:
-            return (f"refused: {target} is outside the workspace, which needs a person's approval "
-                    f"and nobody can approve here. The file was NOT {what}.")
-        outcome = await ctx.approvals.request(ctx, ApprovalRequest("file", self.redact(f"{verb} {target}"),
-                                                                   ("outside the workspace",)))
-        if not outcome.approved:
-            return f"{outcome.message}\nThe file was NOT {what}."
-        return target
+            return f"refused: this needs a person's approval ({'; '.join(reasons)}) and nobody can approve here. {not_done}"
+        outcome = await ctx.approvals.request(ctx, ApprovalRequest("file", self.redact(subject), reasons))
+        return None if outcome.approved else f"{outcome.message}\n{not_done}"
 
+    async def confirm_write(self, ctx: ToolContext, target: _Target, old: str | None, new: str) -> str | None:
+        """A write to a sensitive place inside the workspace asks, showing the change."""
+        if target.relative is None or not _SENSITIVE.search(target.relative):
+            return None
+        diff = "".join(difflib.unified_diff((old or "").splitlines(keepends=True), new.splitlines(keepends=True),
+                                            f"a/{target.shown}", f"b/{target.shown}"))
+        return await self.ask(ctx, f"write {target.shown}\n{_clip(diff, 3000)}",
+                              ("a file whose content can run code or hold credentials",), "The file was NOT written.")
 
-def _load_text(target: Path, shown: str) -> str | tuple[str]:
-    """The file's text, or a 1-tuple holding an error message (so a str result is always content)."""
-    try:
-        size = target.stat().st_size
-        if target.is_dir():
-            return (f"error: {shown} is a directory",)
-        if size > MAX_READ_BYTES:
-            return (f"error: {shown} is {size:,} bytes; files over {MAX_READ_BYTES // 1_000_000} MB are not "
+    def read(self, target: _Target) -> str | tuple[str]:
+        """The file's text, or a 1-tuple holding an error message (so a str result is always content)."""
+        shown = target.shown
+        try:
+            if target.relative is not None:
+                data = Beneath(self.root()).read(target.relative, MAX_READ_BYTES)
+            else:
+                assert target.outside is not None
+                if target.outside.is_dir():
+                    return (f"error: {shown} is a directory",)
+                size = target.outside.stat().st_size
+                if size > MAX_READ_BYTES:
+                    raise TooLarge(size)
+                data = target.outside.read_bytes()
+        except TooLarge as big:
+            return (f"error: {shown} is {big.size:,} bytes; files over {MAX_READ_BYTES // 1_000_000} MB are not "
                     "read whole — use the terminal (head, tail, grep, sed -n) to look at parts of it",)
-        data = target.read_bytes()
-    except FileNotFoundError:
-        return (f"error: no such file: {shown}",)
-    except OSError as exc:
-        return (f"error: cannot read {shown}: {exc.strerror or exc}",)
-    if b"\0" in data[:8192]:
-        return (f"error: {shown} is a binary file; read_file shows text only",)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return (f"error: {shown} is not UTF-8 text (binary?); read_file shows text only",)
+        except Refused as exc:
+            return (f"error: {exc}",)
+        except FileNotFoundError:
+            return (f"error: no such file: {shown}",)
+        except OSError as exc:
+            return (f"error: cannot read {shown}: {exc.strerror or exc}",)
+        if b"\0" in data[:8192]:
+            return (f"error: {shown} is a binary file; read_file shows text only",)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return (f"error: {shown} is not UTF-8 text (binary?); read_file shows text only",)
+
+    def write(self, target: _Target, text: str) -> None:
+        if target.relative is not None:
+            Beneath(self.root()).write(target.relative, text.encode("utf-8"))
+        else:
+            assert target.outside is not None
+            _atomic_write(target.outside, text)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}\n[… {len(text) - limit} more characters not shown]"
 
 
 def _atomic_write(target: Path, text: str) -> None:
@@ -395,11 +443,10 @@ def _read_file(files: _Files) -> ToolHandler:
         target = await files.resolve(ctx, path, "read")
         if isinstance(target, str):
             return target
-        shown = files.show(target)
-        text = await asyncio.to_thread(_load_text, target, shown)
+        text = await asyncio.to_thread(files.read, target)
         if isinstance(text, tuple):
             return text[0]
-        return _numbered(text, shown, offset, limit, files.output_limit)
+        return _numbered(text, target.shown, offset, limit, files.output_limit)
 
     return read_file
 
@@ -411,11 +458,18 @@ def _write_file(files: _Files) -> ToolHandler:
         target = await files.resolve(ctx, path, "write")
         if isinstance(target, str):
             return target
-        shown = files.show(target)
-        if target.is_dir():
+        shown = target.shown
+        if target.outside is not None and target.outside.is_dir():
             return f"error: {shown} is a directory"
+        if target.relative is not None and _SENSITIVE.search(target.relative):
+            before = await asyncio.to_thread(files.read, target)
+            refusal = await files.confirm_write(ctx, target, before if isinstance(before, str) else None, content)
+            if refusal is not None:
+                return refusal
         try:
-            await asyncio.to_thread(_atomic_write, target, content)
+            await asyncio.to_thread(files.write, target, content)
+        except Refused as exc:
+            return f"error: {exc}"
         except OSError as exc:
             return f"error: cannot write {shown}: {exc.strerror or exc}"
         lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
@@ -424,21 +478,19 @@ def _write_file(files: _Files) -> ToolHandler:
     return write_file
 
 
-def _patch(target: Path, shown: str, old: str, new: str, count: int) -> str:
-    text = _load_text(target, shown)
-    if isinstance(text, tuple):
-        return text[0]
+def _patched(text: str, shown: str, old: str, new: str, count: int) -> tuple[str, str]:
+    """(the new text, what to say), or ("", an error) when nothing may change."""
     found = text.count(old)
     if found == 0:
-        return (f"error: the old text was not found in {shown}; nothing was changed. It must match exactly, "
-                "including spaces, indentation and line breaks — read the file and copy it")
+        return "", (f"error: the old text was not found in {shown}; nothing was changed. It must match exactly, "
+                    "including spaces, indentation and line breaks — read the file and copy it")
     if count and found > count:
-        return (f"error: the old text occurs {found} times in {shown} but count={count}; nothing was changed. "
-                "Include more surrounding lines to make it unique, or pass count=0 to replace every occurrence")
+        return "", (f"error: the old text occurs {found} times in {shown} but count={count}; nothing was "
+                    "changed. Include more surrounding lines to make it unique, or pass count=0 to replace every "
+                    "occurrence")
     first_line = text[:text.index(old)].count("\n") + 1
-    _atomic_write(target, text.replace(old, new))
     where = f"first at line {first_line}" if found > 1 else f"at line {first_line}"
-    return f"replaced {_plural(found, 'occurrence')} in {shown} ({where})"
+    return text.replace(old, new), f"replaced {_plural(found, 'occurrence')} in {shown} ({where})"
 
 
 def _patch_file(files: _Files) -> ToolHandler:
@@ -456,10 +508,22 @@ def _patch_file(files: _Files) -> ToolHandler:
         target = await files.resolve(ctx, path, "patch")
         if isinstance(target, str):
             return target
+        text = await asyncio.to_thread(files.read, target)
+        if isinstance(text, tuple):
+            return text[0]
+        changed, said = _patched(text, target.shown, old, new, count)
+        if not changed and said.startswith("error"):
+            return said
+        refusal = await files.confirm_write(ctx, target, text, changed)
+        if refusal is not None:
+            return refusal
         try:
-            return await asyncio.to_thread(_patch, target, files.show(target), old, new, count)
+            await asyncio.to_thread(files.write, target, changed)
+        except Refused as exc:
+            return f"error: {exc}"
         except OSError as exc:
-            return f"error: cannot write {files.show(target)}: {exc.strerror or exc}"
+            return f"error: cannot write {target.shown}: {exc.strerror or exc}"
+        return said
 
     return patch_file
 
@@ -471,11 +535,16 @@ def _send_file(files: _Files) -> ToolHandler:
         target = await files.resolve(ctx, path, "send")
         if isinstance(target, str):
             return target
-        shown = files.show(target)
-        if not target.is_file():
-            return f"error: {shown} is not a file"
-        ctx.files.attach(target)
-        return f"{shown} will be sent to the person right after your reply"
+        if target.relative is not None:
+            if not await asyncio.to_thread(Beneath(files.root()).is_file, target.relative):
+                return f"error: {target.shown} is not a regular file (or goes through a symbolic link)"
+            ctx.files.attach(files.root() / target.relative)
+        else:
+            assert target.outside is not None
+            if not target.outside.is_file():
+                return f"error: {target.shown} is not a file"
+            ctx.files.attach(target.outside)
+        return f"{target.shown} will be sent to the person right after your reply"
 
     return send_file
 

@@ -316,7 +316,7 @@ async def test_atomic_write_leaves_no_temp_files(ws: Path, monkeypatch: pytest.M
     assert f.read_text() == "newer\n" and stat.S_IMODE(f.stat().st_mode) == 0o750
     assert sorted(p.name for p in ws.iterdir()) == ["run.sh"]
 
-    def broken_replace(src, dst):
+    def broken_replace(src, dst, **dir_fds):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
