@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import aiohttp
 
+from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.config import load_config
 from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM, Reply
@@ -39,6 +40,19 @@ async def start_gateway(home: Path, llm_url: str | None, **settings: Any) -> Gat
         await runner.stop()  # what `chatgate run` does after a failed start: close what was opened
         raise
     return runner
+
+
+class Approver:
+    """An ApprovalPort for tool tests: records each request, answers as told."""
+
+    def __init__(self, approved: bool) -> None:
+        self.approved = approved
+        self.requests: list[ApprovalRequest] = []
+
+    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
+        self.requests.append(request)
+        return ApprovalOutcome(self.approved, "once" if self.approved else "denied",
+                               "Approved once." if self.approved else "Denied.")
 
 
 def delete_then_report(body: dict[str, Any]) -> Reply | None:

@@ -11,18 +11,8 @@ import pytest
 
 from agent.beneath import Beneath, Refused
 from agent.system_tools import system_tools
-from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
-
-
-class Approver:
-    def __init__(self, approved: bool) -> None:
-        self.approved = approved
-        self.requests: list[ApprovalRequest] = []
-
-    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
-        self.requests.append(request)
-        return ApprovalOutcome(self.approved, "once" if self.approved else "denied",
-                               "Approved once." if self.approved else "Denied.")
+from agent.tools import ToolContext
+from tests.harness import Approver
 
 
 def tools(ws: Path, approver: Approver | None = None):

@@ -12,20 +12,9 @@ import pytest
 from agent import sandbox as sandbox_module
 from agent.sandbox import Sandbox
 from agent.system_tools import system_tools
-from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
+from agent.tools import ToolContext
 from tests.fakes.llm import FakeLLM, Reply
-from tests.harness import Tab, eventually, start_gateway
-
-
-class Approver:
-    def __init__(self, approved: bool) -> None:
-        self.approved = approved
-        self.requests: list[ApprovalRequest] = []
-
-    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
-        self.requests.append(request)
-        return ApprovalOutcome(self.approved, "once" if self.approved else "denied",
-                               "Approved once." if self.approved else "Denied.")
+from tests.harness import Approver, Tab, eventually, start_gateway
 
 
 @pytest.fixture
