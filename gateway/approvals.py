@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.delivery import Delivery
-from gateway.ops.redact import redact
+from gateway.ops.redact import redact_values
 from gateway.store import Store
 from platforms.base import Button, ButtonPress, ChatRef, PlatformAdapter, Reply
 
@@ -76,6 +77,25 @@ def _agent_words(state: str, who: str, note: str | None, timeout: float) -> str:
             + not_run)
 
 
+def shown_subject(subject: str, secrets: list[str]) -> tuple[str, bool]:
+    """What the prompt shows of a command or file change (real secrets masked, nothing else), and
+    whether it had to be cut — then it ends with a line that says so."""
+    shown = redact_values(subject, secrets)
+    if len(shown) <= MAX_SHOWN:
+        return shown, False
+    return f"{shown[:MAX_SHOWN]}\n[… {len(shown) - MAX_SHOWN:,} more characters NOT shown …]", True
+
+
+def prompt_text(kind: str, subject: str, reasons: list[str], approval_id: str) -> str:
+    """The prompt's Markdown. The subject is in a fence longer than any run of backticks inside it,
+    so a line of backticks in a command cannot close the block and pose as the prompt's own text."""
+    what = "run this command" if kind == "command" else "touch this file"
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", subject)), default=0))
+    return (f"⚠️ **Approval needed** — the agent wants to {what}:\n{fence}\n{subject}\n{fence}\n"
+            f"Why it asks: {'; '.join(reasons) or 'it needs consent'}\nOnly the person who asked (or an admin) "
+            f"can decide. id `{approval_id}`")
+
+
 class Approvals:
     """The gateway's side of `agent.tools.ApprovalPort`."""
 
@@ -122,8 +142,11 @@ class Approvals:
     async def _ask(self, ctx: ToolContext, request: ApprovalRequest, digest: str) -> ApprovalOutcome:
         approval_id = secrets.token_urlsafe(12)
         chat = ChatRef(ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
-        shown = redact(request.subject, self.secrets)[:MAX_SHOWN]
-        reasons = [redact(reason, self.secrets) for reason in request.reasons]  # they quote the command
+        shown, cut = shown_subject(request.subject, self.secrets)
+        reasons = [redact_values(reason, self.secrets) for reason in request.reasons]  # they quote the command
+        if cut:
+            reasons.append(f"it is {len(request.subject):,} characters long and only the start is shown: "
+                           "deny it unless you know the rest")
         now = time.time()
         async with self.store.tx() as db:
             await db.execute(
@@ -248,11 +271,7 @@ class Approvals:
             await self._event(db, approval_id, event, actor, detail)
 
     def _prompt_text(self, row: Mapping[str, Any]) -> str:
-        what = "run this command" if row["kind"] == "command" else "touch this file"
-        reasons = "; ".join(json.loads(row["reasons"])) or "it needs consent"
-        return (f"⚠️ **Approval needed** — the agent wants to {what}:\n```\n{row['subject']}\n```\n"
-                f"Why it asks: {reasons}\nOnly the person who asked (or an admin) can decide. "
-                f"id `{row['id']}`")
+        return prompt_text(row["kind"], row["subject"], json.loads(row["reasons"]), row["id"])
 
     async def _show_prompt(self, approval_id: str, chat: ChatRef) -> bool:
         adapter = self.adapters.get(chat.platform)

@@ -24,12 +24,18 @@ _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+):([^/\s@]+)@")
 
 
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """`text` with known secret values and secret-looking values replaced by ``***``."""
+def redact_values(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with only real secrets replaced: the configured values and unmistakable key shapes.
+    For what a person must judge (an approval prompt): the name-based guesses of `redact` would
+    also hide ordinary words and paths (`cp api_key.txt /tmp/x` would lose its destination)."""
     for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
         text = text.replace(secret, MASK)
     for pattern in _PATTERNS:
         text = pattern.sub(MASK, text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    text = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
-    return _NAMED.sub(lambda m: m.group(1) + MASK, text)
+    return _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with known secret values and secret-looking values replaced by ``***``."""
+    return _NAMED.sub(lambda m: m.group(1) + MASK, redact_values(text, secrets))
