@@ -111,8 +111,10 @@ class _Cmd:
     subs: list = field(default_factory=list)  # Streams of $(..), `..`, <(..) in this command
     exec_origin: str | None = None  # argv[0] came from downloaded / decoded output
     origins: dict = field(default_factory=dict)  # x=$(curl ..): variable -> origin of its value
+    hidden_name: str | None = None  # argv[0] comes from a value the check cannot see ($x unknown, "$@", IFS)
 
 
+_OPAQUE_SETTERS = frozenset({"read", "mapfile", "readarray", "getopts"})
 _ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 _ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
          "\\": "\\", "'": "'", '"': '"', "?": "?"}
@@ -251,6 +253,9 @@ class _Lexer:
         if quoted or self.redir or self.assigning():  # no word splitting in x=$(..)
             self.add(value, quoted=quoted)
             return
+        ifs = self.env.get("IFS")
+        if ifs and ifs.strip() and self.at_command():  # split by a changed IFS: the name is not what it seems
+            self.cmd.hidden_name = self.cmd.hidden_name or f"a word split by IFS={ifs!r}"
         for piece in re.split(r"(\s+)", value):
             if piece and piece.isspace():
                 self.end_word()
@@ -298,12 +303,27 @@ class _Lexer:
                 if eq:
                     env["alias " + name] = val
             return
+        if words[:1] == ["set"] and "--" in words:  # set -- a b c: the positional parameters
+            env["@"] = " ".join(words[words.index("--") + 1:])
+            return
+        if words[:1] and words[0] in _OPAQUE_SETTERS:  # read x, mapfile a, printf -v x: values not seen here
+            for w in words[1:]:
+                if re.fullmatch(r"[A-Za-z_]\w*", w):
+                    env.pop(w, None)
+                    env["opaque " + w] = "1"
+            return
         if words[:1] == ["unset"]:
             for w in words[1:]:
                 env.pop(w, None)
             return
         if words[:1] and words[0] in ("export", "declare", "typeset", "local", "readonly"):
+            nameref = any(w.startswith("-") and "n" in w for w in words[1:])
             words = [w for w in words[1:] if not w.startswith(("-", "+"))]
+            if nameref:  # declare -n r=x: $r is whatever $x is, which is not tracked
+                for w in words:
+                    env.pop(w.partition("=")[0], None)
+                    env["opaque " + w.partition("=")[0]] = "1"
+                return
         if words and all(_ASSIGN.match(w) for w in words):
             for w in words:
                 name, _, val = w.partition("=")
@@ -403,9 +423,15 @@ class _Lexer:
             return
         name, rest = m.group(), expr[m.end():]
         val = self.env.get(name)
+        naming = self.at_command() and not self.assigning() and not self.redir
         if val is None and (name.isdigit() and name != "0" or name in "@*"):
             val = self.env.get("@", "") if name in "@*" else ""
         literal = "${" + expr + "}" if braced else "$" + name
+        # A command name from a value not seen here: set by read/mapfile/declare -n, a lowercase variable
+        # this line never set, an array element. (An unset UPPERCASE name is the environment's: $EDITOR.)
+        if naming and (rest.startswith("[") or self.env.get("opaque " + name)
+                       or val is None and not name.isupper() and name not in "@*"):
+            self.cmd.hidden_name = self.cmd.hidden_name or literal
         if rest.startswith((":-", "-", ":=", "=")):
             val = val or rest.lstrip(":")[1:]
         elif rest.startswith((":+", "+")):
@@ -421,6 +447,12 @@ class _Lexer:
             return
         if self.env.get("origin " + name) and self.at_command() and not self.assigning():
             self.cmd.exec_origin = self.env["origin " + name]
+        if name == "@" and quoted and not self.assigning():  # "$@": one word per parameter
+            for k, piece in enumerate(val.split()):
+                if k:
+                    self.end_word()
+                self.add(piece, quoted=True)
+            return
         self.insert(val, quoted)
 
     def substitute(self, inner: str, quoted: bool) -> None:
@@ -733,6 +765,9 @@ class _Analysis:
                 self.hit(risk[0], risk[1], f"{show(cmd.words)} {op} {target}".strip(), via, cap)
         if cmd.exec_origin:
             self.hit(DANGEROUS, f"{_ORIGIN[cmd.exec_origin]} run as a command", show(cmd.words), via, cap)
+        if cmd.hidden_name:
+            self.hit(DANGEROUS, f"a command whose name the check cannot see ({cmd.hidden_name})", show(cmd.words),
+                     via, cap)
         if not cmd.words:
             return Stream(stdin.text, stdin.origin, stdin.desc) if cmd.stdin_set else Stream()
         return self.run_argv(list(cmd.words), cmd, stdin, depth, via, env, cap)

@@ -29,6 +29,7 @@ from agent.beneath import Beneath, Refused, TooLarge
 from agent.command_guard import classify
 from agent.sandbox import Sandbox
 from agent.tools import ApprovalRequest, Tool, ToolContext, ToolHandler
+from agent.workspace_code import files_run, show_code
 
 TOOLSET = "system"
 MAX_TIMEOUT = 600.0  # seconds; a model asking for more gets this
@@ -265,11 +266,18 @@ def _terminal(shell: _Shell) -> ToolHandler:
         if outside:  # whatever the verdict: leaving the sandbox is a person's decision
             reasons = ("runs OUTSIDE the sandbox: with chatgate's own access to files, secrets and the network",
                        *(reasons if verdict.verdict != "safe" else ()))
-        if verdict.verdict != "safe" or outside:  # "dangerous", and anything the guard might add later: ask
+        subject = command
+        code = await asyncio.to_thread(files_run, command, shell.workspace) if not sandboxed or outside else []
+        if code:  # unconfined: the code a script holds is what runs, not the harmless-looking command line
+            names = ", ".join(p.name for p in code)
+            reasons = (f"runs code from the workspace ({names}) with no sandbox around it",
+                       *(reasons if verdict.verdict != "safe" or outside else ()))
+            subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
+        if verdict.verdict != "safe" or outside or code:  # "dangerous", and anything the guard adds later: ask
             if ctx.approvals is None:
                 return (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
                         "and nobody can approve here. The command was NOT run.")
-            outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(command), reasons))
+            outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(subject), reasons))
             if not outcome.approved:
                 return f"{outcome.message}\nThe command was NOT run."
             return f"{outcome.message}\n{await shell.run(command, seconds, confined=not outside)}"

@@ -154,3 +154,40 @@ def test_the_gateway_process_is_not_dumpable():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert done.stdout.split() == ["True", "False"], done.stderr
 
+
+
+@pytest.mark.parametrize(("files", "command", "shown"), [
+    ({"run.sh": "touch ran\n"}, "sh run.sh", "--- run.sh ---\ntouch ran"),
+    ({"x.py": "open('ran', 'w')\n"}, "cd . && python3 x.py --fast", "--- x.py ---"),
+    ({"tool": "#!/bin/sh\ntouch ran\n"}, "./tool", "--- tool ---"),
+    ({"env.sh": "touch ran\n"}, "source env.sh; echo ok", "--- env.sh ---"),
+    ({"Makefile": "all:\n\ttouch ran\n"}, "make", "--- Makefile ---"),
+    ({"package.json": '{"scripts": {"install": "touch ran"}}'}, "npm install", "--- package.json ---"),
+    ({".git/hooks/pre-commit": "#!/bin/sh\ntouch ran\n"}, "git commit -m x", "--- .git/hooks/pre-commit ---"),
+])
+async def test_without_a_sandbox_running_workspace_code_asks_and_shows_it(home: Path, files: dict[str, str],
+                                                                          command: str, shown: str):
+    ws = home / "workspace"
+    for name, text in files.items():
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(text)
+        (ws / name).chmod(0o755)
+    approver = Approver(approved=False)
+    run, _ = terminal(home, approver, mode="off")
+    out = await run(command)
+    assert "NOT run" in out and not (ws / "ran").exists()
+    [asked] = approver.requests
+    assert shown in asked.subject and "with no sandbox" in asked.reasons[0]
+    inside, _ = terminal(home, Approver(approved=False))  # in the sandbox the same command needs no one
+    if command == "sh run.sh":
+        assert "exit code 0" in await inside(command) and (ws / "ran").exists()
+
+
+async def test_without_a_sandbox_ordinary_commands_do_not_ask(home: Path):
+    (home / "workspace" / "notes.txt").write_text("hello\n")
+    approver = Approver(approved=False)
+    run, _ = terminal(home, approver, mode="off")
+    for command in ("ls -la", "cat notes.txt | wc -l", "grep -n hello notes.txt", "python3 -c 'print(1)'",
+                    "git status --short 2>/dev/null; echo done"):
+        assert "NOT run" not in await run(command), command
+    assert approver.requests == []
