@@ -89,7 +89,7 @@ def shown_subject(subject: str, secrets: list[str]) -> tuple[str, bool]:
 def prompt_text(kind: str, subject: str, reasons: list[str], approval_id: str) -> str:
     """The prompt's Markdown. The subject is in a fence longer than any run of backticks inside it,
     so a line of backticks in a command cannot close the block and pose as the prompt's own text."""
-    what = "run this command" if kind == "command" else "touch this file"
+    what = {"command": "run this command", "job": "schedule this job"}.get(kind, "touch this file")
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", subject)), default=0))
     return (f"⚠️ **Approval needed** — the agent wants to {what}:\n{fence}\n{subject}\n{fence}\n"
             f"Why it asks: {'; '.join(reasons) or 'it needs consent'}\nOnly the person who asked (or an admin) "
@@ -101,7 +101,9 @@ class Approvals:
 
     def __init__(self, store: Store, delivery: Delivery, adapters: Mapping[str, PlatformAdapter], *, mode: str,
                  timeout: float, is_admin: Callable[[str, str], bool], secrets_: list[str],
-                 spawn: Callable[[Awaitable[None]], Any] | None = None) -> None:
+                 spawn: Callable[[Awaitable[None]], Any] | None = None,
+                 may_approve: Callable[[str, str], bool] | None = None,
+                 always_scope: str = "user") -> None:
         self._spawn = spawn  # runs the prompt's edit after a decision as a task (it may wait out rate limits)
         self.store = store
         self.delivery = delivery
@@ -109,6 +111,8 @@ class Approvals:
         self.mode = mode
         self.timeout = timeout
         self.is_admin = is_admin
+        self.may_approve = may_approve or (lambda platform, user_id: True)  # decides own requests (not admins)
+        self.always_scope = always_scope
         self.secrets = secrets_
         self._waiting: dict[str, _Waiting] = {}
 
@@ -130,8 +134,10 @@ class Approvals:
             return ApprovalOutcome(False, "refused", f"Refused without asking: {reasons}; approvals.mode is deny. "
                                    "It was NOT run. Tell the user what you wanted to do and why.")
         digest = subject_hash(request.kind, request.subject)
-        if await self.store.fetch_one("SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ?",
-                                      (request.kind, digest)):
+        if await self.store.fetch_one(
+                "SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ? AND (scope = 'global'"
+                " OR (scope = 'chat' AND platform = ? AND chat_id = ?) OR (scope = 'user' AND platform = ?"
+                " AND user_id = ?))", (request.kind, digest, ctx.platform, ctx.chat_id, ctx.platform, ctx.user_id)):
             return ApprovalOutcome(True, "always", "Allowed by an 'always allow' rule.")
         if ctx.session_id is not None and await self.store.fetch_one(
                 "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'",
@@ -186,9 +192,13 @@ class Approvals:
                 return False
             await self._event(db, approval_id, state, actor, note)
             if state == "always":
-                await db.execute("INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, created_by,"
-                                 " created_at) SELECT kind, subject, subject_hash, ?, ? FROM approvals WHERE id = ?",
-                                 (actor, now, approval_id))
+                scope = self.always_scope
+                await db.execute(
+                    "INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, scope, platform, chat_id,"
+                    " user_id, created_by, created_at) SELECT kind, subject, subject_hash, ?, CASE WHEN ? = 'global'"
+                    " THEN '' ELSE platform END, CASE WHEN ? = 'chat' THEN chat_id ELSE '' END, CASE WHEN ? = 'user'"
+                    " THEN requester_id ELSE '' END, ?, ? FROM approvals WHERE id = ?",
+                    (scope, scope, scope, scope, actor, now, approval_id))
         row = await self._row(approval_id)
         assert row is not None
         log.info("approval %s: %s by %s", approval_id, state, actor)
@@ -213,6 +223,9 @@ class Approvals:
             await self._audit(approval_id, "refused_press", press.user_id, "not the requester or an admin")
             return "This approval is not yours to decide."
         state = CHOICES[choice]
+        if state == "always" and not self.is_admin(press.platform, press.user_id):
+            await self._audit(approval_id, "refused_press", press.user_id, "always allow needs an admin")
+            return "Only an admin can allow this for always; choose Allow once or Allow for this session."
         if not await self.decide(approval_id, state, press.user_name or press.user_id):
             return "Already decided."
         return LABELS[state] + " — done."
@@ -256,7 +269,10 @@ class Approvals:
     # -- helpers --------------------------------------------------------------------------
 
     def _may_decide(self, row: Mapping[str, Any], platform: str, user_id: str) -> bool:
-        return user_id == row["requester_id"] or self.is_admin(platform, user_id)
+        """An admin; or the person who asked, when they may approve at all (`may_approve`)."""
+        if self.is_admin(platform, user_id):
+            return True
+        return user_id == row["requester_id"] and row["platform"] == platform and self.may_approve(platform, user_id)
 
     async def _row(self, approval_id: str) -> Any:
         return await self.store.fetch_one("SELECT * FROM approvals WHERE id = ?", (approval_id,))

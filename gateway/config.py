@@ -104,6 +104,8 @@ class ApprovalsConfig(_Section):
     mode: Literal["ask", "deny", "off"] = "ask"  # off: everything but hardline runs; deny: no prompts
     timeout_seconds: float = Field(300.0, gt=0)
     cron: Literal["deny", "ask-owner"] = "deny"  # scheduled runs: refuse, or ask the job's owner in their chat
+    always_scope: Literal["user", "chat", "global"] = "user"  # what an admin's "Always allow" covers
+    paired_may_approve: bool = False  # people admitted by pairing decide their own requests too (else: admins)
 
 
 class CronConfig(_Section):
@@ -111,6 +113,7 @@ class CronConfig(_Section):
     max_concurrent_runs: int = Field(4, ge=1, le=64)
     run_timeout_seconds: float = Field(900.0, gt=0)
     min_interval_seconds: float = Field(60.0, ge=1)  # the shortest `every`
+    max_jobs_per_person: int = Field(20, ge=1)  # (admins: no limit)
 
 
 class ReviewConfig(_Section):

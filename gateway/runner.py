@@ -114,9 +114,11 @@ class GatewayRunner:
             self.llm.observer = self.metrics.observe_llm
         agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations) if self.llm else None
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
+
         self.jobs = CronJobs(self.store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
         ledger = RunLedger(self.store, new_instance_id())
-        self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin)
+        self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin,
+                                max_jobs_per_person=cfg.cron.max_jobs_per_person)
         self.memory = Memory(cfg.home)
         self.skill_usage = SkillUsage(self.store)
         self.skills = SkillLibrary(cfg.home, self.skill_usage)
@@ -133,7 +135,10 @@ class GatewayRunner:
                                  skill_every=cfg.review.skill_every_iterations,
                                  max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify)
         self.approvals = Approvals(self.store, self.delivery, self.adapters, mode=cfg.approvals.mode,
-                                   timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(), is_admin=admin,
+                                   timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(),
+                                   is_admin=lambda platform, user: platform in TRUSTED_PLATFORMS or admin(platform, user),
+                                   may_approve=lambda platform, user: user in cfg.access.allowed_users.get(platform, ())
+                                   or cfg.approvals.paired_may_approve, always_scope=cfg.approvals.always_scope,
                                    spawn=lambda edit: self.spawn(edit, name="approval-outcome"))
         cron_runs = CronRuns(
             store=self.store, ledger=ledger, agent=agent, delivery=self.delivery, approvals=self.approvals,

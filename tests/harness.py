@@ -163,6 +163,17 @@ class Tab:
 # -- a real `chatgate run` ------------------------------------------------------------------
 
 
+def is_prompt(frame: dict[str, Any]) -> bool:
+    """A web chat frame that is an approval prompt (a message with buttons)."""
+    return frame["type"] == "message" and bool(frame.get("buttons"))
+
+
+async def press(tab: Tab, prompt: dict[str, Any], label: str) -> None:
+    """Press the button `label` under a prompt the tab received."""
+    data = next(b["data"] for row in prompt["buttons"] for b in row if b["text"] == label)
+    await tab.send_raw({"type": "button", "message_id": prompt["message_id"], "data": data})
+
+
 class Daemon:
     """`chatgate run` in a subprocess, on one CHATGATE_HOME, started and killed as often as needed."""
 

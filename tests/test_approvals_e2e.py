@@ -15,7 +15,7 @@ import pytest
 
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import Tab, eventually, gateway_env, start_gateway
+from tests.harness import Tab, eventually, gateway_env, is_prompt, press, start_gateway
 
 ANN, BOB, ADMIN = 1001, 2002, 3003
 
@@ -33,15 +33,6 @@ def run_tool(command: str) -> Reply:
 
 def tool_results(llm: FakeLLM) -> list[str]:
     return [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "tool"]
-
-
-def is_prompt(frame: dict[str, Any]) -> bool:
-    return frame["type"] == "message" and bool(frame.get("buttons"))
-
-
-async def press(tab: Tab, prompt: dict[str, Any], label: str) -> None:
-    data = next(b["data"] for row in prompt["buttons"] for b in row if b["text"] == label)
-    await tab.send_raw({"type": "button", "message_id": prompt["message_id"], "data": data})
 
 
 async def webchat_gateway(tmp_path: Path, llm: FakeLLM, **more: Any):

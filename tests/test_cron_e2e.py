@@ -26,7 +26,7 @@ from gateway.runner import GatewayRunner
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import Tab, eventually, gateway_env, start_gateway
+from tests.harness import Tab, eventually, gateway_env, is_prompt, press, start_gateway
 
 FAST = {"gateway__tick_seconds": "0.2", "cron__min_interval_seconds": "1"}
 ANN = 1001
@@ -177,10 +177,14 @@ async def test_the_agent_creates_a_job_from_a_chat_request_and_it_fires_here(tmp
     async with cron_gateway(tmp_path, llm) as runner:
         async with Tab(runner) as tab:
             await tab.say("remind me about the tea in 2 seconds")
-            assert await tab.reply() == "I'll remind you in 2 seconds."
+            prompt = await tab.wait_for(is_prompt)  # a job the agent writes runs unattended: a person says yes
+            assert "schedule this job" in prompt["text"] and "schedule: in 2s" in prompt["text"]
+            assert "Remind the user: the tea is ready" in prompt["text"] and f"webchat:{tab.chat_id}" in prompt["text"]
+            await press(tab, prompt, "Allow once")
+            assert await tab.reply(2) == "I'll remind you in 2 seconds."
             tool_result = llm.requests[1]["messages"][-1]["content"]
-            assert tool_result.startswith("Created: #1 tea") and f"webchat:{tab.chat_id}" in tool_result
-            assert await tab.reply(2) == "⏰ tea\n\necho: Remind the user: the tea is ready"
+            assert "Created: #1 tea" in tool_result and f"webchat:{tab.chat_id}" in tool_result
+            assert await tab.reply(3) == "⏰ tea\n\necho: Remind the user: the tea is ready"
         [job] = await runner.jobs.list()
         assert (job.owner_platform, job.owner_id, job.state) == ("webchat", "local", "finished")
 

@@ -90,7 +90,9 @@ async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
         return 0
     for rule in await store.fetch_all("SELECT * FROM approval_rules ORDER BY id"):
         when = datetime.fromtimestamp(rule["created_at"]).strftime("%Y-%m-%d %H:%M")
-        print(f"{rule['id']:>4}  {rule['kind']:<8} {when}  by {rule['created_by']}: {rule['subject']}")
+        scope = {"user": f"user {rule['platform']}:{rule['user_id']}", "chat": f"chat {rule['platform']}:"
+                 f"{rule['chat_id']}"}.get(rule["scope"], "everyone")
+        print(f"{rule['id']:>4}  {rule['kind']:<8} {when}  for {scope}, by {rule['created_by']}: {rule['subject']}")
     return 0
 
 

@@ -1,46 +1,62 @@
 """Managing jobs from a chat: the agent's `cron` tool and the `/cron` command share this.
 
-A person sees and changes only their own jobs (an admin: all of them). A job created from a
-chat delivers to that chat and thread unless told otherwise. Every change reaches the running
+A person sees and changes only their own jobs (an admin: all of them), sends results only to
+the chat they ask from (an admin: anywhere), and has at most `cron.max_jobs_per_person`. A job
+the agent creates or rewrites (through its `cron` tool) runs later with nobody watching, so a
+person approves it first, seeing its schedule, target and prompt. A job created from a chat
+delivers to that chat and thread unless told otherwise. Every change reaches the running
 scheduler at once.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
-from agent.tools import Tool, ToolContext
-from gateway.cron.jobs import CronError, CronJobs, Job, format_target
+from agent.tools import ApprovalRequest, Tool, ToolContext
+from gateway.cron.jobs import CronError, CronJobs, Job, format_target, parse_target
 from gateway.cron.ledger import RunLedger
 from platforms.base import ChatRef
 
 TOOLSET = "cron"  # scheduled runs get every toolset but this one
+Consent = Callable[[str], Awaitable[str | None]]  # what to approve → None (approved) or the refusal
 CHAT_ACTIONS = ("list", "pause", "resume", "remove", "run")
 TOOL_ACTIONS = ("create", "list", "update", "pause", "resume", "remove", "run")
 
 
 class CronManager:
     def __init__(self, jobs: CronJobs, ledger: RunLedger, changed: Callable[[], None],
-                 is_admin: Callable[[str, str], bool]) -> None:
+                 is_admin: Callable[[str, str], bool], max_jobs_per_person: int = 20) -> None:
         self.jobs = jobs
         self.ledger = ledger
         self.changed = changed
         self.is_admin = is_admin
+        self.max_jobs = max_jobs_per_person
 
     async def act(self, action: str, *, platform: str, user_id: str, chat: ChatRef | None = None,
-                  session_key: str | None = None, job: str | None = None, **fields: Any) -> str:
-        """Do `action` for this person; the answer (or a one-line refusal) as text."""
+                  session_key: str | None = None, job: str | None = None, consent: Consent | None = None,
+                  **fields: Any) -> str:
+        """Do `action` for this person; the answer (or a one-line refusal) as text. `consent` asks a
+        person before a job the agent writes is created or changed (None: the person asked directly)."""
         try:
-            return await self._act(action, platform, user_id, chat, session_key, job, fields)
+            return await self._act(action, platform, user_id, chat, session_key, job, fields, consent)
         except CronError as exc:
             return f"error: {exc}"
 
     async def _act(self, action: str, platform: str, user_id: str, chat: ChatRef | None, session_key: str | None,
-                   ref: str | None, fields: dict[str, Any]) -> str:
-        owner = None if self.is_admin(platform, user_id) else (platform, user_id)
+                   ref: str | None, fields: dict[str, Any], consent: Consent | None) -> str:
+        admin = self.is_admin(platform, user_id)
+        owner = None if admin else (platform, user_id)
+        if fields.get("deliver_to") and not admin:
+            self._own_chat(fields["deliver_to"], chat)
         if action == "list":
             return describe_jobs(await self.jobs.list(owner=owner))
         if action == "create":
+            if not admin and len(await self.jobs.list(owner=owner)) >= self.max_jobs:
+                raise CronError(f"you have {self.max_jobs} jobs already (cron.max_jobs_per_person); remove one first")
+            if consent is not None:
+                refusal = await consent(_job_text("create", fields, format_target(chat)))
+                if refusal:
+                    return f"{refusal}\nThe job was NOT created."
             return await self._create(platform, user_id, chat, session_key, fields)
         if action not in TOOL_ACTIONS:
             raise CronError(f"unknown action {action!r}; use one of {', '.join(TOOL_ACTIONS)}")
@@ -50,6 +66,10 @@ class CronManager:
         if action == "update":
             if not any(v is not None for v in fields.values()):
                 raise CronError("nothing to change: give name, prompt, schedule, timezone, deliver_to or missed")
+            if consent is not None and any(fields.get(k) for k in ("prompt", "schedule", "deliver_to")):
+                refusal = await consent(_job_text(f"change job #{job.id} {job.name}", fields, job.target))
+                if refusal:
+                    return f"{refusal}\nThe job was NOT changed."
             changed = await self.jobs.update(job.id, name=fields.get("name"), prompt=fields.get("prompt"),
                                              schedule=fields.get("schedule"), timezone=fields.get("timezone"),
                                              target=fields.get("deliver_to"), missed_policy=fields.get("missed"))
@@ -75,6 +95,16 @@ class CronManager:
             owner_key=session_key, timezone=fields.get("timezone"), missed_policy=fields.get("missed") or "run_once")
         return self._done(f"Created: {job.describe()}")
 
+    @staticmethod
+    def _own_chat(target: str, chat: ChatRef | None) -> None:
+        """Non-admins send a job's results only to the chat they ask from (or nowhere)."""
+        if target.strip().lower() == "none":
+            return
+        parsed = parse_target(target)
+        if chat is None or parsed is None or (parsed.platform, parsed.chat_id) != (chat.platform, chat.chat_id):
+            raise CronError("only an admin can send a job's results to another chat; leave deliver_to out "
+                            "(this chat) or set it to none")
+
     def _done(self, text: str) -> str:
         self.changed()
         return text
@@ -96,8 +126,16 @@ class CronManager:
     def tool(self) -> Tool:
         async def cron(ctx: ToolContext, action: str, job: str | int | None = None, **fields: Any) -> str:
             chat = ChatRef(ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
+
+            async def consent(subject: str) -> str | None:  # a job runs later, unattended: a person says yes
+                if ctx.approvals is None:
+                    return "refused: a scheduled job needs a person's approval and nobody can approve here."
+                outcome = await ctx.approvals.request(ctx, ApprovalRequest(
+                    "job", subject, ("a scheduled job runs later, unattended, with the agent's tools",)))
+                return None if outcome.approved else outcome.message
+
             return await self.act(action, platform=ctx.platform, user_id=ctx.user_id, chat=chat,
-                                  session_key=ctx.extras.get("session_key"),
+                                  session_key=ctx.extras.get("session_key"), consent=consent,
                                   job=str(job) if job is not None else None, **fields)
 
         text = {"type": "string"}
@@ -122,6 +160,16 @@ CRON_TOOL_DESCRIPTION = (
     "alone (\"Remind Ann to call the dentist\", \"Summarise today's open pull requests in owner/repo\"). "
     "Actions: create (name, prompt, schedule), list, update, pause, resume, remove, run (now)."
 )
+
+
+def _job_text(what: str, fields: dict[str, Any], target: str) -> str:
+    """What a person approves: the job's schedule, where its results go, and its prompt."""
+    lines = [f"{what}: {fields.get('name') or ''}".rstrip(": "),
+             *(f"{key}: {fields[key]}" for key in ("schedule", "timezone") if fields.get(key)),
+             f"results to: {fields.get('deliver_to') or target}"]
+    if fields.get("prompt"):
+        lines += ["prompt:", str(fields["prompt"])]
+    return "\n".join(lines)
 
 
 def describe_jobs(jobs: list[Job]) -> str:
