@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from agent import command_rules as rules
+from agent.command_categories import framework_task, secret_label, sensitive_file
 from agent.command_rules import DANGEROUS, HARDLINE, SAFE, Call, Hit
 
 __all__ = ["Verdict", "classify"]
@@ -556,6 +557,32 @@ _INTERP_OPTS = {"python": ("c", (), "cmWXQ", "m"), "perl": ("eE", (), "eEIMmlxC"
                 "lua": ("e", (), "el", ""), "applescript": ("e", (), "el", ""), "awk": ("", (), "fvF", "")}
 DOWNLOADERS = frozenset("curl wget fetch aria2c http https xh nc ncat netcat socat telnet".split())
 NET_TOOLS = frozenset("nc ncat netcat socat telnet".split())
+SENDERS = NET_TOOLS | frozenset("curl wget http https xh ssh scp sftp ftp rsync mail mailx sendmail mutt".split())
+_DETACHING = frozenset({"nohup", "setsid", "systemd-run", "daemonize", "start-stop-daemon"})
+_ENV_DUMPS = frozenset({"env", "printenv", "set", "declare", "export", "history", "compgen"})
+
+
+def _secret_source(cmd: "_Cmd") -> str | None:
+    """What secret a pipeline stage emits: the environment, a secret file (as argument or < input)."""
+    words = [w for w in cmd.words if not _ASSIGN.match(w)]
+    if not words:
+        return None
+    name = words[0].rsplit("/", 1)[-1]
+    if name in _ENV_DUMPS and (name in ("env", "printenv", "history") and len(words) <= 2
+                               or words[1:2] in (["-p"], ["-x"], []) and name in ("set", "declare", "export")):
+        return "the environment" if name != "history" else "shell history"
+    for target in [*words[1:], *(t for op, t in cmd.redirs if op == "<")]:
+        if label := sensitive_file(target):
+            return label
+    return None
+
+
+def _endless(cmd: "_Cmd") -> bool:
+    """yes, or cat/tr of /dev/zero or /dev/urandom: output that never ends."""
+    words = cmd.words
+    sources = {"/dev/zero", "/dev/urandom", "/dev/random"}
+    return bool(words) and (words[0] == "yes" or words[0] in ("cat", "tr", "pv") and (
+        bool(sources & set(words[1:])) or any(op == "<" and t in sources for op, t in cmd.redirs)))
 DECODERS = frozenset("base64 base32 basenc gbase64 openssl xxd rev tr gunzip zcat gzip bunzip2 bzip2 bzcat xz xzcat unxz".split())
 _RESERVED = frozenset("{ } ! then do else elif if while until time fi done esac coproc".split())
 # wrappers that run the rest of the line: (short options taking a value, long ones, positionals to skip)
@@ -690,6 +717,7 @@ class _Analysis:
         self.last_name = ""
         self.cwd: str | None = None
         self.scripts: dict[str, str] = {}  # files this command line writes with known text
+        self.links: dict[str, str] = {}  # ln -s ~ h: a name this line made for a directory → that directory
 
     def hit(self, level: int, rule: str, part: str, via: tuple, cap: int) -> None:
         part = " ".join(part.split())
@@ -752,6 +780,15 @@ class _Analysis:
                     else:
                         self.scripts.pop(base, None)
                     stream = Stream()
+        sources = [k for k, c in enumerate(cmds) if _secret_source(c)]
+        senders = [k for k, n in enumerate(names) if n in SENDERS]
+        if sources and senders and senders[-1] > sources[0]:
+            self.hit(DANGEROUS, f"sends {_secret_source(cmds[sources[0]])} to the network", " | ".join(
+                show(c.words) for c in cmds), via, cap)
+        if _endless(cmds[0]) and not any(n in ("head", "dd", "timeout") for n in names[1:]) and any(
+                op in (">", ">>") and not t.startswith("/dev/") for c in cmds for op, t in c.redirs):
+            self.hit(DANGEROUS, "fills the disk (an endless stream into a file)", " | ".join(
+                show(c.words) for c in cmds), via, cap)
         shell_at = [k for k, n in enumerate(names) if n in SHELLS]
         if shell_at and any(n in NET_TOOLS for n in names[shell_at[0] + 1:]):
             self.hit(DANGEROUS, "shell wired to the network (reverse shell)", " | ".join(
@@ -760,11 +797,15 @@ class _Analysis:
 
     def simple(self, cmd: _Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int) -> Stream:
         for op, target in cmd.redirs:
+            target = self._through_links(target)
             risk = rules.write_risk(target) if op != "<" or target.startswith("/dev/tcp/") else None
             if risk:
                 self.hit(risk[0], risk[1], f"{show(cmd.words)} {op} {target}".strip(), via, cap)
         if cmd.exec_origin:
             self.hit(DANGEROUS, f"{_ORIGIN[cmd.exec_origin]} run as a command", show(cmd.words), via, cap)
+        for op, target in cmd.redirs:
+            if op in ("<", "<>") and (label := secret_label(target)):
+                self.hit(DANGEROUS, f"reads {label}", f"{show(cmd.words)} < {target}".strip(), via, cap)
         if cmd.hidden_name:
             self.hit(DANGEROUS, f"a command whose name the check cannot see ({cmd.hidden_name})", show(cmd.words),
                      via, cap)
@@ -837,6 +878,10 @@ class _Analysis:
                 continue
             if name not in _WRAPPERS or (name in ("time", "command", "exec", "builtin") and len(argv) == 1):
                 break
+            if name in _DETACHING:
+                self.hit(DANGEROUS, f"starts something that outlives the command ({name})", show(argv), via, cap)
+            elif name == "chroot":
+                self.hit(DANGEROUS, "runs a command in another root (chroot)", show(argv), via, cap)
             nxt = self.unwrap(name, argv)
             sudo = sudo or name in ("sudo", "doas", "pkexec", "su", "runuser")
             if isinstance(nxt, str):
@@ -877,6 +922,9 @@ class _Analysis:
             elif args:
                 self.file_exec(args[0], "shell", shown, depth, via, env, cap)
         elif name == "python" or name in INTERPRETERS:
+            task = framework_task([name, *args])
+            if task:
+                self.hit(DANGEROUS, f"destroys database data ({task})", shown, via, cap)
             self.interpreter(name, INTERPRETERS.get(name, "python"), args, cmd, stdin, shown, depth, via, env, cap)
         elif name == "deno" and args[:1] == ["eval"] and len(args) > 1:
             self.code("node", args[1], depth + 1, via + ("deno eval",), env, cap)
@@ -904,9 +952,19 @@ class _Analysis:
             self.script(stdin.text, depth + 1, via + (name,), dict(env), cap)
         else:
             where = f" (in {self.cwd})" if self.cwd else ""
+            if name == "ln" and {"-s", "-sf", "-sfn", "-sn", "--symbolic"} & set(args):
+                targets = [a for a in args if not a.startswith("-")]
+                if len(targets) == 2:
+                    self.links[targets[1].rstrip("/")] = targets[0]
+            args = [self._through_links(a) for a in args]
             c = Call(name, list(args), shown + where, argv[0], bulk, stdin.text, self.cwd)
             self.take(rules.check(c), cmd, stdin, depth, via, env, cap)
         return self.stdout(name, args, stdin, shown, cmd)
+
+    def _through_links(self, arg: str) -> str:
+        """`h/.bashrc` after `ln -s ~ h` is `~/.bashrc`: a link this line made does not hide where a write goes."""
+        head, sep, tail = arg.partition("/")
+        return f"{self.links[head].rstrip('/')}/{tail}" if sep and head in self.links else arg
 
     def file_exec(self, path: str, lang: str, shown: str, depth: int, via: tuple, env: dict, cap: int) -> None:
         """Running a file this same command line downloaded or wrote."""

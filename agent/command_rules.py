@@ -190,6 +190,10 @@ _LABELS = (  # (prefix, label); a prefix ending in "/" also matches the director
     ("/etc/passwd", "account database"), ("/etc/shadow", "account database"), ("/etc/group", "account database"),
     ("/etc/gshadow", "account database"), ("/etc/ld.so.preload", "dynamic loader preload"),
     ("~/.aws/", "cloud credentials"), ("~/.kube/", "cloud credentials"), ("~/.gnupg/", "gpg keys"),
+    ("~/.local/bin/", "programs on your PATH"), ("~/bin/", "programs on your PATH"),
+    ("~/.netrc", "stored credentials"), ("~/.npmrc", "stored credentials"), ("~/.pypirc", "stored credentials"),
+    ("~/.git-credentials", "stored credentials"), ("~/.gitconfig", "global git config"),
+    ("~/.config/git/", "global git config"), ("~/.docker/", "docker config"),
     ("/proc/sys/", "kernel settings"), ("/etc/", "system configuration"), ("/usr/", "system directory"),
     ("/bin/", "system directory"), ("/sbin/", "system directory"), ("/lib/", "system directory"),
     ("/lib32/", "system directory"), ("/lib64/", "system directory"), ("/boot/", "boot files"),
@@ -459,7 +463,8 @@ def r_kill(c: Call) -> Iterator[Finding]:
 
 
 _SYSTEMCTL_HARD = {"poweroff", "reboot", "halt", "kexec", "rescue", "emergency", "soft-reboot", "default"}
-_SYSTEMCTL_BAD = {"stop", "disable", "mask", "kill", "isolate", "suspend", "hibernate", "hybrid-sleep",
+_SYSTEMCTL_BAD = {"stop", "disable", "mask", "kill", "isolate", "suspend", "hibernate", "hybrid-sleep", "restart",
+                  "try-restart", "reload-or-restart", "try-reload-or-restart", "daemon-reexec",
                   "suspend-then-hibernate", "edit", "revert", "set-default"}
 
 
@@ -480,8 +485,9 @@ def r_systemctl(c: Call) -> Iterator[Finding]:
 
 
 def r_service(c: Call) -> Iterator[Finding]:
-    if len(c.args) >= 2 and c.args[1] in ("stop", "disable", "kill", "zap"):
-        yield Hit(DANGEROUS, "stopping a service", c.shown)
+    if len(c.args) >= 2 and c.args[1] in ("stop", "disable", "kill", "zap", "restart", "force-reload",
+                                          "try-restart", "condrestart"):
+        yield Hit(DANGEROUS, "stopping or restarting a service", c.shown)
 
 
 _DOCKER_BAD = {"stop", "kill", "rm", "rmi", "prune", "down", "pause"}
@@ -981,5 +987,9 @@ def check(c: Call) -> Iterator[Finding]:
         rule = r_service
     if rule is not None:
         yield from rule(c)
+    from agent.command_categories import RULES  # (it builds on this module's names)
+
+    for more in RULES.get(c.name, ()):
+        yield from more(c)
     if c.name in ("curl", "wget", "fetch", "aria2c"):
         yield from _writes(c, download_info(c.name, c.args)[1])

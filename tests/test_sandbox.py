@@ -54,7 +54,8 @@ async def test_nothing_outside_the_workspace_can_be_written(home: Path):
 
 async def test_chatgates_state_the_users_home_and_the_gateways_proc_are_invisible(home: Path, monkeypatch):
     monkeypatch.setenv("SANDBOX_TEST_TOKEN", "kept-from-commands")  # (a secret-looking name: not passed on)
-    run, _ = terminal(home)
+    approver = Approver(approved=True)  # reading /proc/*/environ asks; say yes and see what the sandbox shows
+    run, _ = terminal(home, approver)
     out = await run(f"ls -a ..; cat ../state.db; cat {home.parent}/user/.netrc; "
                     "echo environ: $(cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c SANDBOX_TEST); "
                     "echo processes: $(ls /proc | grep -c '^[0-9]')")
@@ -62,6 +63,7 @@ async def test_chatgates_state_the_users_home_and_the_gateways_proc_are_invisibl
     assert "\n.\n..\nworkspace\n" in out  # the state beside the workspace is gone
     assert "environ: 0" in out  # no process it can see has the gateway's environment
     assert int(out.split("processes: ")[1].split()[0]) < 10  # its own few, not the machine's
+    assert "another process's environment" in approver.requests[0].reasons[0]
 
 
 async def test_the_network_is_off_unless_configured(home: Path):
@@ -91,7 +93,7 @@ def _running(marker: str) -> list[int]:
 
 
 async def test_nothing_the_command_starts_outlives_it(home: Path):
-    run, _ = terminal(home)
+    run, _ = terminal(home, Approver(approved=True))  # (setsid and nohup ask first; a person says yes)
     out = await run("setsid -f sleep 31337; nohup sleep 31338 >/dev/null 2>&1 & (sleep 31339 &); echo started")
     assert "started" in out
     await eventually(lambda: not _running("sleep 3133"), 5, "the sandbox's processes gone")
