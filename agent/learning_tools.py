@@ -6,7 +6,7 @@ the provenance in `ctx.extras["provenance"]` ("agent" in a conversation, "review
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from agent.memory import Memory, MemoryRefused
 from agent.skills import SkillLibrary, SkillRefused
@@ -16,13 +16,32 @@ TOOLSET = "learning"
 SKILL_ACTIONS = ("create", "patch", "edit", "archive", "write_file", "remove_file")
 
 
-def learning_tools(memory: Memory, skills: SkillLibrary) -> list[Tool]:
-    return [memory_tool(memory), *skill_tools(skills)]
+Untrusted = Callable[[str, str], bool]  # (platform, user) → their writes wait for an admin
+UNTRUSTED_SKILLS = ("error: skills change only in conversations of an admin (access.untrusted_learning); "
+                    "tell the person what you would have written instead")
 
 
-def memory_tool(memory: Memory) -> Tool:
+def learning_tools(memory: Memory, skills: SkillLibrary, untrusted: Untrusted = lambda platform, user: False
+                   ) -> list[Tool]:
+    """The learning toolset. What is shared — the notes every conversation sees, the skills — is
+    written only from conversations of people `untrusted` does not name: from theirs a shared note
+    waits for an admin (`chatgate memory accept`) and skills are not changed. Notes about the
+    person themselves (`target: user`) reach only their own prompts and are written as usual."""
+    return [memory_tool(memory, untrusted), *skill_tools(skills, untrusted)]
+
+
+def _untrusted(ctx: ToolContext, untrusted: Untrusted) -> bool:
+    return bool(ctx.platform) and untrusted(ctx.platform, ctx.user_id)
+
+
+def memory_tool(memory: Memory, untrusted: Untrusted = lambda platform, user: False) -> Tool:
     async def handle(ctx: ToolContext, action: str, target: str, text: str = "", old_text: str = "") -> str:
         try:
+            if target == "memory" and _untrusted(ctx, untrusted):
+                if action != "add":
+                    return ("error: shared notes change only in conversations of an admin; add a note instead "
+                            "and an admin will review it")
+                return await memory.propose(text, ctx.platform, ctx.user_id)
             return await memory.change(action, target, text=text, old_text=old_text,
                                        platform=ctx.platform, user_id=ctx.user_id)
         except MemoryRefused as exc:
@@ -40,7 +59,7 @@ def memory_tool(memory: Memory) -> Tool:
                 handle, TOOLSET, side_effects=True)
 
 
-def skill_tools(skills: SkillLibrary) -> list[Tool]:
+def skill_tools(skills: SkillLibrary, untrusted: Untrusted = lambda platform, user: False) -> list[Tool]:
     async def skills_list(ctx: ToolContext) -> str:
         found = skills.all()
         if not found:
@@ -57,6 +76,8 @@ def skill_tools(skills: SkillLibrary) -> list[Tool]:
                            body: str | None = None, old_text: str = "", new_text: str = "",
                            file: str = "", content: str = "") -> str:
         provenance = str(ctx.extras.get("provenance", "agent"))
+        if _untrusted(ctx, untrusted):
+            return UNTRUSTED_SKILLS
         try:
             if action == "create":
                 return await skills.create(name, description or "", body or "", provenance=provenance)

@@ -139,6 +139,50 @@ class Memory:
             raise MemoryRefused(f"{len(found)} entries contain {old!r}; give a longer, unique part")
         return found[0]
 
+    # -- notes waiting for an admin ------------------------------------------------------------
+
+    @property
+    def pending_path(self) -> Path:
+        return self.dir / "PENDING.md"
+
+    def pending(self) -> list[str]:
+        """Shared notes proposed from conversations of people who are not admins, not in any prompt yet."""
+        try:
+            return _entries(self.pending_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+
+    async def propose(self, text: str, platform: str, user_id: str) -> str:
+        """Keep a shared note aside until an admin accepts it (`chatgate memory accept`)."""
+        text = text.strip()
+        if not text:
+            raise MemoryRefused("add needs the text to keep")
+        findings = scan(text)
+        if findings:
+            raise MemoryRefused("refused: this text must not enter a prompt:\n" + describe(findings))
+        lock = self._locks.setdefault(self.pending_path, asyncio.Lock())
+        async with lock:
+            entries = self.pending()
+            entry = f"{text} [from {platform}:{user_id}]"
+            if entry not in entries:
+                entries.append(entry)
+                await asyncio.to_thread(write_atomic, self.pending_path, _render("Waiting for an admin", entries))
+        return ("noted for an admin to accept: shared notes from this conversation enter other people's prompts "
+                "only once an admin accepts them (chatgate memory accept).")
+
+    async def settle(self, number: int, accept: bool) -> str:
+        """Accept (into the shared notes) or reject pending note `number` (1-based)."""
+        lock = self._locks.setdefault(self.pending_path, asyncio.Lock())
+        async with lock:
+            entries = self.pending()
+            if not 1 <= number <= len(entries):
+                raise MemoryRefused(f"there is no pending note {number} ({len(entries)} waiting)")
+            entry = entries.pop(number - 1)
+            if accept:
+                await self.change("add", "memory", text=re.sub(r" \[from [^\]]*\]$", "", entry))
+            await asyncio.to_thread(write_atomic, self.pending_path, _render("Waiting for an admin", entries))
+        return f"{'accepted' if accept else 'rejected'}: {entry}"
+
     def snapshot(self, platform: str = "", user_id: str = "") -> str:
         """The memory block of a new session's system prompt (entries that fail the scan are left out)."""
         parts = []

@@ -174,6 +174,8 @@ class AccessConfig(_Section):
     allowed_users: dict[str, list[Id]] = {}
     admins: dict[str, list[Id]] = {}
     dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    # shared notes and skills written in conversations of people who are not admins: wait for an admin / allow
+    untrusted_learning: Literal["quarantine", "allow"] = "quarantine"
 
 
 class Config(_Section):

@@ -122,13 +122,17 @@ class GatewayRunner:
         self.memory = Memory(cfg.home)
         self.skill_usage = SkillUsage(self.store)
         self.skills = SkillLibrary(cfg.home, self.skill_usage)
+        def untrusted(platform: str, user: str) -> bool:  # whose writes to shared notes and skills wait
+            return cfg.access.untrusted_learning == "quarantine" and platform not in TRUSTED_PLATFORMS \
+                and not admin(platform, user) and platform != "cron"
+
         self.sandbox = Sandbox(cfg.agent.sandbox.mode, network=cfg.agent.sandbox.network == "on",
                                hidden=[cfg.home, Path.home()])
         log.info("tool sandbox: %s", await asyncio.to_thread(self.sandbox.describe))
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
                                                                  timeout=cfg.agent.command_timeout_seconds,
                                                                  sandbox=self.sandbox),
-                                   self.cron.tool(), *learning_tools(self.memory, self.skills)])
+                                   self.cron.tool(), *learning_tools(self.memory, self.skills, untrusted)])
         self.delivery = Delivery(self.store, self.adapters, self.metrics)
         self.learning = Learning(self.store, self.memory, self.skills, self.tools, review_agent=self._review_agent(),
                                  delivery=self.delivery, memory_every=cfg.review.memory_every_turns,

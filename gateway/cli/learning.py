@@ -23,6 +23,11 @@ def add_parsers(sub: Any) -> None:
                          ("unpin", "let the curator look after it again"), ("archive", "set it aside (restorable)"),
                          ("restore", "bring an archived skill back")):
         skills_sub.add_parser(action, help=what).add_argument("name")
+    memory = sub.add_parser("memory", help="shared notes proposed in conversations of people who are not admins")
+    memory_sub = memory.add_subparsers(dest="action", required=True)
+    memory_sub.add_parser("pending", help="the notes waiting, numbered")
+    for action, what in (("accept", "add note N to the shared notes"), ("reject", "drop note N")):
+        memory_sub.add_parser(action, help=what).add_argument("number", type=int)
     curator = sub.add_parser("curator", help="the skill curator: status, run, restore a snapshot")
     curator_sub = curator.add_subparsers(dest="action", required=True)
     curator_sub.add_parser("status", help="when it ran, when it is due, its recent runs")
@@ -100,4 +105,20 @@ def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
 
 
-HANDLERS = {"skills": with_store(skills), "curator": with_store(curator)}
+async def memory(config: Config, args: argparse.Namespace) -> int:
+    from agent.memory import Memory, MemoryRefused
+
+    notes = Memory(config.home)
+    if args.action == "pending":
+        waiting = notes.pending()
+        print("\n".join(f"{n:>3}  {entry}" for n, entry in enumerate(waiting, 1)) or "No notes waiting.")
+        return 0
+    try:
+        print(await notes.settle(args.number, accept=args.action == "accept"))
+    except MemoryRefused as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+HANDLERS = {"skills": with_store(skills), "curator": with_store(curator), "memory": memory}
