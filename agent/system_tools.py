@@ -36,6 +36,7 @@ MAX_TIMEOUT = 600.0  # seconds; a model asking for more gets this
 MAX_READ_BYTES = 2_000_000  # read_file and patch_file refuse larger files
 MAX_LINE_CHARS = 2_000  # read_file shortens longer lines
 MIN_SECRET_LEN = 8  # shorter values are dummies ("x", "ollama") whose redaction would blank ordinary words
+_UP_AND_OUT = re.compile(r"(^|[\s'\"=:<>|;&(])\.\.(/|$|[\s'\";&|)])")  # a path that starts by leaving the workspace
 KILL_GRACE = 2.0  # seconds to wait for the pipe to close once the process group is killed
 
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL", re.IGNORECASE)
@@ -189,6 +190,18 @@ class _Shell:
     timeout: float
     output_limit: int
     sandbox: Sandbox
+    protected: tuple[Path, ...] = ()  # folders a command must not reach unasked when unconfined
+
+    def touches_protected(self, command: str) -> str | None:
+        """A protected folder the command names, by path or by `..` out of the workspace."""
+        workspace = Path(os.path.realpath(self.workspace))
+        for folder in self.protected:
+            for named in re.findall(re.escape(str(folder)) + r"[^\s'\";&|)]*", command):
+                if not Path(os.path.normpath(named)).is_relative_to(workspace):  # (the workspace is fine)
+                    return str(folder)
+            if workspace.is_relative_to(folder) and _UP_AND_OUT.search(command):
+                return f"{folder} (through ..)"
+        return None
 
     async def run(self, command: str, timeout: float, *, confined: bool = True) -> str:
         """Run `command` in its own session; whatever is left of it when it ends or times out is killed.
@@ -267,13 +280,16 @@ def _terminal(shell: _Shell) -> ToolHandler:
             reasons = ("runs OUTSIDE the sandbox: with chatgate's own access to files, secrets and the network",
                        *(reasons if verdict.verdict != "safe" else ()))
         subject = command
+        state = shell.touches_protected(command) if not sandboxed or outside else None
+        if state:  # unconfined, chatgate's own state (config, database, tokens) is only a path away
+            reasons = (f"reaches {state} (chatgate's own state) with no sandbox around it", *reasons)
         code = await asyncio.to_thread(files_run, command, shell.workspace) if not sandboxed or outside else []
         if code:  # unconfined: the code a script holds is what runs, not the harmless-looking command line
             names = ", ".join(p.name for p in code)
             reasons = (f"runs code from the workspace ({names}) with no sandbox around it",
                        *(reasons if verdict.verdict != "safe" or outside else ()))
             subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
-        if verdict.verdict != "safe" or outside or code:  # "dangerous", and anything the guard adds later: ask
+        if verdict.verdict != "safe" or outside or code or state:  # "dangerous", or what the guard adds later: ask
             if ctx.approvals is None:
                 return (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
                         "and nobody can approve here. The command was NOT run.")
@@ -568,18 +584,21 @@ def _redacting(handler: ToolHandler, redact: _Redactor) -> ToolHandler:
 
 
 def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float = 60.0,
-                 output_limit: int = 16_000, sandbox: Sandbox | None = None) -> list[Tool]:
+                 output_limit: int = 16_000, sandbox: Sandbox | None = None,
+                 protected: Sequence[Path] = ()) -> list[Tool]:
     """The "system" toolset: `terminal`, `read_file`, `write_file`, `patch_file`, `send_file`, rooted at `workspace`.
 
     `secrets` are values (API keys, bot tokens) that must never reach the model: environment
     variables containing one are not passed to commands, and every result has them as ``***``.
     Values shorter than MIN_SECRET_LEN characters are ignored. Commands run in `sandbox`
-    (default: bubblewrap where it works, see `agent.sandbox`).
+    (default: bubblewrap where it works, see `agent.sandbox`); without one, a command that names
+    a `protected` folder (chatgate's home), or leaves the workspace with `..` into it, asks first.
     """
     workspace = Path(workspace).expanduser().absolute()
     redact = _Redactor(secrets)
     sandbox = sandbox if sandbox is not None else Sandbox()
-    shell = _Shell(workspace, redact, tuple(secrets), float(timeout), int(output_limit), sandbox)
+    shell = _Shell(workspace, redact, tuple(secrets), float(timeout), int(output_limit), sandbox,
+                   tuple(Path(os.path.realpath(p)) for p in protected))
     files = _Files(workspace, int(output_limit), redact)
     cap = int(max(MAX_TIMEOUT, timeout))
     tools = [

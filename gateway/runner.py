@@ -131,7 +131,7 @@ class GatewayRunner:
         log.info("tool sandbox: %s", await asyncio.to_thread(self.sandbox.describe))
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
                                                                  timeout=cfg.agent.command_timeout_seconds,
-                                                                 sandbox=self.sandbox),
+                                                                 sandbox=self.sandbox, protected=[cfg.home]),
                                    self.cron.tool(), *learning_tools(self.memory, self.skills, untrusted)])
         self.delivery = Delivery(self.store, self.adapters, self.metrics)
         self.learning = Learning(self.store, self.memory, self.skills, self.tools, review_agent=self._review_agent(),
