@@ -17,15 +17,13 @@ SKILL_ACTIONS = ("create", "patch", "edit", "archive", "write_file", "remove_fil
 
 
 Untrusted = Callable[[str, str], bool]  # (platform, user) → their writes wait for an admin
-UNTRUSTED_SKILLS = ("error: skills change only in conversations of an admin (access.untrusted_learning); "
-                    "tell the person what you would have written instead")
 
 
 def learning_tools(memory: Memory, skills: SkillLibrary, untrusted: Untrusted = lambda platform, user: False
                    ) -> list[Tool]:
     """The learning toolset. What is shared — the notes every conversation sees, the skills — is
     written only from conversations of people `untrusted` does not name: from theirs a shared note
-    waits for an admin (`chatgate memory accept`) and skills are not changed. Notes about the
+    or a skill waits for an admin (`chatgate memory accept`, `chatgate skills accept`). Notes about the
     person themselves (`target: user`) reach only their own prompts and are written as usual."""
     return [memory_tool(memory, untrusted), *skill_tools(skills, untrusted)]
 
@@ -76,9 +74,10 @@ def skill_tools(skills: SkillLibrary, untrusted: Untrusted = lambda platform, us
                            body: str | None = None, old_text: str = "", new_text: str = "",
                            file: str = "", content: str = "") -> str:
         provenance = str(ctx.extras.get("provenance", "agent"))
-        if _untrusted(ctx, untrusted):
-            return UNTRUSTED_SKILLS
         try:
+            if _untrusted(ctx, untrusted):  # shared by every conversation: an admin accepts it first
+                return await skills.propose(action, name, description=description, body=body, old_text=old_text,
+                                            new_text=new_text, proposer=f"{ctx.platform}:{ctx.user_id}")
             if action == "create":
                 return await skills.create(name, description or "", body or "", provenance=provenance)
             if action == "edit":

@@ -100,6 +100,7 @@ class SkillLibrary:
     def __init__(self, home: Path, ledger: SkillUsage | None = None) -> None:
         self.root = home / "skills"
         self.archive_dir = self.root / ".archive"
+        self.pending_dir = self.root / ".pending"  # proposals from conversations of people who are not admins
         self.ledger = ledger
         self._lock = asyncio.Lock()
         self._index: str | None = None
@@ -258,6 +259,56 @@ class SkillLibrary:
             if self.ledger is not None:
                 await self.ledger.state(name, "active")
         return f"Restored skill {name}."
+
+    # -- proposals waiting for an admin ---------------------------------------------------------
+
+    async def propose(self, action: str, name: str, *, description: str | None = None, body: str | None = None,
+                      old_text: str = "", new_text: str = "", proposer: str = "") -> str:
+        """The skill `action` would write, kept aside (no prompt sees it) until `accept`."""
+        async with self._lock:
+            current = self.get(name)
+            if action == "create":
+                if current is not None:
+                    raise SkillRefused(f"skill {name!r} exists; patch or edit it instead")
+                new_description, new_body = (description or "").strip(), body or ""
+            elif action in ("edit", "patch"):
+                skill = self._existing(name)
+                new_description = skill.description if description is None or action == "patch" else description.strip()
+                new_body = skill.body if body is None or action == "patch" else body
+                if action == "patch":
+                    if skill.body.count(old_text) != 1 or not old_text:
+                        raise SkillRefused(f"old_text must occur exactly once in {name}'s body")
+                    new_body = skill.body.replace(old_text, new_text)
+            else:
+                raise SkillRefused("from this conversation a skill can be created, edited or patched, and the "
+                                   "change waits for an admin")
+            await asyncio.to_thread(check, name, new_description, new_body)
+            folder = self.pending_dir / name
+            await asyncio.to_thread(write_atomic, folder / "SKILL.md", render(name, new_description, new_body))
+            await asyncio.to_thread(write_atomic, folder / "PROPOSED_BY", proposer + "\n")
+        return (f"Proposed skill {name}: it waits for an admin (chatgate skills accept {name}) and no prompt "
+                "sees it until then.")
+
+    def proposals(self) -> list[tuple[str, str]]:
+        """(name, who proposed it) of every skill waiting for an admin."""
+        found = []
+        for path in sorted(self.pending_dir.glob("*/SKILL.md")):
+            who = path.parent / "PROPOSED_BY"
+            found.append((path.parent.name, who.read_text().strip() if who.is_file() else "?"))
+        return found
+
+    async def settle(self, name: str, accept: bool, *, by: str = "admin") -> str:
+        """Accept a proposal (it becomes the skill) or reject it."""
+        folder = self.pending_dir / name
+        if not (folder / "SKILL.md").is_file():
+            raise SkillRefused(f"no proposed skill {name!r}")
+        if accept:
+            proposed = parse((folder / "SKILL.md").read_text(encoding="utf-8"), folder / "SKILL.md")
+            async with self._lock:
+                await asyncio.to_thread(check, name, proposed.description, proposed.body)
+                await self._write(name, proposed.description, proposed.body, by)
+        await asyncio.to_thread(shutil.rmtree, folder)
+        return f"{'Accepted' if accept else 'Rejected'} the proposed skill {name}."
 
     # -- helpers ---------------------------------------------------------------------------
 

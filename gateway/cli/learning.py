@@ -19,7 +19,9 @@ def add_parsers(sub: Any) -> None:
     skills = sub.add_parser("skills", help="the agent's skills: list, show, pin, archive, restore")
     skills_sub = skills.add_subparsers(dest="action", required=True)
     skills_sub.add_parser("list", help="skills with provenance and use (and the archived ones)")
+    skills_sub.add_parser("pending", help="skills proposed in conversations of people who are not admins")
     for action, what in (("show", "print a skill"), ("pin", "never let the curator touch it"),
+                         ("accept", "make a proposed skill live"), ("reject", "drop a proposed skill"),
                          ("unpin", "let the curator look after it again"), ("archive", "set it aside (restorable)"),
                          ("restore", "bring an archived skill back")):
         skills_sub.add_parser(action, help=what).add_argument("name")
@@ -56,6 +58,11 @@ async def skills(config: Config, store: Any, args: argparse.Namespace) -> int:
                 print(summary(skill, {**row, "provenance": f"{row['provenance']}, {row.get('state', 'active')}"}))
             for name in skills.archived():
                 print(f"{name} — (archived; `chatgate skills restore {name}`)")
+        elif args.action == "pending":
+            proposals = skills.proposals()
+            print("\n".join(f"{name} — proposed by {who}" for name, who in proposals) or "No skills waiting.")
+        elif args.action in ("accept", "reject"):
+            print(await skills.settle(args.name, args.action == "accept", by="admin (cli)"))
         elif args.action == "show":
             skill = skills.get(args.name)
             if skill is None:
