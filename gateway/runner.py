@@ -128,7 +128,6 @@ class GatewayRunner:
 
         self.sandbox = Sandbox(cfg.agent.sandbox.mode, network=cfg.agent.sandbox.network == "on",
                                hidden=[cfg.home, Path.home()])
-        log.info("tool sandbox: %s", await asyncio.to_thread(self.sandbox.describe))
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
                                                                  timeout=cfg.agent.command_timeout_seconds,
                                                                  sandbox=self.sandbox, protected=[cfg.home]),
@@ -192,9 +191,14 @@ class GatewayRunner:
         await self.tick.start()
         await self.cron_timers.start()
         await self.tick.run_hooks()
+        self.spawn(self._report_sandbox(), name="sandbox-probe")  # (a trial bwrap run: not on the way to ready)
         if self.llm is not None:  # import the LLM client off the loop now, not during the first turn
             self.spawn(asyncio.to_thread(self.llm.warm_up), name="llm-warm-up")
         log.info("chatgate ready on http://%s:%s/ with %s", cfg.http.host, self.http.port, ", ".join(self.adapters))
+
+    async def _report_sandbox(self) -> None:
+        if await self.sandbox.ready() or self.sandbox.mode == "off":  # (a failure is warned about where found)
+            log.info("tool sandbox: %s", self.sandbox.describe())
 
     async def _resume(self) -> None:
         """Dispatch what an earlier run accepted but did not finish, then what arrived while starting.
