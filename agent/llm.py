@@ -62,6 +62,11 @@ async def _call(fn: Callable[..., Any] | None, *args: Any) -> None:
             await result
 
 
+def _refuses_usage(exc: BaseException) -> bool:
+    """An endpoint rejecting the request because of stream_options (a 400/422 naming it)."""
+    return getattr(exc, "status_code", None) in (400, 422) and "stream_options" in str(exc)
+
+
 class _StreamBroke(Exception):
     """The response had started when the connection failed: worth another try."""
 
@@ -81,6 +86,7 @@ class LLMClient:
         self.settings = settings
         self._client: Any = None
         self.observer: Callable[[float, dict[str, int] | None], None] | None = None  # (seconds, usage) per request
+        self.ask_usage = True  # stream_options.include_usage, until an endpoint refuses it
 
     def _openai(self) -> Any:
         if self._client is None:
@@ -121,7 +127,14 @@ class LLMClient:
             emitted: list[bool] = [False]
             try:
                 started = time.monotonic()
-                completion = await self._stream(messages, tools, on_text, emitted)
+                try:
+                    completion = await self._stream(messages, tools, on_text, emitted)
+                except Exception as exc:
+                    if not (self.ask_usage and _refuses_usage(exc)):
+                        raise
+                    log.info("the LLM endpoint refuses stream_options; asking without it from now on")
+                    self.ask_usage = False
+                    completion = await self._stream(messages, tools, on_text, emitted)
                 if self.observer is not None:
                     self.observer(time.monotonic() - started, completion.usage)
                 return completion
@@ -140,7 +153,9 @@ class LLMClient:
 
     async def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                       on_text: TextSink | None, emitted: list[bool]) -> Completion:
-        body: dict[str, Any] = {"messages": messages, "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {"messages": messages}
+        if self.ask_usage:  # token counts at the end of the stream (for /metrics); older servers refuse it
+            body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = tools
         if self.settings.temperature is not None:

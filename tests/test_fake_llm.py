@@ -223,3 +223,19 @@ async def test_models_list(llm: FakeLLM, connect: Connect) -> None:
         ids = [m.id async for m in connect(other).models.list()]
     assert ids == ["fake-model", "qwen3-8b"]
     assert [m.id async for m in connect(llm).models.list()] == ["fake-model"]
+
+
+async def test_an_endpoint_that_refuses_stream_options_is_asked_without_it(llm: FakeLLM) -> None:
+    from agent.llm import LLMClient, LLMSettings
+
+    llm.script(Reply.error(400, message="Unrecognized request argument supplied: stream_options"),
+               Reply.text("hello"), Reply.text("again"))
+    client = LLMClient(LLMSettings(model="m", base_url=llm.base_url, api_key="k", max_retries=0))
+    try:
+        first = await client.complete([{"role": "user", "content": "hi"}])
+        second = await client.complete([{"role": "user", "content": "hi"}])
+    finally:
+        await client.aclose()
+    assert (first.content, second.content) == ("hello", "again")
+    assert "stream_options" in llm.requests[0] and "stream_options" not in llm.requests[1]
+    assert "stream_options" not in llm.requests[2]  # remembered
