@@ -124,7 +124,7 @@ def r_server_signals(c: Call) -> Iterator[Finding]:
 
 _DB_TASKS = re.compile(r"db:(drop|reset|purge|truncate_all|schema:load|structure:load|migrate:reset|seed:replant)"
                        r"|migrate:(fresh|reset|refresh|rollback)|db:wipe|doctrine:(database:drop|schema:drop)"
-                       r"|schema:drop|reset_db|sqlflush|^flush$|cache:clear")
+                       r"|schema:drop|reset_db|sqlflush|^flush$")
 _FRAMEWORKS = frozenset("rails rake bin/rails artisan manage.py django-admin console bin/console sequelize "
                         "sequelize-cli typeorm knex prisma alembic flask mix".split())
 
@@ -143,8 +143,7 @@ def r_db_cli(c: Call) -> Iterator[Finding]:
 
 def framework_task(words: list[str]) -> str | None:
     """`rails db:drop`, `python manage.py flush`, `php artisan migrate:fresh`, … → the task."""
-    names = [w.rsplit("/", 1)[-1] if w.endswith("manage.py") else w for w in words]
-    for k, w in enumerate(names):
+    for k, w in enumerate(words):
         if w in _FRAMEWORKS or w.endswith("manage.py"):
             rest = [x for x in words[k + 1:] if not x.startswith("-")]
             if not rest:
@@ -159,7 +158,7 @@ def framework_task(words: list[str]) -> str | None:
                 return task
             if w == "flask" and rest[:2] == ["db", "downgrade"]:
                 return "db downgrade"
-            if _DB_TASKS.search(task) and not (task == "cache:clear"):
+            if _DB_TASKS.search(task):
                 return task
     return None
 
@@ -182,9 +181,8 @@ _HOST_MOUNTS = re.compile(r"^(/|/etc|/root|/home|/proc|/sys|/dev|/boot|/var/run/
 
 
 def r_container_escape(c: Call) -> Iterator[Finding]:
-    if c.name in ("nsenter", "unshare") and (c.name == "nsenter" or "--mount-proc" in c.args):
-        if c.name == "nsenter":
-            yield Hit(DANGEROUS, "entering another process's namespaces (nsenter)", c.shown)
+    if c.name == "nsenter":
+        yield Hit(DANGEROUS, "entering another process's namespaces (nsenter)", c.shown)
         return
     if c.name == "chroot":
         yield Hit(DANGEROUS, "chroot", c.shown)
@@ -296,14 +294,11 @@ def r_power_bus(c: Call) -> Iterator[Finding]:
     text = " ".join(c.args)
     if c.name in ("dbus-send", "busctl", "gdbus", "qdbus", "qdbus6", "dbus") and _POWER_METHOD.search(text):
         yield Hit(HARDLINE, "power off / reboot over D-Bus", c.shown)
-    elif c.name == "ipmitool" and re.search(r"\bpower\s+(off|cycle|reset|soft|down)\b", text) or \
-            c.name == "ipmitool" and re.search(r"\bchassis\s+power\s+(off|cycle|reset|soft)\b", text) or \
-            c.name == "ipmitool" and re.search(r"\bmc\s+reset\b", text):
+    elif c.name == "ipmitool" and re.search(r"\b(power\s+(off|cycle|reset|soft|down)|mc\s+reset)\b", text):
         yield Hit(HARDLINE, "power off / reset through IPMI", c.shown)
-    elif c.name == "rtcwake" and parse(c.args, short="mdstA", long=("mode", "seconds", "time", "device")).val(
-            "m", "mode") in ("off", "mem", "disk", "freeze", "standby", "no", "disable", "on", None):
-        if "-m" in c.args or any(a.startswith("--mode") for a in c.args):
-            yield Hit(HARDLINE, "power off / suspend through the RTC", c.shown)
+    elif c.name == "rtcwake" and (parse(c.args, short="mdstA", long=("mode", "seconds", "time", "device")).val(
+            "m", "mode") or "standby") in ("off", "mem", "disk", "freeze", "standby"):  # (standby is the default)
+        yield Hit(HARDLINE, "power off / suspend through the RTC", c.shown)
 
 
 # ---------------------------------------------------------------- outliving the command

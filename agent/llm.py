@@ -125,19 +125,9 @@ class LLMClient:
         attempt = 0
         while True:
             emitted: list[bool] = [False]
+            started = time.monotonic()
             try:
-                started = time.monotonic()
-                try:
-                    completion = await self._stream(messages, tools, on_text, emitted)
-                except Exception as exc:
-                    if not (self.ask_usage and _refuses_usage(exc)):
-                        raise
-                    log.info("the LLM endpoint refuses stream_options; asking without it from now on")
-                    self.ask_usage = False
-                    completion = await self._stream(messages, tools, on_text, emitted)
-                if self.observer is not None:
-                    self.observer(time.monotonic() - started, completion.usage)
-                return completion
+                completion = await self._stream(messages, tools, on_text, emitted)
             except _StreamBroke as exc:
                 attempt += 1
                 if attempt > self.settings.max_retries:
@@ -146,10 +136,18 @@ class LLMClient:
                 if emitted[0]:
                     await _call(on_restart)
                 await asyncio.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
+                continue
             except (asyncio.CancelledError, LLMError):
                 raise
             except Exception as exc:
+                if self.ask_usage and _refuses_usage(exc):  # asked again at once, without it, from now on
+                    log.info("the LLM endpoint refuses stream_options; asking without it from now on")
+                    self.ask_usage = False
+                    continue
                 raise LLMError(str(exc), self._explain(exc)) from exc
+            if self.observer is not None:
+                self.observer(time.monotonic() - started, completion.usage)
+            return completion
 
     async def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                       on_text: TextSink | None, emitted: list[bool]) -> Completion:

@@ -210,9 +210,11 @@ class Store:
     # -- dead letters ---------------------------------------------------------------------
 
     async def dead_letter(self, platform: str, ref: str, payload: str, reason: str) -> None:
+        """Keep input that could not be taken (the payload cut to 64 KiB: enough to see what it was)."""
         async with self._write:
             await self._db.execute("INSERT INTO dead_letters (platform, ref, payload, reason, created_at)"
-                                   " VALUES (?, ?, ?, ?, ?)", (platform, ref, payload, reason, time.time()))
+                                   " VALUES (?, ?, ?, ?, ?)", (platform, ref, payload[:65536], reason[:2000],
+                                                               time.time()))
 
     async def dead_letters(self, limit: int = 50) -> list[dict[str, Any]]:
         rows = await self.fetch_all("SELECT * FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))

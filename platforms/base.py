@@ -13,6 +13,7 @@ that declares its config model and factory in `SPEC` (see `platforms.registry`).
 from __future__ import annotations
 
 import abc
+import asyncio
 import enum
 import logging
 import time
@@ -138,7 +139,7 @@ class Unreadable:
 
     platform: str
     ref: str  # the platform's id for it (an update id), or "" when it has none
-    payload: str  # the raw input as text, cut to a size worth keeping
+    payload: str  # the raw input as text (the gateway keeps the first 64 KiB)
     reason: str
 
 
@@ -287,6 +288,24 @@ class PlatformAdapter(abc.ABC):
     def entry_url(self, base_url: str) -> str | None:
         """The address a person opens to use this platform on the gateway's HTTP server (the web
         chat's page), given the server's base URL; None for platforms reached elsewhere."""
+        return None
+
+    async def take(self, ref: str, describe: Callable[[], InboundEvent], payload: Callable[[], str], *,
+                   tries: int = 3, pause: float = 1.0) -> Intake | None:
+        """`emit` one event, described anew for each try, trying again after `pause`, 2 × `pause`, …
+        while it cannot be described or stored; after `tries` failures it is set aside as
+        `Unreadable` (None is returned) so the next event can go on. An exception left means it
+        could not even be set aside: nothing was stored, and the platform must not be told it was."""
+        for attempt in range(1, tries + 1):
+            try:
+                return await self.emit(describe())
+            except Exception as exc:
+                if attempt == tries:
+                    log.error("%s: event %s failed %d times; set aside: %s", self.name, ref, attempt, exc)
+                    await self.emit(Unreadable(self.name, ref, payload(), f"{type(exc).__name__}: {exc}"))
+                    return None
+                log.warning("%s: event %s failed (attempt %d of %d): %s", self.name, ref, attempt, tries, exc)
+                await asyncio.sleep(pause * attempt)
         return None
 
     def http_routes(self) -> Sequence[Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
+from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
@@ -33,6 +34,15 @@ class Dialect:
     pre: Callable[[str, str], str]  # (escaped body, language or "") → a code block
     quote: Callable[[str], str]
     rule: str = "———"
+
+
+def link_scheme(href: str | None) -> str:
+    """A link target's scheme in lower case ("" when it has none or cannot be parsed): what each
+    dialect checks against the schemes it lets a person click."""
+    try:
+        return urlsplit((href or "").strip()).scheme.lower()
+    except ValueError:
+        return ""
 
 
 def plain(node: SyntaxTreeNode) -> str:

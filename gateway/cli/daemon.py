@@ -65,11 +65,16 @@ async def run(config: Config, _: argparse.Namespace) -> int:
     return 0
 
 
+def _local_url(config: Config, port: int) -> str:
+    """The gateway's HTTP server as reached from this machine (loopback when it listens everywhere)."""
+    host = config.http.host if config.http.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+
 def _where(config: Config, runner: Any) -> str:
     """": open <the web chat's address>" when there is a page to open (with its token)."""
     assert runner.http is not None
-    host = config.http.host if config.http.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    base = config.http.public_url or f"http://{host if ':' not in host else f'[{host}]'}:{runner.http.port}"
+    base = config.http.public_url or _local_url(config, runner.http.port)
     urls = [url for adapter in runner.adapters.values() if (url := adapter.entry_url(base))]
     return f": open {urls[0]}" if urls else f" (HTTP on {base})"
 
@@ -111,8 +116,7 @@ async def _readiness(config: Config) -> tuple[bool | None, dict[str, Any]]:
     """The daemon's own /readyz (None: it does not answer)."""
     import aiohttp
 
-    host = "127.0.0.1" if config.http.host in ("0.0.0.0", "::", "") else config.http.host
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{config.http.port}/readyz"
+    url = f"{_local_url(config, config.http.port)}/readyz"
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as http, http.get(url) as response:
             body = await response.json()

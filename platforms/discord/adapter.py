@@ -42,7 +42,6 @@ from platforms.base import (
     Intake,
     PlatformAdapter,
     Reply,
-    Unreadable,
 )
 from platforms.discord.render import DISCORD_LIMIT, render_for_discord
 from platforms.loops import start_supervised
@@ -55,7 +54,6 @@ TOKEN_HELP = ("Discord refused the bot token (platforms.discord.token / DISCORD_
 INTENT_HELP = ("Discord refused the Message Content intent: enable it in the Developer Portal, Bot → Privileged "
                "Gateway Intents → Message Content Intent, then restart chatgate")
 RATE_WAIT = 30.0  # discord.py waits out 429s up to this long itself; longer ones go back to the outbox
-INTAKE_TRIES = 3
 UNKNOWN_CHANNEL = 10003
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _BUTTON_STYLE = {0: 1, 1: 2}  # first button of a row primary, the rest secondary
@@ -182,29 +180,12 @@ class DiscordAdapter(PlatformAdapter):
 
     # -- receiving ------------------------------------------------------------------------
 
-    async def _take(self, ref: str, describe: Callable[[], Any], payload: Callable[[], str]) -> Intake | None:
-        """Hand one event over, trying again a little later if the gateway cannot store it now."""
-        for attempt in range(1, INTAKE_TRIES + 1):
-            try:
-                return await self.emit(describe())
-            except Exception as exc:
-                if attempt == INTAKE_TRIES:
-                    log.error("discord: event %s failed %d times; set aside: %s", ref, attempt, exc)
-                    try:
-                        await self.emit(Unreadable(self.name, ref, payload()[:65536], f"{type(exc).__name__}: {exc}"))
-                    except Exception:
-                        log.exception("discord: event %s could not be set aside either", ref)
-                    return None
-                log.warning("discord: event %s failed (attempt %d of %d): %s", ref, attempt, INTAKE_TRIES, exc)
-                await asyncio.sleep(attempt)
-        return None
-
     async def on_message(self, message: discord.Message) -> None:
         if self.client is None or message.author.bot or message.author.id == self._me:
             return  # its own messages, and other bots'
         if message.type not in (discord.MessageType.default, discord.MessageType.reply):
             return  # "thread created", pins, joins: not conversation
-        await self._take(str(message.id), lambda: self._inbound(message), lambda: repr(message))
+        await self.take(str(message.id), lambda: self._inbound(message), lambda: repr(message))
 
     def _place(self, channel: Any, guild: Any) -> tuple[str, str | None, str]:
         """(chat id, thread id, chat type) of a channel."""
@@ -261,7 +242,7 @@ class DiscordAdapter(PlatformAdapter):
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         if interaction.type == discord.InteractionType.component:
-            await self._take(str(interaction.id), lambda: self._press(interaction), lambda: repr(interaction.data))
+            await self.take(str(interaction.id), lambda: self._press(interaction), lambda: repr(interaction.data))
         elif interaction.type == discord.InteractionType.application_command:
             await self._command(interaction)
 
@@ -290,7 +271,7 @@ class DiscordAdapter(PlatformAdapter):
         msg = InboundMessage(platform=self.name, chat_id=chat_id, chat_type=chat_type,  # type: ignore[arg-type]
                              user_id=str(interaction.user.id), user_name=interaction.user.display_name, text=text,
                              message_id=f"i{interaction.id}", thread_id=thread_id, bot_mentioned=True)
-        intake = await self._take(str(interaction.id), lambda: msg, lambda: repr(data))
+        intake = await self.take(str(interaction.id), lambda: msg, lambda: repr(data))
         shown = {Intake.STORED: f"`{text}`", Intake.DUPLICATE: f"`{text}` (already received)",
                  Intake.REFUSED: f"`{text}` was not taken (see the reply)",
                  Intake.IGNORED: "This bot does not answer you here."}.get(intake, "That did not work; try again.")

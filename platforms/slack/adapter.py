@@ -30,7 +30,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -52,7 +52,6 @@ from platforms.base import (
     Intake,
     PlatformAdapter,
     Reply,
-    Unreadable,
 )
 from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
@@ -73,6 +72,7 @@ TOKEN_ERRORS = frozenset({"invalid_auth", "not_authed", "account_inactive", "tok
                           "not_allowed_token_type"})
 REJECTED = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_too_long", "invalid_arguments",
                       "msg_blocks_too_long", "too_many_attachments"})
+TRANSIENT = frozenset({"internal_error", "fatal_error", "service_unavailable", "request_timeout"})
 GONE = frozenset({"channel_not_found", "not_in_channel", "is_archived", "message_not_found", "cant_update_message",
                   "user_not_found", "restricted_action", "no_permission", "missing_scope", "ekm_access_denied"})
 TAKEN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
@@ -236,21 +236,6 @@ class SlackAdapter(PlatformAdapter):
 
     # -- receiving ------------------------------------------------------------------------
 
-    async def _take(self, ref: str, event: Any, body: Mapping[str, Any]) -> Intake:
-        """Store one event, once more after a short pause; then set it aside as unreadable. An
-        exception left means it is not stored anywhere: Slack is not acked and delivers again."""
-        for attempt in range(1, INTAKE_TRIES + 1):
-            try:
-                return await self.emit(event)
-            except Exception as exc:
-                log.warning("slack: event %s failed (attempt %d of %d): %s", ref, attempt, INTAKE_TRIES, exc)
-                if attempt < INTAKE_TRIES:
-                    await asyncio.sleep(0.3)
-                else:
-                    reason = f"{type(exc).__name__}: {exc}"
-        await self.emit(Unreadable(self.name, ref, json.dumps(body, default=str)[:65536], reason))
-        return Intake.IGNORED
-
     async def _on_message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         if event.get("subtype") not in TAKEN_SUBTYPES or not event.get("user"):
             return  # edits, deletions, joins, and messages without a person
@@ -258,13 +243,8 @@ class SlackAdapter(PlatformAdapter):
             return
         if event.get("bot_id") and not self.allow_bots:
             return
-        try:
-            msg = self._inbound(event)
-        except (KeyError, TypeError, ValueError) as exc:
-            await self.emit(Unreadable(self.name, str(body.get("event_id", "")), json.dumps(body)[:65536],
-                                       f"malformed message event: {exc}"))
-            return
-        await self._take(f"{msg.chat_id}/{msg.message_id}", msg, body)
+        await self.take(f"{event.get('channel')}/{event.get('ts')}", lambda: self._inbound(event),
+                        lambda: json.dumps(body, default=str), tries=INTAKE_TRIES, pause=0.3)
 
     async def _on_other_event(self, event: dict[str, Any]) -> None:
         log.debug("slack: ignored a %s event", event.get("type"))
@@ -353,10 +333,11 @@ class SlackAdapter(PlatformAdapter):
         msg = InboundMessage(platform=self.name, chat_id=channel, chat_type="dm" if channel.startswith("D") else "group",
                              user_id=str(command.get("user_id") or ""), user_name=str(command.get("user_name") or ""),
                              text=text, message_id=f"cmd:{command.get('trigger_id')}", bot_mentioned=True)
-        intake = await self._take(f"{channel}/{msg.message_id}", msg, command)
+        intake = await self.take(f"{channel}/{msg.message_id}", lambda: msg, lambda: json.dumps(command, default=str),
+                                 tries=INTAKE_TRIES, pause=0.3)
         shown = {Intake.STORED: f"`{text}`", Intake.DUPLICATE: f"`{text}` (already received)",
                  Intake.REFUSED: f"`{text}` was not taken (see the reply)",
-                 Intake.IGNORED: "This bot does not answer you here."}[intake]
+                 Intake.IGNORED: "This bot does not answer you here."}.get(intake, "That did not work; try again.")
         await ack(text=escape(shown))
 
     # -- sending --------------------------------------------------------------------------
@@ -364,8 +345,10 @@ class SlackAdapter(PlatformAdapter):
     def render(self, markdown: str) -> list[Reply]:
         return render_for_slack(markdown)
 
-    async def _call(self, method: str, chat: ChatRef, **params: Any) -> dict[str, Any]:
-        """One Web API call; errors become `DeliveryError` (or `_Rejected` for a refused form)."""
+    async def _call(self, method: str, chat: ChatRef, run: Callable[[], Awaitable[Any]] | None = None,
+                    **params: Any) -> dict[str, Any]:
+        """One Web API call (`method` with `params`, or `run` for the SDK's own helpers); errors
+        become `DeliveryError` (or `_Rejected` for a refused form); a 429 pauses `method` here."""
         if self.client is None:
             raise DeliveryError("slack is not connected")
         key = f"{method}:{chat.chat_id}"
@@ -373,7 +356,8 @@ class SlackAdapter(PlatformAdapter):
         if left:
             raise DeliveryError(f"{method} is rate limited in {chat.chat_id} for {left:.0f}s", retry_after=left)
         try:
-            response = await self.client.api_call(method, json={k: v for k, v in params.items() if v is not None})
+            response = await (run() if run is not None else self.client.api_call(
+                method, json={k: v for k, v in params.items() if v is not None}))
         except SlackApiError as exc:
             error, status = _api_error(exc), exc.response.status_code
             if status == 429:
@@ -382,9 +366,8 @@ class SlackAdapter(PlatformAdapter):
                 raise DeliveryError(f"{method} rate limited for {pause:.0f}s", retry_after=pause) from None
             if error in REJECTED:
                 raise _Rejected(error) from None
-            raise DeliveryError(f"slack refused {method}: {error}", retryable=error not in GONE and status >= 500
-                                or error in ("internal_error", "fatal_error", "service_unavailable",
-                                             "request_timeout")) from None
+            raise DeliveryError(f"slack refused {method}: {error}",
+                                retryable=status >= 500 and error not in GONE or error in TRANSIENT) from None
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             raise DeliveryError(f"slack unreachable: {type(exc).__name__}: {exc}") from None
         return dict(response.data) if isinstance(response.data, dict) else {}
@@ -432,23 +415,18 @@ class SlackAdapter(PlatformAdapter):
                 raise DeliveryError(f"slack rejected the edit: {again}", retryable=False) from None
 
     async def send_file(self, chat: ChatRef, path: Path, caption: str = "") -> str:
-        if self.client is None:
-            raise DeliveryError("slack is not connected")
         if path.stat().st_size > self.max_file_bytes:
             raise DeliveryError(f"{path.name} is larger than the {self.max_file_bytes / 1e6:.0f} MB upload limit",
                                 retryable=False)
+        client = self.client
+        if client is None:
+            raise DeliveryError("slack is not connected")
         try:
-            response = await self.client.files_upload_v2(channel=chat.chat_id, thread_ts=chat.thread_id,
-                                                         file=str(path), filename=path.name,
-                                                         initial_comment=escape(caption) if caption else None)
-        except SlackApiError as exc:
-            if exc.response.status_code == 429:
-                pause = float(_header(exc.response.headers, "retry-after") or 1)
-                raise DeliveryError(f"file upload rate limited for {pause:.0f}s", retry_after=pause) from None
-            raise DeliveryError(f"slack refused the file: {_api_error(exc)}",
-                                retryable=exc.response.status_code >= 500) from None
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-            raise DeliveryError(f"slack unreachable: {exc}") from None
+            response = await self._call("files.upload", chat, lambda: client.files_upload_v2(
+                channel=chat.chat_id, thread_ts=chat.thread_id, file=str(path), filename=path.name,
+                initial_comment=escape(caption) if caption else None))
+        except _Rejected as exc:
+            raise DeliveryError(f"slack refused the file: {exc}", retryable=False) from None
         files = response.get("files") or [response.get("file") or {}]
         return str(files[0].get("id") or "")
 

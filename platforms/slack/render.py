@@ -8,10 +8,8 @@ ping (`<!channel>`, `<@U…>`) nor forge a link.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from platforms.base import Reply
-from platforms.markdown import Dialect, fit, render
+from platforms.markdown import Dialect, fit, link_scheme, render
 
 SECTION_LIMIT = 3000  # characters of mrkdwn in one section block
 _SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
@@ -26,11 +24,7 @@ def escape(text: str) -> str:
 
 def _link(href: str, label: str) -> str:
     """`<url|label>` (label already escaped), or just the label for a refused link."""
-    try:
-        scheme = urlsplit(href).scheme.lower()
-    except ValueError:
-        scheme = ""
-    if scheme not in _SAFE_SCHEMES:
+    if link_scheme(href) not in _SAFE_SCHEMES:
         return label
     url = href.translate(_URL_ESCAPES)
     return f"<{url}|{label}>" if label and label != escape(href) else f"<{url}>"

@@ -75,7 +75,6 @@ T = TypeVar("T")
 WEBHOOK_PATH = "/telegram/webhook"
 ALLOWED_UPDATES = ["message", "callback_query"]
 UPDATE_ATTEMPTS = 3  # tries at one update before it is dead-lettered
-MAX_KEPT_PAYLOAD = 64 * 1024
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # getUpdates goes through the public `do_api_request` to get the raw JSON (PTB's own
 # `get_updates` parses the whole batch and fails it on one malformed update); PTB suggests the
@@ -191,7 +190,7 @@ class TelegramAdapter(PlatformAdapter):
         """Store one raw update (or dead-letter it after repeated failures); False: try it again later."""
         update_id = raw.get("update_id") if isinstance(raw, dict) else None
         if not isinstance(update_id, int):
-            await self.emit(Unreadable(self.name, "", json.dumps(raw)[:MAX_KEPT_PAYLOAD], "an update without an id"))
+            await self.emit(Unreadable(self.name, "", json.dumps(raw), "an update without an id"))
             return True  # nothing to confirm by offset: it is not asked for again
         try:
             await self.handle_update(raw)
@@ -203,7 +202,7 @@ class TelegramAdapter(PlatformAdapter):
                             UPDATE_ATTEMPTS, reason)
                 return False
             log.error("telegram: update %s failed %d times; dead-lettered: %s", update_id, attempts, reason)
-            await self.emit(Unreadable(self.name, str(update_id), json.dumps(raw)[:MAX_KEPT_PAYLOAD], reason))
+            await self.emit(Unreadable(self.name, str(update_id), json.dumps(raw), reason))
         self._failures.pop(update_id, None)
         self._offset = update_id + 1
         return True

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import html
 import re
-from urllib.parse import urlsplit
 
 from platforms.base import Reply
-from platforms.markdown import Dialect, fit, render
+from platforms.markdown import Dialect, fit, link_scheme, render
 
 TELEGRAM_LIMIT = 4096  # UTF-16 code units per message
 
@@ -28,13 +27,7 @@ def _esc(text: str) -> str:
 
 def _safe_href(href: str | None) -> str | None:
     """The href escaped for an attribute, or None when its scheme is not allowed."""
-    if not href:
-        return None
-    try:
-        scheme = urlsplit(href).scheme.lower()
-    except ValueError:
-        return None
-    return html.escape(href, quote=True) if scheme in _SAFE_SCHEMES else None
+    return html.escape(href, quote=True) if href and link_scheme(href) in _SAFE_SCHEMES else None
 
 
 def _link(href: str | None, label: str) -> str:

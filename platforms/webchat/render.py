@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-from urllib.parse import urlsplit
 
 from platforms import markdown as _markdown
 
@@ -42,13 +41,7 @@ def escape(text: str) -> str:
 def safe_href(href: str | None) -> str | None:
     """`href` escaped for an attribute, or None when it is not an http, https or mailto URL
     (relative links would point into the chat's own site, and `javascript:` must never run)."""
-    if not href:
-        return None
-    try:
-        scheme = urlsplit(href.strip()).scheme.lower()
-    except ValueError:
-        return None
-    return escape(href.strip()) if scheme in SAFE_SCHEMES else None
+    return escape(href.strip()) if href and _markdown.link_scheme(href) in SAFE_SCHEMES else None
 
 
 def _anchor(href: str, label: str) -> str:
@@ -114,21 +107,17 @@ def _tidy(html: str) -> str:
     return _AROUND_BLOCKS.sub(r"\1", "".join(parts)).strip()
 
 
-def _dialect() -> _markdown.Dialect:
-    return _markdown.Dialect(
-        escape=escape,
-        strong=lambda text: f"<strong>{text}</strong>",
-        em=lambda text: f"<em>{text}</em>",
-        strike=lambda text: f"<s>{text}</s>",
-        code=lambda text: f"<code>{text}</code>",
-        link=_link,
-        pre=_pre,
-        quote=lambda text: f"<blockquote>{text}</blockquote>",
-        rule="<hr>",
-    )
-
-
-HTML_DIALECT = _dialect()
+HTML_DIALECT = _markdown.Dialect(
+    escape=escape,
+    strong=lambda text: f"<strong>{text}</strong>",
+    em=lambda text: f"<em>{text}</em>",
+    strike=lambda text: f"<s>{text}</s>",
+    code=lambda text: f"<code>{text}</code>",
+    link=_link,
+    pre=_pre,
+    quote=lambda text: f"<blockquote>{text}</blockquote>",
+    rule="<hr>",
+)
 
 
 def to_html(markdown: str) -> str:
