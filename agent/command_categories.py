@@ -30,6 +30,8 @@ _SECRET_FILES = (  # (pattern over a normalised path, label)
      "shell history"),
     (r"/etc/(g?shadow)-?", "password hashes"),
     (r"/proc/[^/]+/environ", "another process's environment"),
+    (r"~/\.(config/(chromium|google-chrome[^/]*|BraveSoftware|microsoft-edge[^/]*|vivaldi|opera)|mozilla/firefox"
+     r"|var/app/[^/]+|snap/(chromium|firefox))(/.*)?", "a browser profile (cookies, saved passwords, site storage)"),
 )
 _SECRET_RE = [(re.compile(p), label) for p, label in _SECRET_FILES]
 _READERS = frozenset("""cat tac less more head tail nl base64 base32 basenc xxd od hexdump strings grep egrep fgrep
@@ -346,6 +348,19 @@ def r_credentials_config(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "pip package index changed", c.shown)
 
 
+# ---------------------------------------------------------------- chatgate itself
+
+_CHATGATE_HARMLESS = (("approvals", "check"), ("--help",), ("-h",), ("--version",), ("help",))
+
+
+def r_chatgate_cli(c: Call) -> Iterator[Finding]:
+    """chatgate's own CLI changes who is paired, what is approved, what is remembered and what runs
+    when, and prints the web chat's link with its token: the agent using it is a person's call."""
+    words = tuple(a for a in c.args if a not in ("-q", "--quiet"))
+    if not any(words[:len(h)] == h for h in _CHATGATE_HARMLESS):
+        yield Hit(DANGEROUS, "runs chatgate's own CLI (pairing, approvals, memory, jobs, its tokens)", c.shown)
+
+
 RULES: dict[str, tuple[Callable[[Call], Iterator[Finding]], ...]] = {}
 for _names, _rule in (
         (_READERS, r_secret_reads), (("curl", "wget", "http", "https", "xh", "scp", "rsync", "sftp"), r_upload),
@@ -363,6 +378,7 @@ for _names, _rule in (
         (("dbus-send", "busctl", "gdbus", "qdbus", "qdbus6", "dbus", "ipmitool", "rtcwake"), r_power_bus),
         (("setsid", "nohup", "disown", "daemonize", "start-stop-daemon", "systemd-run", "at", "batch", "screen",
           "tmux"), r_detach),
-        (("git",), r_git_config), (("redis-cli", "valkey-cli", "keydb-cli"), r_redis), (("npm", "pnpm", "yarn", "pip", "pip3"), r_credentials_config)):
+        (("git",), r_git_config), (("redis-cli", "valkey-cli", "keydb-cli"), r_redis), (("npm", "pnpm", "yarn", "pip", "pip3"), r_credentials_config),
+        (("chatgate",), r_chatgate_cli)):
     for _name in _names:
         RULES[_name] = RULES.get(_name, ()) + (_rule,)

@@ -105,7 +105,7 @@ async def lateness_run(llm: gl.LLMProcess, scenario: str, placement: gl.Placemen
     store = await Store.open(gw.home / "state.db")
     try:
         async with aiohttp.ClientSession() as http:
-            ws = await http.ws_connect(f"http://127.0.0.1:{gw.port}/ws?chat={TAB}")
+            ws = await http.ws_connect(f"http://127.0.0.1:{gw.port}/ws?chat={TAB}&token={gl.WEBCHAT_TOKEN}")
             hello = asyncio.Event()
             reader = asyncio.create_task(receive(ws, arrived, hello))
             await asyncio.wait_for(hello.wait(), 30)

@@ -63,6 +63,9 @@ now = time.perf_counter
 # -- small helpers ----------------------------------------------------------------------------
 
 
+WEBCHAT_TOKEN = "bench-" + secrets.token_hex(8)  # the web chat needs one, on loopback too
+
+
 def pct(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..1); NaN for no values."""
     if not values:
@@ -259,6 +262,7 @@ class Gateway:
             "CHATGATE_LLM__API_KEY": "bench-key",
             "CHATGATE_HTTP__HOST": "127.0.0.1",
             "CHATGATE_HTTP__PORT": str(self.port),
+            "CHATGATE_PLATFORMS__WEBCHAT__TOKEN": WEBCHAT_TOKEN,
             "CHATGATE_GATEWAY__LOG_LEVEL": "WARNING",
             "CHATGATE_GATEWAY__DRAIN_SECONDS": "2",
         })
@@ -370,7 +374,7 @@ class Tab:
 
     def __init__(self, session: Any, port: int, chat_id: str) -> None:
         self.http = session
-        self.url = f"http://127.0.0.1:{port}/ws?chat={chat_id}"
+        self.url = f"http://127.0.0.1:{port}/ws?chat={chat_id}&token={WEBCHAT_TOKEN}"
         self.chat_id = chat_id
         self.ws: Any = None
         self.turns: list[Turn] = []

@@ -67,9 +67,14 @@ def create(spec: PlatformSpec, section: PlatformConfig, env: AdapterEnv) -> Plat
             f"pip install '{spec.install}' (or `make run`, which installs every platform)") from None
 
 
+def wanted(sections: Mapping[str, PlatformConfig]) -> list[str]:
+    """The platforms the configuration asks for, in a stable order."""
+    known = specs()
+    configured = {name for name, section in sections.items() if section.configured}
+    return [name for name, section in sections.items() if name in known and section.wanted(bool(configured - {name}))]
+
+
 def build(sections: Mapping[str, PlatformConfig], env: AdapterEnv) -> list[PlatformAdapter]:
     """The adapters the configuration asks for, in a stable order."""
     known = specs()
-    configured = {name for name, section in sections.items() if section.configured}
-    return [create(known[name], section, env) for name, section in sections.items()
-            if name in known and section.wanted(bool(configured - {name}))]
+    return [create(known[name], sections[name], env) for name in wanted(sections)]

@@ -6,6 +6,7 @@ import asyncio
 import os
 import secrets
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -75,6 +76,7 @@ class Tab:
         self.confirm = confirm
         self.url = f"http://127.0.0.1:{runner.http.port}"
         self.chat_id = chat_id or "tab" + secrets.token_hex(6)
+        self.token = runner.adapters["webchat"].gate.token  # type: ignore[attr-defined]
         self.frames: list[dict[str, Any]] = []
         self._changed = asyncio.Condition()
         self._http: aiohttp.ClientSession | None = None
@@ -83,7 +85,8 @@ class Tab:
 
     async def __aenter__(self) -> "Tab":
         self._http = aiohttp.ClientSession()
-        self._ws = await self._http.ws_connect(f"{self.url}/ws?chat={self.chat_id}")
+        query = f"chat={self.chat_id}" + (f"&token={self.token}" if self.token else "")
+        self._ws = await self._http.ws_connect(f"{self.url}/ws?{query}")
         self._reader = asyncio.create_task(self._read())
         await self.wait_for(lambda f: f["type"] == "hello")
         return self
@@ -174,6 +177,13 @@ async def press(tab: Tab, prompt: dict[str, Any], label: str) -> None:
     await tab.send_raw({"type": "button", "message_id": prompt["message_id"], "data": data})
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now (for a daemon whose address another process must know)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 class Daemon:
     """`chatgate run` in a subprocess, on one CHATGATE_HOME, started and killed as often as needed."""
 
@@ -189,6 +199,11 @@ class Daemon:
         self.process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], env=self.env,
                                         stdout=log, stderr=subprocess.STDOUT)
         log.close()
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`chatgate <args>` beside it, on the same home and settings."""
+        return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True,
+                              env=self.env, timeout=60)
 
     def kill(self) -> None:
         assert self.process is not None

@@ -196,13 +196,14 @@ async def test_without_a_sandbox_ordinary_commands_do_not_ask(home: Path):
 
 
 @pytest.mark.parametrize("command", ["cat ../config.yaml", "sqlite3 ../state.db 'select * from approvals'",
-                                     "cd .. && ls", "cat {home}/webchat-token", "cp x {home}/config.yaml"])
+                                     "cd .. && ls", "cat {home}/webchat-token", "cp x {home}/config.yaml",
+                                     "chatgate pair approve 4F7K2Q", "chatgate status"])
 async def test_without_a_sandbox_chatgates_own_state_asks(home: Path, command: str):
     approver = Approver(approved=False)
     tool = {t.name: t for t in system_tools(home / "workspace", sandbox=Sandbox("off"), protected=[home])}["terminal"]
     ctx = ToolContext(platform="test", chat_id="c", user_id="u", approvals=approver)
     out = await tool.handler(ctx, command=command.format(home=home))
-    assert "NOT run" in out and "chatgate's own state" in approver.requests[0].reasons[0]
+    assert "NOT run" in out and "chatgate's own" in approver.requests[0].reasons[0]
 
 
 async def test_without_a_sandbox_the_workspace_by_its_full_path_does_not_ask(home: Path):

@@ -12,34 +12,29 @@ import tarfile
 from pathlib import Path
 
 from tests.fakes.llm import FakeLLM
-from tests.harness import Daemon, Tab, eventually, gateway_env
-
-
-def chatgate(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True,
-                          env=daemon.env, timeout=60)
+from tests.harness import Daemon, Tab, eventually, free_port, gateway_env
 
 
 async def test_status_and_backup_of_a_running_daemon(tmp_path: Path):
     async with FakeLLM() as llm:
-        daemon = Daemon(tmp_path, llm, {"http__port": _free_port()})
+        daemon = Daemon(tmp_path, llm, {"http__port": free_port()})
         (tmp_path / "config.yaml").write_text("gateway:\n  tick_seconds: 60\n")
         try:
-            assert chatgate(daemon, "status").returncode == 3  # nothing yet
+            assert daemon.cli("status").returncode == 3  # nothing yet
             daemon.start()
             log = tmp_path / "gateway-1.log"
             await eventually(lambda: log.exists() and "chatgate is running" in log.read_text(), 30, "start-up")
-            done = chatgate(daemon, "status", "--json")
+            done = daemon.cli("status", "--json")
             report = json.loads(done.stdout)
             assert done.returncode == 0, done.stdout + done.stderr
             assert report["running"] and report["ready"] and report["platforms"]["webchat"]["state"] == "ready"
             assert report["instances"][0]["pid"] == daemon.process.pid  # type: ignore[union-attr]
             assert report["queue"] == {"waiting": 0, "running": 0, "outbox_pending": 0}
-            assert "chatgate is running" in chatgate(daemon, "status").stdout
+            assert "chatgate is running" in daemon.cli("status").stdout
 
             archive = tmp_path / "out" / "backup.tar.gz"
             archive.parent.mkdir()
-            done = chatgate(daemon, "backup", str(archive))
+            done = daemon.cli("backup", str(archive))
             assert done.returncode == 0, done.stderr
             assert stat.S_IMODE(archive.stat().st_mode) == 0o600
             with tarfile.open(archive) as tar:
@@ -49,7 +44,7 @@ async def test_status_and_backup_of_a_running_daemon(tmp_path: Path):
                 assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
                 assert db.execute("SELECT count(*) FROM gateway_instances").fetchone()[0] == 1
             daemon.kill()
-            done = chatgate(daemon, "status")
+            done = daemon.cli("status")
             assert done.returncode == 3 and "not running" in done.stdout
         finally:
             daemon.close()
@@ -71,11 +66,3 @@ async def test_status_lists_what_waits_and_the_last_errors(tmp_path: Path, llm: 
         assert "0 waiting, 0 running" in done.stdout
     finally:
         await runner.stop()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

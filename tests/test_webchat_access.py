@@ -1,5 +1,6 @@
-"""Who can reach the web chat: Host and Origin (no other site's page, no DNS rebinding), the token,
-and the rule that a web chat listening beyond loopback always has one."""
+"""Who can reach the web chat: Host and Origin (no other site's page, no DNS rebinding), and the
+token — on loopback too (other local programs and users, and the agent's own commands when there is
+no sandbox, reach 127.0.0.1); only `token: ""` on loopback turns it off."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import os
 import stat
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import aiohttp
 import pytest
 
+from gateway.cli.daemon import _where
 from gateway.config import load_config
 from gateway.runner import GatewayRunner
 from platforms.registry import PlatformUnavailable
 from tests.fakes.llm import FakeLLM
-from tests.harness import Daemon, eventually, gateway_env, start_gateway
+from tests.harness import Daemon, eventually, free_port, gateway_env, start_gateway
 
 CHAT = "abcdefgh12"
 
@@ -39,14 +42,14 @@ async def status(url: str, **headers: str) -> int:
 async def test_only_this_servers_own_names_and_pages_reach_the_socket(tmp_path, llm: FakeLLM, host: str,
                                                                      origin: str | None, expected: int):
     runner = await start_gateway(tmp_path, llm.base_url, http__public_url="https://chat.example.org/")
-    port = runner.http.port
+    port, token = runner.http.port, runner.adapters["webchat"].gate.token
     headers = {"Host": host.format(port=port), "Connection": "Upgrade", "Upgrade": "websocket",
                "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
     if origin:
         headers["Origin"] = origin.format(port=port)
     try:
-        assert await status(f"http://127.0.0.1:{port}/ws?chat={CHAT}", **headers) == expected
-        page = await status(f"http://127.0.0.1:{port}/", Host=host.format(port=port))
+        assert await status(f"http://127.0.0.1:{port}/ws?chat={CHAT}&token={token}", **headers) == expected
+        page = await status(f"http://127.0.0.1:{port}/?token={token}", Host=host.format(port=port))
         assert page == (421 if expected == 421 else 200)
     finally:
         await runner.stop()
@@ -60,6 +63,21 @@ async def test_any_token_text_is_a_refusal_not_an_error(tmp_path, llm: FakeLLM):
             assert await status(f"{base}/?token={token}") == 401
             assert await status(f"{base}/ws?chat={CHAT}&token={token}") == 401
         assert await status(f"{base}/?token=s3cret") == 200
+    finally:
+        await runner.stop()
+
+
+async def test_on_loopback_too_a_local_program_without_the_token_cannot_open_the_chat(tmp_path, llm: FakeLLM):
+    runner = await start_gateway(tmp_path, llm.base_url)  # http.host 127.0.0.1, nothing configured
+    try:
+        token = (tmp_path / "webchat-token").read_text().strip()
+        assert len(token) >= 32 and runner.adapters["webchat"].gate.token == token
+        base = f"http://127.0.0.1:{runner.http.port}"
+        assert await status(f"{base}/") == 401
+        assert await status(f"{base}/ws?chat={CHAT}") == 401
+        assert await status(f"{base}/ws?chat={CHAT}&token={token}x") == 401
+        async with aiohttp.ClientSession() as http, http.ws_connect(f"{base}/ws?chat={CHAT}&token={token}") as ws:
+            assert (await ws.receive_json())["type"] == "hello"
     finally:
         await runner.stop()
 
@@ -93,19 +111,32 @@ def test_beyond_loopback_with_the_token_turned_off_start_up_refuses(tmp_path):
     assert runner.adapters["webchat"].gate.token is None
 
 
-async def test_chatgate_run_prints_the_address_with_its_token(tmp_path: Path):
+async def test_the_token_is_printed_on_a_terminal_and_by_status_never_into_a_log(tmp_path: Path):
     async with FakeLLM() as llm:
-        daemon = Daemon(tmp_path, llm, {"http__host": "0.0.0.0"})
+        port = free_port()
+        daemon = Daemon(tmp_path, llm, {"http__host": "0.0.0.0", "http__port": port})
         try:
             daemon.start()
             log = tmp_path / "gateway-1.log"
             await eventually(lambda: "chatgate is running" in log.read_text(), 20, "the start-up line")
             token = (tmp_path / "webchat-token").read_text().strip()
             line = next(x for x in log.read_text().splitlines() if "chatgate is running" in x)
-            assert f"/?token={token}" in line and "http://127.0.0.1:" in line
-            assert token not in log.read_text().replace(line, "")  # printed once, never logged
+            assert f"http://127.0.0.1:{port}/ " in line and "chatgate status" in line
+            assert token not in log.read_text()  # stdout here is a log (as under systemd: the journal)
+            shown = await asyncio.to_thread(daemon.cli, "status")
+            assert f"web chat: http://127.0.0.1:{port}/?token={token}" in shown.stdout, shown.stdout
         finally:
             daemon.close()
+
+
+def test_on_a_terminal_the_start_up_line_carries_the_link_with_its_token(tmp_path: Path, monkeypatch):
+    runner = GatewayRunner(load_config(env=gateway_env(tmp_path, None)))
+    runner.http = SimpleNamespace(port=8123)  # type: ignore[assignment]
+    token = runner.adapters["webchat"].gate.token
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert _where(runner.config, runner) == f": open http://127.0.0.1:8123/?token={token}"
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    assert token not in _where(runner.config, runner)
 
 
 async def test_an_unexpected_start_up_error_is_one_line_and_an_orderly_stop(tmp_path: Path):

@@ -37,7 +37,7 @@ async def chat_page(tmp_path: Path, llm: FakeLLM, *, phone: bool = False,
             try:
                 if phone:
                     await browser.set_viewport(390, 844, mobile=True, scale=3)
-                await browser.navigate(f"http://127.0.0.1:{runner.http.port}/")
+                await browser.navigate(runner.adapters["webchat"].entry_url(f"http://127.0.0.1:{runner.http.port}"))
                 await browser.wait_for("document.getElementById('dot').className === 'online'")
                 yield runner, browser
             except BaseException:

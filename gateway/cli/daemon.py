@@ -72,11 +72,30 @@ def _local_url(config: Config, port: int) -> str:
 
 
 def _where(config: Config, runner: Any) -> str:
-    """": open <the web chat's address>" when there is a page to open (with its token)."""
+    """": open <the web chat's address>" when there is a page to open. Its token only on a terminal:
+    printed into a log or the journal it would be readable by whatever reads those."""
     assert runner.http is not None
     base = config.http.public_url or _local_url(config, runner.http.port)
     urls = [url for adapter in runner.adapters.values() if (url := adapter.entry_url(base))]
-    return f": open {urls[0]}" if urls else f" (HTTP on {base})"
+    if not urls:
+        return f" (HTTP on {base})"
+    if sys.stdout.isatty() or "?" not in urls[0]:
+        return f": open {urls[0]}"
+    return f": open {urls[0].split('?', 1)[0]} (`chatgate status` prints the link with its token)"
+
+
+def _chat_link(config: Config) -> str | None:
+    """The web chat's link with its token, when the web chat is on."""
+    from platforms import registry
+    from platforms.webchat.access import entry_url, known_token
+
+    sections = config.platforms.sections()
+    if "webchat" not in registry.wanted(sections):
+        return None
+    token = sections["webchat"].token  # type: ignore[attr-defined]
+    base = config.http.public_url or _local_url(config, config.http.port)
+    return entry_url(base.rstrip("/"), known_token(token.get_secret_value() if token is not None else None,
+                                                   config.home))
 
 
 async def doctor(config: Config, _: argparse.Namespace) -> int:
@@ -105,6 +124,7 @@ async def status(config: Config, args: argparse.Namespace) -> int:
             report["last_errors"] = await store.recent_errors()
     if report["running"]:
         report["ready"], report["platforms"] = await _readiness(config)
+        report["web_chat"] = _chat_link(config)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
@@ -140,6 +160,8 @@ def _print_status(report: dict[str, Any]) -> None:
         for name, state in report["platforms"].items():
             error = f" — {state['error']}" if state.get("error") else ""
             print(f"  {name:<9} {state['state']} since {when(state['since'])}{error}")
+        if report.get("web_chat"):
+            print(f"web chat: {report['web_chat']}")
     if "queue" in report:
         q, t = report["queue"], report["trouble"]
         print(f"messages: {q['waiting']} waiting, {q['running']} running; replies: {q['outbox_pending']} to send")

@@ -3,8 +3,12 @@
 A page on another site cannot drive the chat: the websocket's Origin must be the page's own
 address, and the Host must be a name this server is served as (loopback names, the configured
 `http.host`, the host of `http.public_url`; an IP address too when listening on all addresses —
-DNS rebinding always comes with a domain name). Listening beyond loopback needs a token: the
-configured one, else one generated on first start and kept in `$CHATGATE_HOME/webchat-token`.
+DNS rebinding always comes with a domain name). The page and the socket need a token, on loopback
+too: every local program and every local user reaches 127.0.0.1, and with no sandbox around them
+the agent's own commands do — they must not be able to open the chat's socket and press the
+approval buttons it shows. The token is the configured one, else one generated on first start and
+kept in `$CHATGATE_HOME/webchat-token` (0600, invisible inside the sandbox). `token: ""` turns it
+off, on loopback only.
 """
 
 from __future__ import annotations
@@ -82,20 +86,33 @@ class Gate:
 
 
 def resolve_token(configured: str | None, home: Path, http_host: str) -> str | None:
-    """The token the web chat requires, or None on loopback when none is configured."""
+    """The token the web chat requires (None: `token: ""` on loopback)."""
     if configured is not None:
         if not configured and not is_loopback(http_host):
             raise PlatformUnavailable(
                 f"the web chat would listen on {http_host or 'every address'} with no token: remove "
                 "platforms.webchat.token: \"\" (one is then generated), set one, or set http.host: 127.0.0.1")
         return configured or None
-    if is_loopback(http_host):
-        return None
     path = home / TOKEN_FILE
     try:
         return path.read_text().strip() or _new_token(path)
     except FileNotFoundError:
         return _new_token(path)
+
+
+def entry_url(base_url: str, token: str | None) -> str:
+    """The page's address, with the token it needs."""
+    return f"{base_url}/?token={token}" if token else f"{base_url}/"
+
+
+def known_token(configured: str | None, home: Path) -> str | None:
+    """The token in use, without making one (for `chatgate status`)."""
+    if configured is not None:
+        return configured or None
+    try:
+        return (home / TOKEN_FILE).read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _new_token(path: Path) -> str:

@@ -31,7 +31,7 @@ from platforms.base import (
     PlatformAdapter,
     Reply,
 )
-from platforms.webchat.access import Gate
+from platforms.webchat.access import Gate, entry_url
 from platforms.webchat.render import to_html_or_none
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class WebChatAdapter(PlatformAdapter):
     # -- HTTP -----------------------------------------------------------------------------
 
     def entry_url(self, base_url: str) -> str | None:
-        return f"{base_url}/?token={self.gate.token}" if self.gate.token else f"{base_url}/"
+        return entry_url(base_url, self.gate.token)
 
     def _refusal(self, request: web.Request) -> web.Response | None:
         """Why a request may not reach the chat (None: it may). Another site's page (a cross-site
