@@ -306,3 +306,25 @@ async def test_killed_after_storing_the_update_replies_exactly_once_after_restar
         finally:
             second.terminate()
             second.wait(10)
+
+
+async def test_an_edit_that_changes_nothing_is_not_sent_and_one_that_does_is(tg: FakeTelegram):
+    from platforms.base import Button, ChatRef
+    from platforms.base import Reply as Out
+    from platforms.telegram.adapter import TelegramAdapter
+
+    adapter = TelegramAdapter(tg.token, base_url=tg.url)
+    await adapter.bot.initialize()
+    chat = ChatRef("telegram", str(ANN))
+    try:
+        draft = await adapter.send(chat, Out(text="All done.", plain="All done.", final=False))
+        await adapter.edit(chat, draft, Out(text="All done.", plain="All done.", final=True))  # the draft as is
+        assert tg.calls_to("editMessageText") == []
+        await adapter.edit(chat, draft, Out(text="All <b>done</b>.", plain="All done.", final=True))
+        await adapter.edit(chat, draft, Out(text="All <b>done</b>.", plain="All done.", final=True,
+                                            buttons=((Button("Again", "again"),),)))
+        edits = tg.calls_to("editMessageText")
+        assert [(e.get("text"), e.get("parse_mode"), "reply_markup" in e.params) for e in edits] == [
+            ("All <b>done</b>.", "HTML", False), ("All <b>done</b>.", "HTML", True)]
+    finally:
+        await adapter.bot.shutdown()

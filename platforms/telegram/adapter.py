@@ -23,6 +23,7 @@ import json
 import logging
 import re
 import warnings
+from collections import OrderedDict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
@@ -50,7 +51,6 @@ from telegram.error import (
     RetryAfter,
     TelegramError,
 )
-from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from platforms.base import (
@@ -67,6 +67,7 @@ from platforms.base import (
 )
 from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
+from platforms.telegram.http import AiohttpRequest
 from platforms.telegram.render import render_for_telegram
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ T = TypeVar("T")
 WEBHOOK_PATH = "/telegram/webhook"
 ALLOWED_UPDATES = ["message", "callback_query"]
 UPDATE_ATTEMPTS = 3  # tries at one update before it is dead-lettered
+SHOWN_REMEMBERED = 4096  # messages whose current text is kept to skip edits that change nothing
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # getUpdates goes through the public `do_api_request` to get the raw JSON (PTB's own
 # `get_updates` parses the whole batch and fails it on one malformed update); PTB suggests the
@@ -108,8 +110,9 @@ class TelegramAdapter(PlatformAdapter):
         super().__init__()
         base = base_url.rstrip("/")
         self.bot = Bot(token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot",
-                       request=HTTPXRequest(connection_pool_size=64, read_timeout=30.0, connect_timeout=10.0),
-                       get_updates_request=HTTPXRequest(read_timeout=poll_timeout + 10.0, connect_timeout=10.0))
+                       request=AiohttpRequest(pool_size=64, read_timeout=30.0, connect_timeout=10.0),
+                       get_updates_request=AiohttpRequest(pool_size=1, read_timeout=poll_timeout + 10.0,
+                                                          connect_timeout=10.0))
         self.mode = mode
         self.webhook_url = webhook_url
         self.webhook_secret = webhook_secret or webhook_secret_for(token)
@@ -119,6 +122,7 @@ class TelegramAdapter(PlatformAdapter):
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
         self._failures: dict[int, int] = {}  # update id → failed attempts
+        self._shown: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()  # (chat, message) → its look
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -365,15 +369,20 @@ class TelegramAdapter(PlatformAdapter):
         markup = self._markup(reply)
 
         async def attempt(body: str, parse_mode: str | None) -> str:
+            look = (body, parse_mode, reply.buttons)
             if edit_id is not None:
+                if self._shown.get((chat.chat_id, edit_id)) == look:
+                    return edit_id  # the message shows exactly this already (the streamed draft, usually)
                 await self._api(chat.chat_id, lambda: self.bot.edit_message_text(
                     body, chat_id=chat.chat_id, message_id=int(edit_id), parse_mode=parse_mode, reply_markup=markup))
+                self._remember(chat.chat_id, edit_id, look)
                 return edit_id
             reply_parameters = (ReplyParameters(message_id=int(reply.reply_to), allow_sending_without_reply=True)
                                 if reply.reply_to else None)
             sent = await self._api(chat.chat_id, lambda: self.bot.send_message(
                 chat.chat_id, body, parse_mode=parse_mode, reply_markup=markup, reply_parameters=reply_parameters,
                 message_thread_id=int(chat.thread_id) if chat.thread_id else None))
+            self._remember(chat.chat_id, str(sent.message_id), look)
             return str(sent.message_id)
 
         try:
@@ -389,6 +398,14 @@ class TelegramAdapter(PlatformAdapter):
             if "message is not modified" in reason and edit_id is not None:
                 return edit_id
             raise DeliveryError(f"telegram rejected the message: {exc.message}", retryable=False) from exc
+
+    def _remember(self, chat_id: str, message_id: str, look: tuple[Any, ...]) -> None:
+        """What a message of ours shows now, so that an edit to the same look is not sent (Telegram
+        answers it with "message is not modified"). The latest few thousand messages."""
+        self._shown[(chat_id, message_id)] = look
+        self._shown.move_to_end((chat_id, message_id))
+        if len(self._shown) > SHOWN_REMEMBERED:
+            self._shown.popitem(last=False)
 
     async def send(self, chat: ChatRef, reply: Reply) -> str:
         return await self._deliver(chat, reply, None)
