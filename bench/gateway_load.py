@@ -490,7 +490,7 @@ async def run_scenario(llm: LLMProcess, sessions: int, seq_turns: int, placement
     tabs: list[Tab] = []
     spy: asyncio.subprocess.Process | None = None
     try:
-        # one warm-up turn: the openai client is imported lazily, the first LLM probe is cached
+        # one warm-up turn: the LLM client's session opens at first use
         [warm] = await open_tabs(http, gw.port, ["warmup-" + secrets.token_hex(4)])
         await warm.send("warm up")
         await asyncio.wait_for(warm.done.wait(), 60)

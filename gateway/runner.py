@@ -192,8 +192,6 @@ class GatewayRunner:
         await self.cron_timers.start()
         await self.tick.run_hooks()
         self.spawn(self._report_sandbox(), name="sandbox-probe")  # (a trial bwrap run: not on the way to ready)
-        if self.llm is not None:  # import the LLM client off the loop now, not during the first turn
-            self.spawn(asyncio.to_thread(self.llm.warm_up), name="llm-warm-up")
         log.info("chatgate ready on http://%s:%s/ with %s", cfg.http.host, self.http.port, ", ".join(self.adapters))
 
     async def _report_sandbox(self) -> None:

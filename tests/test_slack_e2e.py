@@ -424,6 +424,10 @@ async def test_killed_mid_turn_replies_exactly_once_after_restart(tmp_path, slac
             payload = slack.user_message("survive this")
             await slack.wait_for_ack(payload, timeout=20)
             await llm.wait_for_requests(1, timeout=20)
+            # mid-turn: the "Working…" placeholder is posted and its ts recorded (a kill between the
+            # post and the record is the at-least-once window the README states)
+            await eventually(lambda: daemon.rows("SELECT 1 FROM inbox WHERE draft_message_id IS NOT NULL"),
+                             what="the placeholder recorded")
             daemon.kill()
             daemon.start()
             await wait_answer(slack, "echo: survive this", timeout=20)

@@ -40,7 +40,7 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
         try:
             problem = await client.probe()
             if problem is None:
-                models = [m.id async for m in client._openai().with_options(max_retries=0, timeout=5.0).models.list()]
+                models = await client.models()
                 line(" ok ", "llm endpoint answers")
                 if models and llm.model not in models:
                     line("warn", f"llm: model {llm.model!r} is not in the endpoint's list ({', '.join(models[:8])}…)")

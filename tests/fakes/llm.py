@@ -113,6 +113,7 @@ class FakeLLM:
         self.host = host
         self.port = 0
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str] = []  # the Authorization header of each chat request
         self.responder: Responder | None = None
         self._queue: deque[Reply] = deque()
         self._cond = asyncio.Condition()
@@ -186,6 +187,7 @@ class FakeLLM:
         if not isinstance(body, dict):
             return _error_response(400, "request body must be a JSON object")
         self.requests.append(body)
+        self.authorizations.append(request.headers.get("Authorization", ""))
         async with self._cond:
             self._cond.notify_all()
 

@@ -1,0 +1,98 @@
+"""The LLM client against the fake endpoint: retries, honest errors, and streams of any shape."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from agent.llm import LLMClient, LLMError, LLMSettings
+from tests.fakes.llm import FakeLLM, Reply
+from tests.harness import free_port
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+async def ask(settings: LLMSettings, **kw) -> tuple[LLMClient, object]:
+    client = LLMClient(settings)
+    try:
+        return client, await client.complete(USER, **kw)
+    finally:
+        await client.aclose()
+
+
+async def test_the_key_goes_in_the_header_and_the_text_streams_to_the_sink(llm: FakeLLM):
+    llm.script(Reply.text("one two three", chunk_size=4))
+    seen: list[str] = []
+    _, done = await ask(LLMSettings(model="m", base_url=llm.base_url, api_key="sk-test"), on_text=seen.append)
+    assert done.content == "one two three" and "".join(seen) == "one two three" and len(seen) > 1
+    assert llm.authorizations == ["Bearer sk-test"]
+    assert llm.requests[0]["model"] == "m" and llm.requests[0]["stream"] is True
+
+
+async def test_a_rate_limit_is_waited_out_and_a_refused_key_is_not_retried(llm: FakeLLM):
+    llm.script(Reply.error(429, retry_after=0), Reply.text("fine"))
+    _, done = await ask(LLMSettings(model="m", base_url=llm.base_url, max_retries=2))
+    assert done.content == "fine" and len(llm.requests) == 2
+    llm.script(Reply.error(401, message="bad key"))
+    with pytest.raises(LLMError) as info:
+        await ask(LLMSettings(model="m", base_url=llm.base_url, max_retries=3))
+    assert "refused the API key (HTTP 401)" in info.value.user_message and len(llm.requests) == 3
+
+
+async def test_an_endpoint_nobody_listens_on_is_an_honest_error_not_a_hang():
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(LLMError) as info:
+        await ask(LLMSettings(model="m", base_url=url, max_retries=1))
+    assert info.value.user_message == f"I could not reach the language model at {url}. Is it running?"
+
+
+async def test_an_endpoint_that_never_answers_times_out(llm: FakeLLM):
+    llm.script(Reply.hang())
+    with pytest.raises(LLMError) as info:
+        await ask(LLMSettings(model="m", base_url=llm.base_url, max_retries=0, timeout=0.3))
+    assert "did not answer within" in info.value.user_message
+
+
+async def test_a_tool_call_far_longer_than_a_line_buffer_arrives_whole(llm: FakeLLM):
+    content = "x" * 300_000  # one SSE line of ~300 KB
+    llm.script(Reply.tool_calls([("write_file", {"path": "big.txt", "content": content})]))
+    _, done = await ask(LLMSettings(model="m", base_url=llm.base_url))
+    [call] = done.tool_calls
+    assert call.name == "write_file" and json.loads(call.arguments)["content"] == content
+
+
+async def test_a_stream_cut_before_it_finished_is_asked_again(llm: FakeLLM):
+    llm.script(Reply.disconnect(after_chunks=2), Reply.text("whole answer"))
+    restarts: list[bool] = []
+    _, done = await ask(LLMSettings(model="m", base_url=llm.base_url), on_restart=lambda: restarts.append(True))
+    assert done.content == "whole answer" and restarts == [True] and len(llm.requests) == 2
+
+
+async def test_the_model_listing(llm: FakeLLM):
+    async with FakeLLM(models=["qwen3-8b"]) as other:
+        client = LLMClient(LLMSettings(model="m", base_url=other.base_url))
+        try:
+            assert await client.models() == ["fake-model", "qwen3-8b"]
+            assert await client.probe() is None
+        finally:
+            await client.aclose()
+    client = LLMClient(LLMSettings(model="m", base_url=f"http://127.0.0.1:{free_port()}/v1"))
+    try:
+        assert "could not reach" in (await client.probe() or "")
+    finally:
+        await client.aclose()
+
+
+async def test_cancelling_a_turn_closes_its_stream(llm: FakeLLM):
+    llm.script(Reply.hang())
+    client = LLMClient(LLMSettings(model="m", base_url=llm.base_url))
+    try:
+        turn = asyncio.create_task(client.complete(USER))
+        await llm.wait_for_requests(1)
+        turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+    finally:
+        await client.aclose()
