@@ -75,6 +75,7 @@ class GatewayConfig(_Section):
     max_waiting_messages: int = Field(20, ge=1)  # per session, beyond the running turn; more are refused
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"  # json: one object per line, for journald/Docker log shippers
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"  # auto: uvloop when installed (chatgate[fast])
 
     @field_validator("timezone")
     @classmethod

@@ -5,23 +5,43 @@ transaction, so a crash leaves either all of a turn's effects or none of them. C
 `synchronous=FULL` by default: a message acknowledged to a platform survives a power loss
 (`gateway.durability: normal` trades that for speed: then only a crash of the process is safe).
 The state directory is 0700 and the database files 0600.
+
+Group commit: the writes of many sessions (`write`) share one transaction and one fsync. A
+writer takes every unit of work queued while the previous commit ran, runs them in one
+transaction and commits; each caller's await returns only after that commit, so "stored" still
+means durable. A unit that fails rolls its batch back, and each unit of the batch is then run in
+a transaction of its own (the failing one reports its error; the others commit). A unit alone in
+its batch that is one statement runs without BEGIN/COMMIT (SQLite's autocommit is the same
+fsync, with two fewer trips to the database thread).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 from contextlib import asynccontextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import aiosqlite
 
 from platforms.base import Attachment, ChatRef, InboundMessage
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Work = Callable[[aiosqlite.Connection], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class _Unit:
+    work: Work
+    single: bool  # one statement: alone in its batch it needs no BEGIN/COMMIT
+    done: asyncio.Future[Any]
 
 
 @dataclass(slots=True)
@@ -61,6 +81,12 @@ class SearchHit:
     role: str
     snippet: str
     created_at: float
+
+
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    """A write whose caller was cancelled: its outcome is not an unhandled error."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _encode_inbound(msg: InboundMessage) -> str:
@@ -104,6 +130,9 @@ class Store:
     def __init__(self, db: aiosqlite.Connection) -> None:
         self._db = db
         self._write = asyncio.Lock()
+        self._queued: list[_Unit] = []
+        self._writer: asyncio.Task[None] | None = None
+        self.batches = 0  # group commits so far (for the benchmark and tests)
 
     @classmethod
     async def open(cls, path: Path | str, *, durability: str = "full") -> "Store":
@@ -127,6 +156,8 @@ class Store:
         return store
 
     async def close(self) -> None:
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
         await self._db.close()
 
     async def _migrate(self) -> None:
@@ -163,6 +194,69 @@ class Store:
                 raise
             await self._db.execute("COMMIT")
 
+    async def write(self, work: Callable[[aiosqlite.Connection], Awaitable[T]], *, single: bool = False) -> T:
+        """Run `work` (statements on the connection, no BEGIN/COMMIT of its own) in the next group
+        commit; return its result once committed. `single`: it is one statement. A caller that is
+        cancelled meanwhile does not cancel the write."""
+        unit = _Unit(work, single, asyncio.get_running_loop().create_future())
+        unit.done.add_done_callback(_retrieved)
+        self._queued.append(unit)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_batches(), name="group-commit")
+        return await asyncio.shield(unit.done)
+
+    async def _write_batches(self) -> None:
+        while self._queued:
+            batch, self._queued = self._queued, []
+            async with self._write:
+                self.batches += 1
+                if len(batch) == 1:
+                    await self._run_alone(batch[0])
+                    continue
+                results: list[Any] = []
+                try:
+                    await self._db.execute("BEGIN IMMEDIATE")
+                    for unit in batch:
+                        results.append(await unit.work(self._db))
+                    await self._db.execute("COMMIT")
+                except BaseException as exc:
+                    with suppress(Exception):
+                        await self._db.execute("ROLLBACK")
+                    if not isinstance(exc, Exception):  # cancelled (shutdown): nothing of the batch is stored
+                        for unit in batch:
+                            if not unit.done.done():
+                                unit.done.set_exception(RuntimeError("the store closed before this was committed"))
+                        raise
+                    log.warning("a group commit of %d writes failed (%s); committing them one by one",
+                                len(batch), exc)
+                    for unit in batch:
+                        await self._run_alone(unit)
+                    continue
+            for unit, result in zip(batch, results):
+                if not unit.done.done():
+                    unit.done.set_result(result)
+
+    async def _run_alone(self, unit: _Unit) -> None:
+        """One unit in a transaction of its own (a single statement: in autocommit)."""
+        try:
+            if unit.single:
+                result = await unit.work(self._db)
+            else:
+                await self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    result = await unit.work(self._db)
+                except BaseException:
+                    with suppress(Exception):
+                        await self._db.execute("ROLLBACK")
+                    raise
+                await self._db.execute("COMMIT")
+        except Exception as exc:
+            if not unit.done.done():
+                unit.done.set_exception(exc)
+            return
+        if not unit.done.done():
+            unit.done.set_result(result)
+
     async def fetch_one(self, sql: str, args: tuple[Any, ...] = ()) -> aiosqlite.Row | None:
         rows = await self._db.execute_fetchall(sql, args)  # one trip to the database thread
         return next(iter(rows), None)
@@ -176,29 +270,33 @@ class Store:
                         error: str | None = None) -> int | None:
         """Store an inbound message; return its id, or None when it was already stored."""
         now = time.time()
-        async with self._write:
-            cur = await self._db.execute(
+        row = (msg.platform, msg.chat_id, msg.message_id, session_key, _encode_inbound(msg), state, error, now, now)
+
+        async def add(db: aiosqlite.Connection) -> int | None:
+            cur = await db.execute(
                 "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state,"
-                " error, received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (msg.platform, msg.chat_id, msg.message_id, session_key, _encode_inbound(msg), state, error, now, now))
+                " error, received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
             return cur.lastrowid if cur.rowcount else None
 
+        return await self.write(add, single=True)
+
+    async def _one(self, sql: str, args: tuple[Any, ...]) -> None:
+        """One write statement, group-committed."""
+        await self.write(lambda db: db.execute(sql, args), single=True)
+
     async def inbox_set_state(self, inbox_ids: list[int], state: str, error: str | None = None) -> None:
-        async with self._write:
-            await self._db.executemany("UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?",
-                                       [(state, error, time.time(), i) for i in inbox_ids])
+        rows = [(state, error, time.time(), i) for i in inbox_ids]
+        await self.write(lambda db: db.executemany("UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?",
+                                                   rows), single=True)
 
     async def inbox_set_draft(self, inbox_id: int, message_id: str) -> None:
         """Remember the first message a turn sent, so a re-run edits it instead of sending another."""
-        async with self._write:
-            await self._db.execute(f"UPDATE inbox SET draft_message_id = ?, {_STARTED} WHERE id = ?",
-                                   (message_id, inbox_id))
+        await self._one(f"UPDATE inbox SET draft_message_id = ?, {_STARTED} WHERE id = ?", (message_id, inbox_id))
 
     async def inbox_add_effect(self, inbox_id: int, what: str) -> None:
         """Note, before it runs, a side-effecting tool call of this message's turn."""
-        async with self._write:
-            await self._db.execute("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
-                                   f" {_STARTED} WHERE id = ?", (what, inbox_id))
+        await self._one("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
+                        f" {_STARTED} WHERE id = ?", (what, inbox_id))
 
     async def inbox_unfinished(self) -> list[Unfinished]:
         """Messages accepted but not finished (received or processing), oldest first."""
@@ -211,10 +309,8 @@ class Store:
 
     async def dead_letter(self, platform: str, ref: str, payload: str, reason: str) -> None:
         """Keep input that could not be taken (the payload cut to 64 KiB: enough to see what it was)."""
-        async with self._write:
-            await self._db.execute("INSERT INTO dead_letters (platform, ref, payload, reason, created_at)"
-                                   " VALUES (?, ?, ?, ?, ?)", (platform, ref, payload[:65536], reason[:2000],
-                                                               time.time()))
+        await self._one("INSERT INTO dead_letters (platform, ref, payload, reason, created_at) VALUES (?, ?, ?, ?, ?)",
+                        (platform, ref, payload[:65536], reason[:2000], time.time()))
 
     async def dead_letters(self, limit: int = 50) -> list[dict[str, Any]]:
         rows = await self.fetch_all("SELECT * FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))
@@ -271,14 +367,16 @@ class Store:
         if row:
             return int(row["id"])
         now = time.time()
-        async with self._write:
-            cur = await self._db.execute(
+
+        async def create(db: aiosqlite.Connection) -> int | None:
+            cur = await db.execute(
                 "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now))
-            if cur.rowcount:
-                return int(cur.lastrowid)
-        return await self.active_session(key, chat, chat_type)
+            return int(cur.lastrowid) if cur.rowcount else None
+
+        created = await self.write(create, single=True)
+        return created if created is not None else await self.active_session(key, chat, chat_type)
 
     async def in_thread(self, platform: str, chat_id: str, thread_id: str, key: str) -> bool:
         """Whether the agent is in this thread: it took the message that opened it, or the
@@ -291,12 +389,12 @@ class Store:
 
     async def end_session(self, key: str) -> int | None:
         """End the key's active session; return its id (None: there was none)."""
-        async with self._write:
-            row = await self.fetch_one("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
-            if row is None:
-                return None
-            await self._db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", (time.time(), row["id"]))
-            return int(row["id"])
+        async def end(db: aiosqlite.Connection) -> int | None:
+            rows = list(await db.execute_fetchall(
+                "UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL RETURNING id", (time.time(), key)))
+            return int(rows[0][0]) if rows else None
+
+        return await self.write(end, single=True)
 
     async def history(self, session_id: int, limit: int = 200) -> list[dict[str, Any]]:
         """The session's transcript in chat-completions form, without cancelled turns."""
@@ -332,7 +430,8 @@ class Store:
                  m.get("name"), author.platform if author and m["role"] == "user" else None,
                  user_id if m["role"] == "user" else None, status, now) for m in messages]
         inbox_state = inbox_state or {"ok": "done"}.get(status, status)
-        async with self.tx() as db:
+
+        async def commit(db: aiosqlite.Connection) -> int | None:
             await db.executemany(
                 "INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id, name,"
                 " platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -340,6 +439,8 @@ class Store:
             await db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
                                  [(inbox_state, now, i) for i in inbox_ids])
             return await self.insert_outbox(db, reply, now) if reply else None
+
+        return await self.write(commit)
 
     # -- outbox ---------------------------------------------------------------------------
 
@@ -355,11 +456,13 @@ class Store:
     async def outbox_add(self, item: OutboxItem, *, done_inbox_id: int | None = None) -> int:
         """Queue a reply; optionally mark the inbox message it answers as done, atomically."""
         now = time.time()
-        async with self.tx() as db:
+
+        async def add(db: aiosqlite.Connection) -> int:
             if done_inbox_id is not None:
-                await db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?",
-                                 (now, done_inbox_id))
+                await db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?", (now, done_inbox_id))
             return await self.insert_outbox(db, item, now)
+
+        return await self.write(add, single=done_inbox_id is None)
 
     async def outbox_pending(self, platform: str | None = None, chat_id: str | None = None) -> list[OutboxItem]:
         """Pending replies, oldest first; a reply whose turn sent a preview edits that message."""
@@ -389,11 +492,9 @@ class Store:
                               failed: bool = False) -> None:
         """Record the parts sent so far; `done` marks it sent, `failed` gives up on it."""
         state = "failed" if failed else ("sent" if done else "pending")
-        async with self._write:
-            await self._db.execute(
-                "UPDATE outbox SET state = ?, platform_message_ids = ?, attempts = ?, error = ?,"
-                " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
-                (state, json.dumps(item.sent_ids), item.attempts, error, state, time.time(), item.id))
+        await self._one("UPDATE outbox SET state = ?, platform_message_ids = ?, attempts = ?, error = ?,"
+                        " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
+                        (state, json.dumps(item.sent_ids), item.attempts, error, state, time.time(), item.id))
 
     async def prune(self, before: float) -> tuple[int, int]:
         """Forget finished inbox and outbox rows older than `before`; return how many of each.

@@ -63,6 +63,24 @@ async def test_a_chat_that_blocked_the_bot_is_given_up_and_nothing_keeps_retryin
         await runner.stop()
 
 
+async def test_a_batch_is_taken_chat_by_chat_in_order_and_one_stuck_update_doubles_nothing(
+        tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    try:
+        tg.user_message("warm up")
+        await wait_for_text(tg, "echo: warm up")
+        tg.inject({"message": "not an object"})  # one batch (injected before the poller wakes): this one
+        updates = [tg.user_message(text) for text in ("one", "two", "three")]  # fails thrice, the rest is taken
+        await eventually(lambda: rows(tmp_path, "SELECT 1 FROM dead_letters"), 30, "the stuck update set aside")
+        last = updates[-1]["update_id"]
+        await tg.wait_for("getUpdates", lambda c: int(c.get("offset") or 0) > last, timeout=10)  # refetched, confirmed
+        await wait_for_text(tg, "echo: three")
+        assert sent_texts(tg, ANN) == ["echo: warm up", "echo: one", "echo: two", "echo: three"]
+        assert len(llm.requests) == 4
+    finally:
+        await runner.stop()
+
+
 async def test_poison_updates_are_set_aside_and_the_next_ones_answered(tmp_path, llm: FakeLLM, tg: FakeTelegram,
                                                                        capsys, monkeypatch):
     runner = await telegram_gateway(tmp_path, llm, tg, platforms__telegram__max_file_mb=1)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 
 import aiosqlite
+import pytest
 
 from gateway.store import OutboxItem, Store
 from platforms.base import ChatRef, InboundMessage
@@ -68,5 +70,60 @@ async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_poi
         outbox = sorted(r["id"] for r in await store.fetch_all("SELECT id FROM outbox"))
         assert inbox == ["received"]
         assert outbox == sorted([pending, kept])
+    finally:
+        await store.close()
+
+
+def _message(n: int) -> InboundMessage:
+    return InboundMessage(platform="web", chat_id=f"c{n}", chat_type="dm", user_id="u", text=str(n),
+                          message_id=f"m{n}")
+
+
+async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_returns(tmp_path):
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        async def add_and_look(n: int) -> tuple[int | None, int]:
+            inbox_id = await store.inbox_add(_message(n), f"web:c{n}")
+            with sqlite3.connect(tmp_path / "state.db") as other:  # another connection: only commits show
+                seen = other.execute("SELECT count(*) FROM inbox WHERE id = ?", (inbox_id,)).fetchone()[0]
+            return inbox_id, seen
+
+        results = await asyncio.gather(*(add_and_look(n) for n in range(200)))
+        assert all(seen == 1 for _, seen in results)
+        assert len({inbox_id for inbox_id, _ in results}) == 200
+        assert store.batches < 100  # many writes per commit (one fsync each), not one each
+    finally:
+        await store.close()
+
+
+async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp_path):
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        async def broken(db):
+            await db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
+                             " VALUES (999999, 'user', 'x', 'ok', 0)")  # no such session: a foreign key error
+
+        outcomes = await asyncio.gather(*(store.inbox_add(_message(n), "k") for n in range(5)), store.write(broken),
+                                        *(store.inbox_add(_message(n), "k") for n in range(5, 10)),
+                                        return_exceptions=True)
+        assert isinstance(outcomes[5], sqlite3.IntegrityError)
+        assert all(isinstance(x, int) for i, x in enumerate(outcomes) if i != 5)
+        assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 10
+        assert (await store.fetch_one("SELECT count(*) FROM messages"))[0] == 0
+        assert await store.inbox_add(_message(10), "k")  # and the store goes on
+    finally:
+        await store.close()
+
+
+async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        waiting = asyncio.create_task(store.inbox_add(_message(1), "k"))
+        await asyncio.sleep(0)  # queued
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await store.inbox_add(_message(2), "k")  # committed after the first
+        assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 2
     finally:
         await store.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
 from gateway.cli import cron, daemon, learning, service, state
 from gateway.config import ConfigError, load_config
@@ -35,6 +35,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(config.gateway.log_level, config.secrets(), config.gateway.log_format)
     handler = next(group.HANDLERS[args.command] for group in GROUPS if args.command in group.HANDLERS)
     try:
-        return asyncio.run(handler(config, args))
+        with asyncio.Runner(loop_factory=event_loop(config.gateway.event_loop)) as runner:
+            return runner.run(handler(config, args))
     except KeyboardInterrupt:
         return 130
+
+
+def event_loop(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when asked for or, with `auto`, when installed (`chatgate[fast]`); else asyncio's.
+    Measured on the shared benchmark: see the commit that added it."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            print("gateway.event_loop: uvloop is not installed (pip install 'chatgate[fast]'); using asyncio's",
+                  file=sys.stderr)
+        return None
+    return uvloop.new_event_loop

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 from agent.learning_tools import TOOLSET
 from agent.loop import Agent
@@ -100,21 +101,23 @@ class Learning:
         if self.review_agent is None:
             return
         now = time.time()
-        async with self.store.tx() as db:
-            await db.execute(
+
+        async def count(db: Any) -> tuple[bool, bool]:
+            [(turns, iters)] = await db.execute_fetchall(
                 "INSERT INTO review_counters (session_id, turns_since_memory, iters_since_skill, updated_at)"
                 " VALUES (?, 1, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
                 " turns_since_memory = turns_since_memory + 1, iters_since_skill = iters_since_skill + ?,"
-                " updated_at = ?", (session_id, tool_iterations, now, tool_iterations, now))
-            cur = await db.execute("SELECT turns_since_memory, iters_since_skill FROM review_counters"
-                                   " WHERE session_id = ?", (session_id,))
-            turns, iters = await cur.fetchone()
-            memory_due, skill_due = turns >= self.memory_every, iters >= self.skill_every
-            if memory_due or skill_due:  # reset now, in the same transaction: one review per threshold
+                " updated_at = ? RETURNING turns_since_memory, iters_since_skill",
+                (session_id, tool_iterations, now, tool_iterations, now))
+            memory, skill = turns >= self.memory_every, iters >= self.skill_every
+            if memory or skill:  # reset now, in the same transaction: one review per threshold
                 await db.execute(
                     "UPDATE review_counters SET turns_since_memory = CASE WHEN ? THEN 0 ELSE turns_since_memory END,"
                     " iters_since_skill = CASE WHEN ? THEN 0 ELSE iters_since_skill END WHERE session_id = ?",
-                    (memory_due, skill_due, session_id))
+                    (memory, skill, session_id))
+            return memory, skill
+
+        memory_due, skill_due = await self.store.write(count)
         if not (memory_due or skill_due):
             return
         if session_id in self._queued:  # the review already waiting will read the newer transcript
