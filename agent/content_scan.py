@@ -25,8 +25,6 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from agent.command_guard import classify
-
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -162,7 +160,7 @@ def _commands(text: str, kind: str) -> list[str]:
 def _destructive(text: str, kind: str) -> list[Finding]:
     found = []
     for command in _commands(text, kind)[:500]:
-        verdict = classify(command.strip().removeprefix("$ "))
+        verdict = _classify(command.strip().removeprefix("$ "))
         if verdict.verdict == "hardline" or (verdict.verdict == "dangerous"
                                              and any(_WIPE.search(r) for r in verdict.reasons)):
             found.append(Finding("destructive", verdict.reasons[0] if verdict.reasons else "destructive command",
@@ -191,3 +189,10 @@ def scan(text: str, *, kind: str = "text") -> list[Finding]:
 
 def describe(findings: list[Finding]) -> str:
     return "\n".join(f"- {f.category}: {f.reason} (“{f.excerpt}”)" for f in findings)
+
+
+def _classify(command: str) -> str:
+    from agent.command_guard import classify  # the classifier's tables, loaded when first needed
+
+    return classify(command)
+

@@ -19,8 +19,16 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
-from agent.content_scan import describe, scan
+
+def content_scan() -> ModuleType:
+    """`agent.content_scan`, imported at its first use: its patterns (and the command classifier
+    it consults) compile on import, which is not needed on the way to ready."""
+    import agent.content_scan
+
+    return agent.content_scan
+
 
 MEMORY_LIMIT = 2200
 USER_LIMIT = 1375
@@ -103,9 +111,10 @@ class Memory:
             if action in ("add", "replace"):
                 if not text:
                     raise MemoryRefused(f"{action} needs the text to keep")
-                findings = scan(text)
+                findings = content_scan().scan(text)
                 if findings:
-                    raise MemoryRefused("refused: this text must not enter a prompt:\n" + describe(findings))
+                    raise MemoryRefused("refused: this text must not enter a prompt:\n"
+                                        + content_scan().describe(findings))
             if action == "add":
                 if text in entries:
                     return "Already noted."
@@ -157,9 +166,10 @@ class Memory:
         text = text.strip()
         if not text:
             raise MemoryRefused("add needs the text to keep")
-        findings = scan(text)
+        findings = content_scan().scan(text)
         if findings:
-            raise MemoryRefused("refused: this text must not enter a prompt:\n" + describe(findings))
+            raise MemoryRefused("refused: this text must not enter a prompt:\n"
+                                        + content_scan().describe(findings))
         lock = self._locks.setdefault(self.pending_path, asyncio.Lock())
         async with lock:
             entries = self.pending()
@@ -190,7 +200,7 @@ class Memory:
                                 ("user", "About the person you are talking to (memory tool, target user)")):
             if target == "user" and not (platform and user_id):
                 continue
-            kept = [e for e in self.read(target, platform, user_id) if not scan(e)]
+            kept = [e for e in self.read(target, platform, user_id) if not content_scan().scan(e)]
             if kept:
                 parts.append(f"## {heading}\n" + "\n".join("- " + e.replace("\n", "\n  ") for e in kept))
         return "\n\n".join(parts)

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent.beneath import Beneath, Refused, TooLarge
-from agent.command_guard import classify
 from agent.sandbox import Sandbox
 from agent.tools import ApprovalRequest, Tool, ToolContext, ToolHandler
 from agent.workspace_code import files_run, show_code
@@ -266,6 +265,8 @@ def _terminal(shell: _Shell) -> ToolHandler:
         seconds = _as_timeout(timeout, shell.timeout)
         if isinstance(seconds, str):
             return seconds
+        from agent.command_guard import classify  # its tables load at the first command, not at start
+
         verdict = classify(command)
         reasons = tuple(shell.redact(r) for r in verdict.reasons) or ("no reason given",)  # reasons quote the command
         if verdict.verdict == "hardline":

@@ -9,16 +9,23 @@ rules a short line, raw HTML from the source escaped text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from functools import cache
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
-
-from markdown_it import MarkdownIt
-from markdown_it.tree import SyntaxTreeNode
 
 from platforms.base import Reply
 from platforms.text import split_text, text_length
 
-_MD = MarkdownIt("commonmark").enable(["strikethrough", "table"])
+if TYPE_CHECKING:
+    from markdown_it.tree import SyntaxTreeNode
+
+
+@cache
+def _parser() -> Any:
+    """markdown-it, imported and built at the first reply (not on the way to ready)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable(["strikethrough", "table"])
 
 
 @dataclass(frozen=True)
@@ -162,7 +169,9 @@ def _align(cell: str, width: int, style: str) -> str:
 
 def render(markdown: str, dialect: Dialect) -> str:
     """`markdown` written in `dialect` (not yet split, not stripped)."""
-    return _Writer(dialect).blocks(SyntaxTreeNode(_MD.parse(markdown)).children)
+    from markdown_it.tree import SyntaxTreeNode
+
+    return _Writer(dialect).blocks(SyntaxTreeNode(_parser().parse(markdown)).children)
 
 
 def fit(markdown: str, limit: int, to_markup: Callable[[str], str], as_text: Callable[[str], str],
