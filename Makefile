@@ -18,7 +18,7 @@ test: $(PY)
 
 bench: $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
-	$(PY) bench/gateway_load.py
+	$(PY) bench/table.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
-
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.interval import IntervalTrigger
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from gateway.tasks import finish_or_cancel
+
+if TYPE_CHECKING:  # APScheduler is imported when the tick starts: after the platforms are up
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 log = logging.getLogger(__name__)
 logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every run at INFO
@@ -39,11 +39,16 @@ class Tick:
     def every(self, seconds: float, job: Hook, name: str) -> None:
         """A job of its own on the same scheduler (not a hook: it never waits behind one)."""
         assert self.aps is not None, "start the tick first"
+        from apscheduler.triggers.interval import IntervalTrigger
+
         self.aps.add_job(job, IntervalTrigger(seconds=seconds), id=name, **INTERVAL_JOB)
 
     async def start(self) -> None:
         if self.aps is not None:
             return
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
         self.aps = AsyncIOScheduler(timezone="UTC")
         self.aps.start()
         self.aps.add_job(self.run_hooks, IntervalTrigger(seconds=self.seconds), id="tick", **INTERVAL_JOB)

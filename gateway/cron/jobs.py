@@ -10,11 +10,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from gateway.cron.expressions import EverySchedule, Schedule, ScheduleError, parse_schedule
 from gateway.store import Store
 from platforms.base import ChatRef
+
+if TYPE_CHECKING:  # (parsing schedules needs APScheduler: imported when a schedule is parsed)
+    from gateway.cron.expressions import Schedule
 
 MISSED_POLICIES = ("run_once", "skip")
 NAME_LIMIT = 80
@@ -70,6 +72,8 @@ class Job:
         return cls(**{name: row[name] for name in cls.__slots__ if name != "enabled"}, enabled=bool(row["enabled"]))
 
     def parsed(self) -> Schedule:
+        from gateway.cron.expressions import parse_schedule
+
         return parse_schedule(self.schedule, self.timezone, allow_seconds=True)
 
     @property
@@ -88,6 +92,8 @@ class Job:
 
     def describe(self) -> str:
         """One line for listings: id, name, schedule, state, next and last run."""
+        from gateway.cron.expressions import ScheduleError
+
         try:
             when = self.parsed().describe()
         except ScheduleError:
@@ -119,6 +125,8 @@ class CronJobs:
         self.min_interval = min_interval
 
     def check_schedule(self, text: str, tz: str | None, now: float) -> Schedule:
+        from gateway.cron.expressions import EverySchedule, ScheduleError, parse_schedule
+
         try:
             schedule = parse_schedule(text, tz, utc(now), default_tz=self.default_tz, allow_seconds=True)
         except ScheduleError as exc:

@@ -20,8 +20,6 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
-from apscheduler.triggers.date import DateTrigger
-
 from gateway.cron.jobs import CronJobs, utc
 from gateway.cron.ledger import Claim, RunLedger
 from gateway.tasks import finish_or_cancel
@@ -128,6 +126,8 @@ class CronTimers:
         if self._aps is None or self._armed.get(job_id) == slot:
             return
         self._armed[job_id] = slot
+        from apscheduler.triggers.date import DateTrigger  # (the tick has imported APScheduler by now)
+
         self._aps.add_job(self._fire, DateTrigger(run_date=utc(slot)), args=(job_id, slot), id=f"job:{job_id}",
                           replace_existing=True, misfire_grace_time=None)
 

@@ -126,7 +126,7 @@ class TelegramAdapter(PlatformAdapter):
         super().__init__()
         base = base_url.rstrip("/")
         self.bot = Bot(token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot",
-                       request=AiohttpRequest(pool_size=64, read_timeout=30.0, connect_timeout=10.0),
+                       request=AiohttpRequest(pool_size=256, read_timeout=30.0, connect_timeout=10.0),
                        get_updates_request=AiohttpRequest(pool_size=1, read_timeout=poll_timeout + 10.0,
                                                           connect_timeout=10.0))
         self.mode = mode
