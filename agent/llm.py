@@ -125,7 +125,7 @@ class LLMClient:
         self.settings = settings
         self.base_url = (settings.base_url or "https://api.openai.com/v1").rstrip("/")
         self._http: aiohttp.ClientSession | None = None
-        self.observer: Callable[[float, dict[str, int] | None], None] | None = None  # (seconds, usage) per request
+        self.observer: Callable[[float, dict[str, int] | None, str], None] | None = None  # (s, usage, model)
         self.ask_usage = True  # stream_options.include_usage, until an endpoint refuses it
 
     def _session(self) -> aiohttp.ClientSession:
@@ -212,7 +212,7 @@ class LLMClient:
                     continue
                 raise LLMError(str(exc), self._explain(exc)) from exc
             if self.observer is not None:
-                self.observer(time.monotonic() - started, completion.usage)
+                self.observer(time.monotonic() - started, completion.usage, self.settings.model)
             return completion
 
     async def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

@@ -12,10 +12,11 @@ COMMANDS = {
     "approve": "approve the waiting request: /approve [id]",
     "deny": "deny the waiting request: /deny [id] [reason]",
     "cron": "scheduled jobs: /cron list|pause|resume|remove|run [job]",
+    "usage": "tokens used: this session, and yours today and in all",
     "help": "list the commands",
 }
 # Handled at once, even while a turn runs; the others wait their turn in the session's queue.
-CONTROL = frozenset({"stop", "status", "help", "approve", "deny", "cron"})
+CONTROL = frozenset({"stop", "status", "help", "approve", "deny", "cron", "usage"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,10 @@ class Control:
         elif command.name == "cron":
             text = await r.cron.command(command.args, platform=msg.platform, user_id=msg.user_id,
                                         chat=msg.reply_chat, session_key=item.key)
+        elif command.name == "usage":
+            assert r.usage is not None and r.store is not None
+            summary = await r.store.session_summary(item.key)
+            text = await r.usage.chat_report(summary["id"] if summary else None, msg.platform, msg.user_id)
         elif command.name == "help":
             text = help_text()
         else:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
+from agent import usage as usage_scope
 from agent.builtin_tools import BUILTIN_TOOLS
 from agent.learning_tools import learning_tools
 from agent.llm import LLMClient, LLMSettings
@@ -54,6 +55,7 @@ from gateway.sessions import Sessions, WorkItem
 from gateway.store import Store
 from gateway.tick import Tick
 from gateway.turns import Turns
+from gateway.usage import UsageLedger
 from platforms import registry
 from platforms.base import ButtonPress, PlatformAdapter
 
@@ -84,6 +86,7 @@ class GatewayRunner:
         self.failure: str | None = None
         self.store: Store | None = None
         self.pairing: Pairing | None = None
+        self.usage: UsageLedger | None = None
         self.llm: LLMClient | None = None
         self.http: HttpServer | None = None
         self.sessions: Sessions | None = None
@@ -106,12 +109,13 @@ class GatewayRunner:
         cfg = self.config
         self.store = await Store.open(cfg.db_path, durability=cfg.gateway.durability)
         self.pairing = Pairing(self.store)
+        self.usage = UsageLedger(self.store)
         if cfg.llm.configured:
             self.llm = LLMClient(LLMSettings(
                 model=cfg.llm.model, base_url=cfg.llm.base_url,
                 api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
                 timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature))
-            self.llm.observer = self.metrics.observe_llm
+            self.llm.observer = self._observe_llm
         agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations) if self.llm else None
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
 
@@ -279,6 +283,13 @@ class GatewayRunner:
             return None
         return max(self.last_inbound, self.turns.last_finished)
 
+    def _observe_llm(self, seconds: float, usage: dict[str, int] | None, model: str) -> None:
+        """Each LLM request: its time and tokens in /metrics, its tokens in the store, by loop."""
+        scope = usage_scope.CURRENT.get()
+        self.metrics.observe_llm(seconds, usage, scope.loop)
+        if self.usage is not None:
+            self.spawn(self.usage.record(scope, model, usage), name="usage")
+
     def _review_agent(self) -> Agent | None:
         """The agent the review fork runs: the same endpoint, perhaps a cheaper model."""
         review = self.config.review
@@ -287,6 +298,7 @@ class GatewayRunner:
         llm = self.llm
         if review.model and review.model != self.llm.settings.model:
             llm = LLMClient(replace(self.llm.settings, model=review.model))
+            llm.observer = self._observe_llm
             self._closing.append(llm)
         return Agent(llm, identity=REVIEW_IDENTITY, max_iterations=review.max_iterations)
 

@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from agent import usage as usage_scope
 from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalPort, ToolContext, ToolScope
@@ -158,6 +159,7 @@ class Turns:
             if nothing_left:
                 return
         session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
+        usage_scope.serving("main", session_id, msg.platform, msg.user_id)
         history = await self.store.history(session_id)
         context = session_context(msg)
         if self.learning is not None:

@@ -40,8 +40,8 @@ async def test_metrics_count_traffic_llm_latency_tokens_queues_and_cron_lateness
         assert sample(text, "chatgate_inbound_messages_total", '{platform="webchat"}') == 1
         assert sample(text, "chatgate_outbound_messages_total", '{platform="webchat"}') == 1
         assert sample(text, "chatgate_llm_request_seconds_count") == 2
-        assert sample(text, "chatgate_llm_tokens_total", '{kind="prompt"}') > 0
-        assert sample(text, "chatgate_llm_tokens_total", '{kind="completion"}') > 0
+        assert sample(text, "chatgate_llm_tokens_total", '{kind="prompt",loop="main"}') > 0
+        assert sample(text, "chatgate_llm_tokens_total", '{kind="completion",loop="main"}') > 0
         assert sample(text, "chatgate_waiting_messages", '{busy_policy="queue"}') == 0
         assert sample(text, "chatgate_outbox_replies", '{state="pending"}') == 0
         assert sample(text, "chatgate_outbox_replies", '{state="failed"}') == 0

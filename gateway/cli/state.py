@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -35,6 +36,9 @@ def add_parsers(sub: Any) -> None:
     for action, what in (("dead", "input set aside after repeated failures (poison updates)"),
                          ("failed", "turns that failed and replies that could not be delivered")):
         inbox_sub.add_parser(action, help=what).add_argument("--limit", type=int, default=20)
+    usage = sub.add_parser("usage", help="LLM tokens by loop (main, review, curator, cron), day and session")
+    usage.add_argument("--days", type=float, default=7.0, help="how far back (default 7)")
+    usage.add_argument("--json", action="store_true")
     backup = sub.add_parser("backup", help="a consistent copy of the state while it runs (a .tar.gz)")
     backup.add_argument("file", help="where to write it, e.g. chatgate-2026-11-24.tar.gz")
     pair = sub.add_parser("pair", help="admit people who asked for access in a DM")
@@ -133,6 +137,33 @@ async def sessions(config: Config, store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+async def usage(config: Config, store: Any, args: argparse.Namespace) -> int:
+    from gateway.usage import UsageLedger, describe
+
+    since = time.time() - args.days * 86400
+    ledger = UsageLedger(store)
+    loops = await ledger.by_loop("at >= ?", (since,))
+    days = await store.fetch_all(
+        "SELECT date(at, 'unixepoch') AS day, count(*) AS requests, sum(prompt_tokens) AS prompt,"
+        " sum(completion_tokens) AS completion FROM llm_usage WHERE at >= ? GROUP BY day ORDER BY day", (since,))
+    top = await store.fetch_all(
+        "SELECT u.session_id, s.key, sum(prompt_tokens + completion_tokens) AS tokens, count(*) AS requests"
+        " FROM llm_usage u LEFT JOIN sessions s ON s.id = u.session_id WHERE at >= ? AND u.session_id IS NOT NULL"
+        " GROUP BY u.session_id ORDER BY tokens DESC LIMIT 5", (since,))
+    if args.json:
+        print(json.dumps({"days": args.days, "loops": loops, "by_day": [dict(r) for r in days],
+                          "top_sessions": [dict(r) for r in top]}, indent=2))
+        return 0
+    print(f"LLM usage, last {args.days:g} days: {describe(loops)}")
+    for loop, totals in loops.items():
+        print(f"  {loop:<8} {describe({loop: totals})}")
+    for r in days:
+        print(f"  {r['day']}  {r['prompt'] + r['completion']:>12,} tokens in {r['requests']:,} request(s)")
+    for r in top:
+        print(f"  session {r['session_id']} ({r['key'] or '?'}): {r['tokens']:,} tokens in {r['requests']:,} request(s)")
+    return 0
+
+
 async def inbox(config: Config, store: Any, args: argparse.Namespace) -> int:
     if args.action == "dead":
         rows = await store.dead_letters(args.limit)
@@ -182,4 +213,4 @@ async def backup(config: Config, store: Any, args: argparse.Namespace) -> int:
 
 
 HANDLERS = {"backup": with_store(backup), "approvals": with_store(rules), "pair": with_store(pair), "sessions": with_store(sessions),
-            "inbox": with_store(inbox)}
+            "inbox": with_store(inbox), "usage": with_store(usage)}

@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from agent import usage as usage_scope
 from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, ToolContext, ToolScope
@@ -128,6 +129,7 @@ class CronRuns:
         home = job.owner_chat_ref or job.target_chat or ChatRef("cron", str(job.id))
         key = f"cron:{job.id}:{claim.run_id}"  # a fresh session for every run
         session_id = await self.store.active_session(key, home, "dm")
+        usage_scope.serving("cron", session_id, home.platform, job.owner_id or "")
         ctx = ToolContext(platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id, session_id=session_id,
                           transcripts=self.store, approvals=self._consent(job),
                           extras={"timezone": job.timezone or self.timezone, "thread_id": home.thread_id,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Awaitable, Callable
 
+from agent import usage as usage_scope
 from agent.learning_tools import skill_tools
 from agent.loop import Agent
 from agent.skills import SkillLibrary, SkillRefused
@@ -69,6 +70,7 @@ def consolidator(agent: Agent, base: SkillLibrary) -> Consolidator:
         tools = ToolRegistry(skill_tools(limited)).scope()
         request = ("Skills you may merge or archive: " + ", ".join(sorted(names)) +
                    ". Read them with skill_view, merge the ones that overlap, then answer with one line.")
+        usage_scope.serving("curator")
         try:
             result = await agent.run_turn([], request, tools, ToolContext(extras={"provenance": "agent"}))
         finally:

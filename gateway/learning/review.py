@@ -21,6 +21,7 @@ import logging
 import time
 from typing import Any
 
+from agent import usage as usage_scope
 from agent.learning_tools import TOOLSET
 from agent.loop import Agent
 from agent.memory import Memory
@@ -141,6 +142,7 @@ class Learning:
         assert self.review_agent is not None
         async with self._slots:
             self._queued.discard(session_id)  # from here on, a newer threshold may queue another
+            usage_scope.serving("review", session_id, platform, user_id)
             try:
                 history = await self.store.history(session_id)  # the snapshot this review works on
                 known = self.render_block(platform, user_id)

@@ -26,7 +26,8 @@ class Metrics:
         self.outbound = Counter("chatgate_outbound_messages", "Message parts and files sent", ["platform"], registry=r)
         self.llm_seconds = Histogram("chatgate_llm_request_seconds", "One streamed LLM request, first byte to last",
                                      registry=r, buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160))
-        self.llm_tokens = Counter("chatgate_llm_tokens", "Tokens the LLM endpoint reported", ["kind"], registry=r)
+        self.llm_tokens = Counter("chatgate_llm_tokens", "Tokens the LLM endpoint reported, by loop (main, review,"
+                                  " curator, cron)", ["kind", "loop"], registry=r)
         self.waiting = Gauge("chatgate_waiting_messages", "Messages queued behind a running turn",
                              ["busy_policy"], registry=r)
         self.outbox = Gauge("chatgate_outbox_replies", "Replies in the outbox by state (pending, failed)",
@@ -36,11 +37,11 @@ class Metrics:
         self.cron_lateness = Histogram("chatgate_cron_lateness_seconds", "Scheduled job runs: start minus due time",
                                        registry=r, buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900))
 
-    def observe_llm(self, seconds: float, usage: dict[str, int] | None) -> None:
+    def observe_llm(self, seconds: float, usage: dict[str, int] | None, loop: str) -> None:
         self.llm_seconds.observe(seconds)
         for kind in ("prompt", "completion"):
             if usage and usage.get(f"{kind}_tokens"):
-                self.llm_tokens.labels(kind).inc(usage[f"{kind}_tokens"])
+                self.llm_tokens.labels(kind, loop).inc(usage[f"{kind}_tokens"])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
