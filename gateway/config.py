@@ -48,6 +48,15 @@ class ConfigError(Exception):
     """A configuration problem, phrased as one line for the person who wrote the config."""
 
 
+class AuxiliaryLLMConfig(_Section):
+    """The model for the agent's background work (reviews, the curator's consolidation); each
+    setting left unset is the main one's."""
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str | None = None
+
+
 class LLMConfig(_Section):
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -55,6 +64,7 @@ class LLMConfig(_Section):
     timeout_seconds: float = Field(120.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     temperature: float | None = Field(None, ge=0, le=2)
+    auxiliary: AuxiliaryLLMConfig = AuxiliaryLLMConfig()
 
     @property
     def configured(self) -> bool:

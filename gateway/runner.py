@@ -87,6 +87,7 @@ class GatewayRunner:
         self.store: Store | None = None
         self.pairing: Pairing | None = None
         self.usage: UsageLedger | None = None
+        self.auxiliary: LLMClient | None = None  # reviews, the curator: llm.auxiliary, else the main client
         self.llm: LLMClient | None = None
         self.http: HttpServer | None = None
         self.sessions: Sessions | None = None
@@ -116,6 +117,7 @@ class GatewayRunner:
                 api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
                 timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature))
             self.llm.observer = self._observe_llm
+            self.auxiliary = self._auxiliary_llm(self.llm)
         agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations) if self.llm else None
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
 
@@ -166,7 +168,7 @@ class GatewayRunner:
                                stale_days=cfg.curator.stale_days, archive_days=cfg.curator.archive_days,
                                keep_snapshots=cfg.curator.keep_snapshots, idle_since=self._idle_since,
                                notify=self._tell_admins if cfg.curator.notify_admins else None,
-                               consolidate=consolidator(Agent(self.llm, identity=CONSOLIDATE_IDENTITY,
+                               consolidate=consolidator(Agent(self.auxiliary, identity=CONSOLIDATE_IDENTITY,
                                                              max_iterations=cfg.review.max_iterations), self.skills)
                                if cfg.curator.consolidate and self.llm is not None else None)
         await self.curator.first_started()
@@ -290,16 +292,34 @@ class GatewayRunner:
         if self.usage is not None:
             self.spawn(self.usage.record(scope, model, usage), name="usage")
 
+    def _client(self, base: LLMClient, **changes: Any) -> LLMClient:
+        """`base` with other settings: the same client when nothing changes, else one of its own."""
+        settings = replace(base.settings, **changes)
+        if settings == base.settings:
+            return base
+        llm = LLMClient(settings)
+        llm.observer = self._observe_llm
+        self._closing.append(llm)
+        return llm
+
+    def _auxiliary_llm(self, main: LLMClient) -> LLMClient:
+        """`llm.auxiliary`: the endpoint and model of the background loops, the main ones by default."""
+        aux = self.config.llm.auxiliary
+        changes: dict[str, Any] = {}
+        if aux.base_url:
+            changes["base_url"] = aux.base_url
+        if aux.api_key is not None:
+            changes["api_key"] = aux.api_key.get_secret_value()
+        if aux.model:
+            changes["model"] = aux.model
+        return self._client(main, **changes)
+
     def _review_agent(self) -> Agent | None:
-        """The agent the review fork runs: the same endpoint, perhaps a cheaper model."""
+        """The agent the review fork runs: on the auxiliary model (or `review.model`, if set)."""
         review = self.config.review
-        if self.llm is None or not review.enabled:
+        if self.auxiliary is None or not review.enabled:
             return None
-        llm = self.llm
-        if review.model and review.model != self.llm.settings.model:
-            llm = LLMClient(replace(self.llm.settings, model=review.model))
-            llm.observer = self._observe_llm
-            self._closing.append(llm)
+        llm = self._client(self.auxiliary, model=review.model) if review.model else self.auxiliary
         return Agent(llm, identity=REVIEW_IDENTITY, max_iterations=review.max_iterations)
 
     async def _prune_files(self) -> None:

@@ -54,3 +54,23 @@ async def test_usage_adds_up_across_loops_in_the_chat_the_cli_and_metrics(tmp_pa
         assert counted and float(counted.group(1)) == prompt
     finally:
         await runner.stop()
+
+
+async def test_the_background_loops_use_the_auxiliary_model_and_count_for_it(tmp_path, llm: FakeLLM):
+    async with FakeLLM() as aux:
+        runner = await start_gateway(tmp_path, llm.base_url, review__memory_every_turns=1,
+                                     llm__auxiliary__base_url=aux.base_url, llm__auxiliary__model="small-model",
+                                     llm__auxiliary__api_key="sk-aux")
+        try:
+            async with Tab(runner) as tab:
+                await tab.say("remember that I like tea")
+                assert await tab.reply() == "echo: remember that I like tea"
+                await aux.wait_for_requests(1)  # the review asked the auxiliary endpoint
+            assert len(llm.requests) == 1  # the turn itself, on the main endpoint
+            assert aux.requests[0]["model"] == "small-model" and aux.authorizations[0] == "Bearer sk-aux"
+            await eventually(lambda: runner.store.fetch_all("SELECT 1 FROM llm_usage WHERE loop = 'review'"), 10,
+                             "the review counted")
+            rows = await runner.store.fetch_all("SELECT loop, model FROM llm_usage ORDER BY id")
+            assert [(r["loop"], r["model"]) for r in rows] == [("main", "gpt-4o-mini"), ("review", "small-model")]
+        finally:
+            await runner.stop()
