@@ -88,6 +88,7 @@ class GatewayRunner:
         self.pairing: Pairing | None = None
         self.usage: UsageLedger | None = None
         self.auxiliary: LLMClient | None = None  # reviews, the curator: llm.auxiliary, else the main client
+        self._model_agents: dict[str, Agent] = {}  # cron jobs that name a model
         self.llm: LLMClient | None = None
         self.http: HttpServer | None = None
         self.sessions: Sessions | None = None
@@ -153,7 +154,8 @@ class GatewayRunner:
             store=self.store, ledger=ledger, agent=agent, delivery=self.delivery, approvals=self.approvals,
             tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),
             approvals_mode=cfg.approvals.mode, cron_approvals=cfg.approvals.cron, timezone=cfg.gateway.timezone,
-            timeout=cfg.cron.run_timeout_seconds, session_ended=self.session_ended)
+            timeout=cfg.cron.run_timeout_seconds, session_ended=self.session_ended,
+            agent_for_model=self._agent_for_model)
         self.tick = Tick(cfg.gateway.tick_seconds)
         self.cron_timers = CronTimers(self.tick, self.jobs, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
                                       max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
@@ -301,6 +303,16 @@ class GatewayRunner:
         llm.observer = self._observe_llm
         self._closing.append(llm)
         return llm
+
+    def _agent_for_model(self, model: str) -> Agent:
+        """The agent on the main endpoint with another model (a cron job's), one per model."""
+        agent = self._model_agents.get(model)
+        if agent is None:
+            assert self.llm is not None
+            agent = self._model_agents[model] = Agent(self._client(self.llm, model=model),
+                                                      identity=self.config.agent.identity,
+                                                      max_iterations=self.config.agent.max_iterations)
+        return agent
 
     def _auxiliary_llm(self, main: LLMClient) -> LLMClient:
         """`llm.auxiliary`: the endpoint and model of the background loops, the main ones by default."""

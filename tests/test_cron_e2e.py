@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator
 import pytest
 
 from gateway import cli
-from gateway.cron.jobs import CronJobs, Job
+from gateway.cron.jobs import CronError, CronJobs, Job
 from gateway.cron.ledger import RunLedger, new_instance_id
 from gateway.runner import GatewayRunner
 from gateway.store import Store
@@ -112,6 +112,22 @@ async def test_every_repeats_on_exact_slots_into_the_web_chat(tmp_path, llm: Fak
             assert [round(b - a, 3) for a, b in zip(slots, slots[1:])] == [1.0, 1.0]
             await tab.reply(3)
             assert tab.replies()[:3] == ["⏰ pulse\n\necho: beat"] * 3
+
+
+async def test_a_job_that_names_a_model_runs_on_it_and_counts_as_cron(tmp_path, llm: FakeLLM):
+    async with cron_gateway(tmp_path, llm) as runner:
+        async with Tab(runner) as tab:
+            job = await add_job(runner, "in 1s", f"webchat:{tab.chat_id}", name="digest", prompt="sum up",
+                                model="big-model")
+            assert "model big-model" in job.describe()
+            await tab.reply()
+            assert tab.replies() == ["⏰ digest\n\necho: sum up"]
+        assert llm.requests[-1]["model"] == "big-model"
+        rows = await runner.store.fetch_all("SELECT loop, model FROM llm_usage")
+        assert [(r["loop"], r["model"]) for r in rows] == [("cron", "big-model")]
+        with pytest.raises(CronError, match="a model is a name"):
+            await runner.jobs.update(job.id, model="two words")
+        assert (await runner.jobs.update(job.id, model="")).model is None  # back to the main model
 
 
 async def test_silent_reply_delivers_nothing(tmp_path, llm: FakeLLM):

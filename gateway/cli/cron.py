@@ -23,6 +23,7 @@ def add_parsers(sub: Any) -> None:
     add.add_argument("--to", required=True, metavar="TARGET",
                      help="where results go: platform:chat[:thread] (e.g. telegram:12345) or none")
     add.add_argument("--tz", help="IANA time zone (default: gateway.timezone, else the system's)")
+    add.add_argument("--model", help="the model its runs use (default: llm.model)")
     add.add_argument("--missed", choices=["run_once", "skip"], default="run_once",
                      help="a run missed while the gateway was down: run it once when back (default) or skip it")
     for action, what in (("pause", "stop running a job"), ("resume", "run a paused job again, from now on"),
@@ -52,7 +53,7 @@ async def cron(config: Config, args: argparse.Namespace) -> int:
             elif args.action == "add":
                 job = await jobs.create(name=args.name, prompt=args.prompt, schedule=args.schedule, target=args.to,
                                         owner_platform="cli", owner_id="operator", timezone=args.tz,
-                                        missed_policy=args.missed)
+                                        missed_policy=args.missed, model=args.model)
                 print(f"added {job.describe()}")
             else:
                 job = await jobs.find(args.job)

@@ -66,6 +66,7 @@ class Job:
     last_run_at: float | None
     last_status: str | None
     last_error: str | None
+    model: str | None  # the model its runs use (None: the main one)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "Job":
@@ -104,8 +105,16 @@ class Job:
         if self.last_status:
             parts.append(f"last {self.last_status}" + (f" at {_local(self.last_run_at, self.timezone)}"
                                                        if self.last_run_at else ""))
-        parts.append(f"→ {self.target}")
+        parts.append(f"→ {self.target}" + (f", model {self.model}" if self.model else ""))
         return ", ".join(parts)
+
+
+def _model(name: str | None) -> str | None:
+    """A model name as given (None or blank: the main model)."""
+    name = (name or "").strip()
+    if len(name) > 200 or any(c.isspace() for c in name):
+        raise CronError("a model is a name such as gpt-4o-mini (no spaces, at most 200 characters)")
+    return name or None
 
 
 def _local(ts: float | None, zone: str) -> str:
@@ -147,7 +156,7 @@ class CronJobs:
 
     async def create(self, *, name: str, prompt: str, schedule: str, owner_platform: str, owner_id: str,
                      target: str, owner_chat: str | None = None, owner_key: str | None = None,
-                     timezone: str | None = None, missed_policy: str = "run_once") -> Job:
+                     timezone: str | None = None, missed_policy: str = "run_once", model: str | None = None) -> Job:
         """Validate and store a new job; `target` is `platform:chat[:thread]` or `none`."""
         now = time.time()
         self._check_text(name, prompt)
@@ -159,10 +168,11 @@ class CronJobs:
         async with self.store.tx() as db:
             cur = await db.execute(
                 "INSERT INTO cron_jobs (name, prompt, schedule, timezone, target, owner_platform, owner_id, owner_chat,"
-                " owner_key, missed_policy, next_run_at, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " owner_key, missed_policy, next_run_at, created_at, updated_at, model)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (name.strip(), prompt.strip(), parsed.expression, parsed.timezone, format_target(chat),
                  owner_platform, owner_id, owner_chat, owner_key, missed_policy,
-                 first.timestamp() if first else None, now, now))
+                 first.timestamp() if first else None, now, now, _model(model)))
             job_id = int(cur.lastrowid)
         job = await self.get(job_id)
         assert job is not None
@@ -193,8 +203,8 @@ class CronJobs:
 
     async def update(self, job_id: int, *, name: str | None = None, prompt: str | None = None,
                      schedule: str | None = None, timezone: str | None = None, target: str | None = None,
-                     missed_policy: str | None = None) -> Job:
-        """Change a job; a new schedule or zone restarts its timing from now."""
+                     missed_policy: str | None = None, model: str | None = None) -> Job:
+        """Change a job; a new schedule or zone restarts its timing from now; model "" is the main one."""
         job = await self.get(job_id)
         if job is None:
             raise CronError(f"no job #{job_id}")
@@ -207,6 +217,8 @@ class CronJobs:
             changes["prompt"] = prompt.strip()
         if target is not None:
             changes["target"] = format_target(parse_target(target))
+        if model is not None:
+            changes["model"] = _model(model)
         if missed_policy is not None:
             if missed_policy not in MISSED_POLICIES:
                 raise CronError(f"missed-run policy must be one of {', '.join(MISSED_POLICIES)}")

@@ -65,14 +65,15 @@ class CronManager:
         job = await self.jobs.find(str(ref), owner=owner)
         if action == "update":
             if not any(v is not None for v in fields.values()):
-                raise CronError("nothing to change: give name, prompt, schedule, timezone, deliver_to or missed")
+                raise CronError("nothing to change: give name, prompt, schedule, timezone, deliver_to, missed or model")
             if consent is not None and any(fields.get(k) for k in ("prompt", "schedule", "deliver_to")):
                 refusal = await consent(_job_text(f"change job #{job.id} {job.name}", fields, job.target))
                 if refusal:
                     return f"{refusal}\nThe job was NOT changed."
             changed = await self.jobs.update(job.id, name=fields.get("name"), prompt=fields.get("prompt"),
                                              schedule=fields.get("schedule"), timezone=fields.get("timezone"),
-                                             target=fields.get("deliver_to"), missed_policy=fields.get("missed"))
+                                             target=fields.get("deliver_to"), missed_policy=fields.get("missed"),
+                                             model=fields.get("model"))
             return self._done(f"Updated: {changed.describe()}")
         if action in ("pause", "resume"):
             changed = await self.jobs.set_enabled(job.id, action == "resume")
@@ -92,7 +93,8 @@ class CronManager:
         job = await self.jobs.create(
             name=fields["name"], prompt=fields["prompt"], schedule=fields["schedule"], owner_platform=platform,
             owner_id=user_id, target=target, owner_chat=format_target(chat) if chat else None,
-            owner_key=session_key, timezone=fields.get("timezone"), missed_policy=fields.get("missed") or "run_once")
+            owner_key=session_key, timezone=fields.get("timezone"), missed_policy=fields.get("missed") or "run_once",
+            model=fields.get("model"))
         return self._done(f"Created: {job.describe()}")
 
     @staticmethod
@@ -151,6 +153,7 @@ class CronManager:
                 "deliver_to": {**text, "description": "platform:chat[:thread] or none (default: this chat)"},
                 "missed": {"type": "string", "enum": ["run_once", "skip"],
                            "description": "if the gateway was down at the time: run once when back, or skip"},
+                "model": {**text, "description": "the model its runs use, if not the main one"},
             }}, cron, toolset=TOOLSET, side_effects=True)
 
 
@@ -165,7 +168,7 @@ CRON_TOOL_DESCRIPTION = (
 def _job_text(what: str, fields: dict[str, Any], target: str) -> str:
     """What a person approves: the job's schedule, where its results go, and its prompt."""
     lines = [f"{what}: {fields.get('name') or ''}".rstrip(": "),
-             *(f"{key}: {fields[key]}" for key in ("schedule", "timezone") if fields.get(key)),
+             *(f"{key}: {fields[key]}" for key in ("schedule", "timezone", "model") if fields.get(key)),
              f"results to: {fields.get('deliver_to') or target}"]
     if fields.get("prompt"):
         lines += ["prompt:", str(fields["prompt"])]

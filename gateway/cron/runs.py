@@ -71,8 +71,10 @@ class _AskOwner:
 class CronRuns:
     def __init__(self, *, store: Store, ledger: RunLedger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
                  approvals: ApprovalPort | None, approvals_mode: str, cron_approvals: str, timezone: str | None,
-                 timeout: float, session_ended: Callable[[int], None] | None = None) -> None:
+                 timeout: float, session_ended: Callable[[int], None] | None = None,
+                 agent_for_model: Callable[[str], Agent] | None = None) -> None:
         self.session_ended = session_ended
+        self.agent_for_model = agent_for_model  # a job that names a model runs on it
         self.store = store
         self.ledger = ledger
         self.agent = agent
@@ -137,7 +139,8 @@ class CronRuns:
         record: list[dict[str, Any]] = []
         status = "cancelled"
         try:
-            result = await self.agent.run_turn([], job.prompt, self.tools, ctx, record=record, context=run_context(job))
+            agent = self.agent_for_model(job.model) if job.model and self.agent_for_model else self.agent
+            result = await agent.run_turn([], job.prompt, self.tools, ctx, record=record, context=run_context(job))
             status = "ok"
             return result.text or "(The model returned an empty answer.)", record
         finally:
