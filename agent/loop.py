@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
-from agent.llm import Callback, LLMClient, TextSink
+from agent.compression import Compressor, is_context_overflow
+from agent.llm import Callback, Completion, LLMClient, LLMError, TextSink
 from agent.tools import ToolContext, ToolScope
 
 SteerSource = Callable[[], list[str]]
+SummarySink = Callable[[str, int], Awaitable[None]]  # (summary, index in history of the last message it covers)
 
 
 @dataclass(slots=True)
@@ -21,23 +23,29 @@ class TurnResult:
 
 
 class Agent:
-    def __init__(self, llm: LLMClient, *, identity: str, max_iterations: int = 60) -> None:
+    def __init__(self, llm: LLMClient, *, identity: str, max_iterations: int = 60,
+                 compressor: Compressor | None = None) -> None:
         self.llm = llm
         self.identity = identity
         self.max_iterations = max_iterations
+        self.compressor = compressor
 
     async def run_turn(self, history: list[dict[str, Any]], user_text: str, tools: ToolScope, ctx: ToolContext, *,
                        record: list[dict[str, Any]] | None = None, context: str = "",
                        on_text: TextSink | None = None, on_restart: Callback | None = None,
                        steer: SteerSource | None = None,
-                       on_tool: Callable[[str, str], None] | None = None) -> TurnResult:
+                       on_tool: Callable[[str, str], None] | None = None,
+                       on_summary: SummarySink | None = None) -> TurnResult:
         """Answer one user message.
 
         Every message the turn adds is appended to `record` as soon as it exists, so a caller
         that cancels the turn still knows what happened. Tool calls of one step run
         concurrently; their results are appended in call order. `steer` is polled after each
         tool step for messages the user sent meanwhile. `on_tool(name, arguments)` hears of each
-        tool call as it starts (for a person watching: "running terminal …").
+        tool call as it starts (for a person watching: "running terminal …"). With a compressor,
+        each request is made to fit the context window first (`agent.compression`), and an
+        endpoint that still refuses it for its length gets it compressed once more; `on_summary`
+        hears of a new summary and which of `history` it replaces.
         """
         added = record if record is not None else []
         system = self.identity + (f"\n\n{context}" if context else "")
@@ -50,8 +58,30 @@ class Agent:
         add({"role": "user", "content": user_text})
         schemas = tools.schemas()
         calls_made = 0
+        compressed = [False]
+
+        async def summarised(summary: str, covered: int) -> None:
+            if on_summary is not None and not compressed[0]:  # (positions match `history` until then)
+                first_user = next(i for i, m in enumerate(messages) if m["role"] == "user")
+                await on_summary(summary, min(first_user - 1 + covered, len(history) - 1))
+            compressed[0] = True
+
+        async def ask() -> Completion:
+            if self.compressor is None:
+                return await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+            messages[:] = await self.compressor.fit(messages, on_summary=summarised)
+            try:
+                reply = await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+            except LLMError as exc:
+                if not is_context_overflow(exc.__cause__ or exc):
+                    raise
+                messages[:] = await self.compressor.fit(messages, force=True, on_summary=summarised)
+                reply = await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+            self.compressor.observe(messages, reply.usage)
+            return reply
+
         for iteration in range(1, self.max_iterations + 1):
-            reply = await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+            reply = await ask()
             if not reply.tool_calls:
                 add({"role": "assistant", "content": reply.content})
                 return TurnResult(reply.content, added, iteration, calls_made)

@@ -65,6 +65,7 @@ class LLMConfig(_Section):
     max_retries: int = Field(3, ge=0, le=10)
     temperature: float | None = Field(None, ge=0, le=2)
     auxiliary: AuxiliaryLLMConfig = AuxiliaryLLMConfig()
+    context_window: int = Field(128_000, ge=1024)  # tokens the model takes; compression keeps requests within
 
     @property
     def configured(self) -> bool:
@@ -125,6 +126,12 @@ class CronConfig(_Section):
     run_timeout_seconds: float = Field(900.0, gt=0)
     min_interval_seconds: float = Field(60.0, ge=1)  # the shortest `every`
     max_jobs_per_person: int = Field(20, ge=1)  # (admins: no limit)
+
+
+class CompressionConfig(_Section):
+    enabled: bool = True
+    threshold: float = Field(0.5, gt=0, le=0.95)  # of llm.context_window: a request above it is compressed first
+    protect_last_n: int = Field(20, ge=2)  # the latest messages always sent word for word
 
 
 class ReviewConfig(_Section):
@@ -199,6 +206,7 @@ class Config(_Section):
     approvals: ApprovalsConfig = ApprovalsConfig()
     cron: CronConfig = CronConfig()
     review: ReviewConfig = ReviewConfig()
+    compression: CompressionConfig = CompressionConfig()
     curator: CuratorConfig = CuratorConfig()
     trajectories: TrajectoriesConfig = TrajectoriesConfig()
 

@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from agent import usage as usage_scope
 from agent.builtin_tools import BUILTIN_TOOLS
+from agent.compression import Compressor
 from agent.learning_tools import learning_tools
 from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
@@ -119,7 +120,8 @@ class GatewayRunner:
                 timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature))
             self.llm.observer = self._observe_llm
             self.auxiliary = self._auxiliary_llm(self.llm)
-        agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations) if self.llm else None
+        agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations,
+                      compressor=self._compressor()) if self.llm else None
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
 
         self.jobs = CronJobs(self.store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
@@ -311,8 +313,17 @@ class GatewayRunner:
             assert self.llm is not None
             agent = self._model_agents[model] = Agent(self._client(self.llm, model=model),
                                                       identity=self.config.agent.identity,
-                                                      max_iterations=self.config.agent.max_iterations)
+                                                      max_iterations=self.config.agent.max_iterations,
+                                                      compressor=self._compressor())
         return agent
+
+    def _compressor(self) -> Compressor | None:
+        """Context compression on the auxiliary model (`compression.*`, `llm.context_window`)."""
+        cfg = self.config.compression
+        if not cfg.enabled or self.auxiliary is None:
+            return None
+        return Compressor(self.auxiliary, self.config.llm.context_window, threshold=cfg.threshold,
+                          protect_last_n=cfg.protect_last_n)
 
     def _auxiliary_llm(self, main: LLMClient) -> LLMClient:
         """`llm.auxiliary`: the endpoint and model of the background loops, the main ones by default."""

@@ -30,6 +30,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import aiosqlite
 
+from agent.compression import SUMMARY_PREFIX
 from platforms.base import Attachment, ChatRef, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -398,11 +399,27 @@ class Store:
 
     async def history(self, session_id: int, limit: int = 200) -> list[dict[str, Any]]:
         """The session's transcript in chat-completions form, without cancelled turns."""
+        return (await self.history_window(session_id, limit))[0]
+
+    async def history_window(self, session_id: int, limit: int = 200) -> tuple[list[dict[str, Any]], list[int | None]]:
+        """What the model is sent of the session, and each message's id (None: a summary). After a
+        compression: the first user message, the latest summary, and the messages after it."""
+        summary = await self.fetch_one("SELECT through_message_id, summary FROM session_summaries"
+                                       " WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,))
+        after = summary["through_message_id"] if summary else 0
         rows = await self.fetch_all(
-            "SELECT role, content, tool_calls, tool_call_id, name FROM ("
-            " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' ORDER BY id DESC LIMIT ?"
-            ") ORDER BY id", (session_id, limit))
+            "SELECT id, role, content, tool_calls, tool_call_id, name FROM ("
+            " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' AND id > ? ORDER BY id DESC LIMIT ?"
+            ") ORDER BY id", (session_id, after, limit))
+        if summary:
+            first = await self.fetch_one("SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
+                                         " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id"
+                                         " LIMIT 1", (session_id,))
+            rows = [*([first] if first else []),
+                    {"id": None, "role": "user", "content": SUMMARY_PREFIX + summary["summary"], "tool_calls": None,
+                     "tool_call_id": None, "name": None}, *rows]
         out: list[dict[str, Any]] = []
+        ids: list[int | None] = []
         for r in rows:
             msg: dict[str, Any] = {"role": r["role"], "content": r["content"]}
             if r["tool_calls"]:
@@ -412,9 +429,16 @@ class Store:
             if r["name"] and r["role"] == "tool":
                 msg["name"] = r["name"]
             out.append(msg)
+            ids.append(r["id"])
         while out and out[0]["role"] == "tool":  # the window must not start inside a tool exchange
             out.pop(0)
-        return out
+            ids.pop(0)
+        return out, ids
+
+    async def save_summary(self, session_id: int, through_message_id: int, summary: str) -> None:
+        """A compression's summary of the session up to a message (the transcript stays whole)."""
+        await self._one("INSERT INTO session_summaries (session_id, through_message_id, summary, created_at)"
+                        " VALUES (?, ?, ?, ?)", (session_id, through_message_id, summary, time.time()))
 
     async def commit_turn(self, session_id: int, inbox_ids: list[int], author: ChatRef | None,
                           user_id: str | None, messages: list[dict[str, Any]], reply: OutboxItem | None,

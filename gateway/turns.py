@@ -160,7 +160,12 @@ class Turns:
                 return
         session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
         usage_scope.serving("main", session_id, msg.platform, msg.user_id)
-        history = await self.store.history(session_id)
+        history, ids = await self.store.history_window(session_id)
+
+        async def summarised(summary: str, through: int) -> None:  # a compression's new starting point
+            if through >= 0 and ids[through] is not None:
+                await self.store.save_summary(session_id, ids[through], summary)
+
         context = session_context(msg)
         if self.learning is not None:
             block = await self.learning.session_block(
@@ -198,7 +203,7 @@ class Turns:
                         result = await self.agent.run_turn(
                             history, user_text(msg), self.tools, ctx, record=record, context=context,
                             on_text=preview.push, on_restart=preview.reset,
-                            steer=steer if self.busy_policy == "steer" else None,
+                            steer=steer if self.busy_policy == "steer" else None, on_summary=summarised,
                             on_tool=lambda name, args: self.delivery.typing.activity(chat, self._activity(name, args)))
                         text, tool_iterations = result.text, result.iterations - 1
                     except LLMError as exc:

@@ -228,7 +228,10 @@ async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(t
         assert await runner.curator.runs() == []
         await tab.reply()
         answered = time.time()
-        await asyncio.wait_for(_until_async(runner.curator.runs), 5)
+        async def finished() -> list[dict[str, Any]]:  # (the run's row exists from its start on)
+            return [r for r in await runner.curator.runs() if r["finished_at"] is not None]
+
+        await asyncio.wait_for(_until_async(finished), 5)
         [run] = await runner.curator.runs()
         assert run["started_at"] - answered >= 1.0 and run["trigger"] == "tick"
         assert runner.skills.archived() == ["old-notes"]

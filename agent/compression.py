@@ -1,0 +1,135 @@
+"""Context compression: a conversation that grows past its share of the model's context window is
+made to fit before the request, instead of failing on context length.
+
+Two passes, cheapest first, when the request's estimated size exceeds `threshold` × the window:
+1. old tool results — outside the protected tail — become a one-line placeholder (no LLM call);
+2. if that is not enough, the middle of the conversation is summarised by the auxiliary model in
+   one request without tools. Kept word for word: the system prompt, the first user message and
+   the last `protect_last_n` messages; the boundary moves so a tool call is never separated from
+   its results; an earlier summary is part of what is summarised (updated, not stacked).
+
+Sizes are estimated from the characters, scaled by what the endpoint reported for the last
+request (`observe`). The full transcript stays in the store; `on_summary` lets the gateway keep
+the summary as the session's new starting point.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from agent import usage as usage_scope
+from agent.llm import LLMClient
+
+Message = dict[str, Any]
+SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
+CLEARED = "[earlier tool output cleared to save context: {n:,} characters]"
+SUMMARY_IDENTITY = (
+    "You compress conversations between a user and an AI assistant so that the assistant can continue "
+    "them. Write a faithful summary of the conversation you are given: facts learned, decisions made, "
+    "what the user wants and prefers, files, commands and results that matter, and what is still open. "
+    "Do not add anything that is not in it. Plain text, no preamble.")
+
+
+def _chars(message: Message) -> int:
+    size = len(str(message.get("content") or ""))
+    for call in message.get("tool_calls") or ():
+        size += len(json.dumps(call))
+    return size + 16  # the role and the framing of each message
+
+
+@dataclass(slots=True)
+class Compressor:
+    summarizer: LLMClient
+    context_window: int
+    threshold: float = 0.5
+    protect_last_n: int = 20
+    tokens_per_char: float = 0.25  # refined by `observe` from the endpoint's own counts
+    summaries: int = field(default=0)
+
+    @property
+    def limit(self) -> int:
+        return int(self.context_window * self.threshold)
+
+    def estimate(self, messages: list[Message]) -> int:
+        return int(sum(_chars(m) for m in messages) * self.tokens_per_char)
+
+    def observe(self, messages: list[Message], usage: dict[str, int] | None) -> None:
+        """Learn the ratio of tokens to characters from what the endpoint counted for `messages`."""
+        prompt = (usage or {}).get("prompt_tokens")
+        chars = sum(_chars(m) for m in messages)
+        if prompt and chars > 2000:  # (tools' schemas dominate small requests)
+            self.tokens_per_char = min(1.0, max(0.1, prompt / chars))
+
+    async def fit(self, messages: list[Message], *, force: bool = False,
+                  on_summary: Callable[[str, int], Awaitable[None]] | None = None) -> list[Message]:
+        """`messages` (system first), made to fit under the limit; `force`: compress even if they
+        seem to fit (the endpoint said they do not). `on_summary(summary, covered)` hears of a new
+        summary and how many messages after the first user message it replaces."""
+        if not force and self.estimate(messages) <= self.limit:
+            return messages
+        cleared = self._clear_tool_results(messages)
+        if not force and self.estimate(cleared) <= self.limit:
+            return cleared
+        first_user = next((i for i, m in enumerate(cleared) if m["role"] == "user"), None)
+        if first_user is None:
+            return cleared
+        start = first_user + 1
+        end = self._tail_start(cleared, start)
+        middle = cleared[start:end]
+        if not middle:
+            return cleared
+        summary = await self._summarise(middle)
+        if on_summary is not None:
+            await on_summary(summary, len(middle))
+        self.summaries += 1
+        return [*cleared[:start], {"role": "user", "content": SUMMARY_PREFIX + summary}, *cleared[end:]]
+
+    def _clear_tool_results(self, messages: list[Message]) -> list[Message]:
+        protected = max(0, len(messages) - self.protect_last_n)
+        out = []
+        for i, m in enumerate(messages):
+            content = str(m.get("content") or "")
+            if i < protected and m["role"] == "tool" and len(content) > 200 and not content.startswith("[earlier"):
+                m = {**m, "content": CLEARED.format(n=len(content))}
+            out.append(m)
+        return out
+
+    def _tail_start(self, messages: list[Message], start: int) -> int:
+        """Where the protected tail begins: never on a tool result (its call comes with it)."""
+        end = max(start, len(messages) - self.protect_last_n)
+        while end > start and messages[end]["role"] == "tool":
+            end -= 1
+        return end
+
+    async def _summarise(self, middle: list[Message]) -> str:
+        lines = []
+        for m in middle:
+            text = str(m.get("content") or "")
+            if m["role"] == "tool":
+                text = text if len(text) <= 2000 else text[:2000] + " …"
+                lines.append(f"[result of {m.get('name') or 'a tool'}] {text}")
+                continue
+            calls = ", ".join(f"{c['function']['name']}({c['function']['arguments'][:300]})"
+                              for c in m.get("tool_calls") or ())
+            lines.append(f"{m['role']}: {text}" + (f" [called {calls}]" if calls else ""))
+        words = max(200, self.limit // 8)
+        request = [{"role": "system", "content": SUMMARY_IDENTITY},
+                   {"role": "user", "content": f"Summarise in at most {words} words:\n\n" + "\n".join(lines)}]
+        scope = usage_scope.CURRENT.get()
+        token = usage_scope.CURRENT.set(usage_scope.UsageScope("compression", scope.session_id, scope.platform,
+                                                               scope.user_id))
+        try:
+            completion = await self.summarizer.complete(request)
+        finally:
+            usage_scope.CURRENT.reset(token)
+        return completion.content.strip() or "(nothing to keep)"
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """An endpoint's refusal of a request that does not fit its context window."""
+    text = str(exc).lower()
+    return getattr(exc, "status_code", None) in (400, 413, 422) and any(
+        s in text for s in ("context length", "context_length", "context window", "too many tokens",
+                            "maximum context", "prompt is too long", "reduce the length"))
