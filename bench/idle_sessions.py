@@ -4,8 +4,9 @@
 A `chatgate run` subprocess on the fake Telegram (the test suite's, over loopback) and a fake LLM
 that answers at once; `--chats` people send one message each, all at once, and once they are
 idle as many other people do the same. Printed: the gateway's RSS at ready, right after each
-wave's last reply and after its sessions went idle, and the peak (`gateway.session_idle_seconds`, set short here, after which a session's worker exits and
-its queue and task are gone: the conversation lives on in the database only). Medians of
+wave's last reply and after its sessions went idle, and the peak. A session is idle after
+`gateway.session_idle_seconds` (set short here): its worker exits, its queue and task are gone,
+and the conversation lives on in the database only. Medians of
 `--repeat` runs, a fresh gateway each. It asserts nothing. Talks only to 127.0.0.1.
 
     .venv/bin/python bench/idle_sessions.py --chats 1000 --repeat 3
