@@ -214,29 +214,34 @@ async def test_a_finished_session_is_exported_as_sharegpt_with_secrets_redacted(
 
 
 async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(tmp_path, llm: FakeLLM):
-    settings = {"gateway__tick_seconds": "0.2", "curator__interval_hours": "0.0001",  # due after 0.36 s
-                "curator__min_idle_hours": "0.0003", **NO_REVIEWS}  # ... and 1.08 s without activity
+    """On the curator's own clock (shifted ahead at will) and its tick hook called directly."""
+    settings = {"curator__interval_hours": "1", "curator__min_idle_hours": "2", **NO_REVIEWS}
     async with gateway(tmp_path, llm, **settings) as runner, Tab(runner) as tab:
+        ahead = [0.0]
+        runner.curator.clock = lambda: time.time() + ahead[0]
         await runner.skills.create("old-notes", "how to tidy notes", "Steps.", provenance="agent")
         long_ago = time.time() - 100 * 86400
         async with runner.store.tx() as db:
             await db.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ?",
                              (long_ago, long_ago, long_ago))
-        llm.latency = 2.0
+        release = asyncio.Event()
+
+        async def slow(body: dict[str, Any]) -> Reply:
+            await release.wait()
+            return Reply.text("done at last")
+
+        llm.responder = slow
         await tab.say("a slow question")
-        await asyncio.sleep(1.6)  # due, and the message came in 1.6 s ago, but the turn is still running
-        assert await runner.curator.runs() == []
-        await tab.reply()
-        answered = time.time()
-        async def finished() -> list[dict[str, Any]]:  # (the run's row exists from its start on)
-            return [r for r in await runner.curator.runs() if r["finished_at"] is not None]
-
-        await asyncio.wait_for(_until_async(finished), 5)
-        [run] = await runner.curator.runs()
-        assert run["started_at"] - answered >= 1.0 and run["trigger"] == "tick"
+        await llm.wait_for_requests(1)
+        ahead[0] = 10 * 3600.0  # due long ago, and the message came in "hours" ago: but the turn runs
+        assert await runner.curator.tick() is None and await runner.curator.runs() == []
+        release.set()
+        assert await tab.reply() == "done at last"
+        ahead[0] = 3600.0  # an hour after the answer: due, but not idle for two hours yet
+        assert await runner.curator.tick() is None and await runner.curator.runs() == []
+        ahead[0] = 2 * 3600.0 + 60  # idle long enough now
+        run = await runner.curator.tick()
+        assert run is not None
+        [row] = await runner.curator.runs()
+        assert row["trigger"] == "tick" and row["finished_at"] is not None
         assert runner.skills.archived() == ["old-notes"]
-
-
-async def _until_async(fetch: Any) -> None:
-    while not await fetch():
-        await asyncio.sleep(0.05)
