@@ -378,7 +378,8 @@ for _names, _rule in (
         (("dbus-send", "busctl", "gdbus", "qdbus", "qdbus6", "dbus", "ipmitool", "rtcwake"), r_power_bus),
         (("setsid", "nohup", "disown", "daemonize", "start-stop-daemon", "systemd-run", "at", "batch", "screen",
           "tmux"), r_detach),
-        (("git",), r_git_config), (("redis-cli", "valkey-cli", "keydb-cli"), r_redis), (("npm", "pnpm", "yarn", "pip", "pip3"), r_credentials_config),
+        (("git",), r_git_config), (("redis-cli", "valkey-cli", "keydb-cli"), r_redis),
+        (("npm", "pnpm", "yarn", "pip", "pip3"), r_credentials_config),
         (("chatgate",), r_chatgate_cli)):
     for _name in _names:
         RULES[_name] = RULES.get(_name, ()) + (_rule,)

@@ -160,7 +160,8 @@ async def usage(config: Config, store: Any, args: argparse.Namespace) -> int:
     for r in days:
         print(f"  {r['day']}  {r['prompt'] + r['completion']:>12,} tokens in {r['requests']:,} request(s)")
     for r in top:
-        print(f"  session {r['session_id']} ({r['key'] or '?'}): {r['tokens']:,} tokens in {r['requests']:,} request(s)")
+        print(f"  session {r['session_id']} ({r['key'] or '?'}): {r['tokens']:,} tokens in "
+              f"{r['requests']:,} request(s)")
     return 0
 
 
@@ -212,5 +213,6 @@ async def backup(config: Config, store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-HANDLERS = {"backup": with_store(backup), "approvals": with_store(rules), "pair": with_store(pair), "sessions": with_store(sessions),
+HANDLERS = {"backup": with_store(backup), "approvals": with_store(rules), "pair": with_store(pair),
+            "sessions": with_store(sessions),
             "inbox": with_store(inbox), "usage": with_store(usage)}
