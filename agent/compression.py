@@ -16,7 +16,7 @@ the summary as the session's new starting point.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from agent import usage as usage_scope
@@ -39,6 +39,11 @@ def _chars(message: Message) -> int:
     return size + 16  # the role and the framing of each message
 
 
+def size(messages: list[Message]) -> int:
+    """The messages' size in characters (what the token estimate scales)."""
+    return sum(_chars(m) for m in messages)
+
+
 @dataclass(slots=True)
 class Compressor:
     summarizer: LLMClient
@@ -46,45 +51,46 @@ class Compressor:
     threshold: float = 0.5
     protect_last_n: int = 20
     tokens_per_char: float = 0.25  # refined by `observe` from the endpoint's own counts
-    summaries: int = field(default=0)
 
     @property
     def limit(self) -> int:
         return int(self.context_window * self.threshold)
 
-    def estimate(self, messages: list[Message]) -> int:
-        return int(sum(_chars(m) for m in messages) * self.tokens_per_char)
+    def _fits(self, chars: int) -> bool:
+        return chars * self.tokens_per_char <= self.limit
 
-    def observe(self, messages: list[Message], usage: dict[str, int] | None) -> None:
-        """Learn the ratio of tokens to characters from what the endpoint counted for `messages`."""
+    def observe(self, chars: int, usage: dict[str, int] | None) -> None:
+        """Learn the ratio of tokens to characters from what the endpoint counted for a request
+        of `chars` characters."""
         prompt = (usage or {}).get("prompt_tokens")
-        chars = sum(_chars(m) for m in messages)
         if prompt and chars > 2000:  # (tools' schemas dominate small requests)
             self.tokens_per_char = min(1.0, max(0.1, prompt / chars))
 
     async def fit(self, messages: list[Message], *, force: bool = False,
-                  on_summary: Callable[[str, int], Awaitable[None]] | None = None) -> list[Message]:
-        """`messages` (system first), made to fit under the limit; `force`: compress even if they
-        seem to fit (the endpoint said they do not). `on_summary(summary, covered)` hears of a new
-        summary and how many messages after the first user message it replaces."""
-        if not force and self.estimate(messages) <= self.limit:
-            return messages
+                  on_summary: Callable[[str, int], Awaitable[None]] | None = None) -> tuple[list[Message], int]:
+        """`messages` (system first), made to fit under the limit, and their size in characters;
+        `force`: compress even if they seem to fit (the endpoint said they do not).
+        `on_summary(summary, covered)` hears of a new summary and how many messages after the
+        first user message it replaces."""
+        chars = size(messages)
+        if not force and self._fits(chars):
+            return messages, chars
         cleared = self._clear_tool_results(messages)
-        if not force and self.estimate(cleared) <= self.limit:
-            return cleared
+        chars = size(cleared)
+        if not force and self._fits(chars):
+            return cleared, chars
         first_user = next((i for i, m in enumerate(cleared) if m["role"] == "user"), None)
         if first_user is None:
-            return cleared
+            return cleared, chars
         start = first_user + 1
         end = self._tail_start(cleared, start)
-        middle = cleared[start:end]
-        if not middle:
-            return cleared
-        summary = await self._summarise(middle)
+        if end <= start:  # nothing between the head and the protected tail
+            return cleared, chars
+        summary = await self._summarise(cleared[start:end])
         if on_summary is not None:
-            await on_summary(summary, len(middle))
-        self.summaries += 1
-        return [*cleared[:start], {"role": "user", "content": SUMMARY_PREFIX + summary}, *cleared[end:]]
+            await on_summary(summary, end - start)
+        fitted = [*cleared[:start], {"role": "user", "content": SUMMARY_PREFIX + summary}, *cleared[end:]]
+        return fitted, size(fitted)
 
     def _clear_tool_results(self, messages: list[Message]) -> list[Message]:
         protected = max(0, len(messages) - self.protect_last_n)

@@ -58,26 +58,28 @@ class Agent:
         add({"role": "user", "content": user_text})
         schemas = tools.schemas()
         calls_made = 0
-        compressed = [False]
+        compressed = False
 
         async def summarised(summary: str, covered: int) -> None:
-            if on_summary is not None and not compressed[0]:  # (positions match `history` until then)
+            nonlocal compressed
+            if on_summary is not None and not compressed:  # (positions match `history` until then)
                 first_user = next(i for i, m in enumerate(messages) if m["role"] == "user")
                 await on_summary(summary, min(first_user - 1 + covered, len(history) - 1))
-            compressed[0] = True
+            compressed = True
 
         async def ask() -> Completion:
-            if self.compressor is None:
+            squeeze = self.compressor
+            if squeeze is None:
                 return await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
-            messages[:] = await self.compressor.fit(messages, on_summary=summarised)
+            messages[:], chars = await squeeze.fit(messages, on_summary=summarised)
             try:
                 reply = await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
             except LLMError as exc:
                 if not is_context_overflow(exc.__cause__ or exc):
                     raise
-                messages[:] = await self.compressor.fit(messages, force=True, on_summary=summarised)
+                messages[:], chars = await squeeze.fit(messages, force=True, on_summary=summarised)
                 reply = await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
-            self.compressor.observe(messages, reply.usage)
+            squeeze.observe(chars, reply.usage)
             return reply
 
         for iteration in range(1, self.max_iterations + 1):

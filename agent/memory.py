@@ -19,16 +19,8 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from types import ModuleType
 
-
-def content_scan() -> ModuleType:
-    """`agent.content_scan`, imported at its first use: its patterns (and the command classifier
-    it consults) compile on import, which is not needed on the way to ready."""
-    import agent.content_scan
-
-    return agent.content_scan
-
+from agent.content_scan import describe, scan
 
 MEMORY_LIMIT = 2200
 USER_LIMIT = 1375
@@ -38,6 +30,15 @@ _SAFE_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
 
 class MemoryRefused(ValueError):
     """A refused memory write; the message is for the model."""
+
+
+def _admissible(text: str, action: str) -> None:
+    """Refuse an empty note, or one that must not reach a prompt (the scanner's findings)."""
+    if not text:
+        raise MemoryRefused(f"{action} needs the text to keep")
+    findings = scan(text)
+    if findings:
+        raise MemoryRefused("refused: this text must not enter a prompt:\n" + describe(findings))
 
 
 def _entries(text: str) -> list[str]:
@@ -109,12 +110,7 @@ class Memory:
             entries = await asyncio.to_thread(self.read, target, platform, user_id)
             text = text.strip()
             if action in ("add", "replace"):
-                if not text:
-                    raise MemoryRefused(f"{action} needs the text to keep")
-                findings = content_scan().scan(text)
-                if findings:
-                    raise MemoryRefused("refused: this text must not enter a prompt:\n"
-                                        + content_scan().describe(findings))
+                _admissible(text, action)
             if action == "add":
                 if text in entries:
                     return "Already noted."
@@ -164,12 +160,7 @@ class Memory:
     async def propose(self, text: str, platform: str, user_id: str) -> str:
         """Keep a shared note aside until an admin accepts it (`chatgate memory accept`)."""
         text = text.strip()
-        if not text:
-            raise MemoryRefused("add needs the text to keep")
-        findings = content_scan().scan(text)
-        if findings:
-            raise MemoryRefused("refused: this text must not enter a prompt:\n"
-                                        + content_scan().describe(findings))
+        _admissible(text, "add")
         lock = self._locks.setdefault(self.pending_path, asyncio.Lock())
         async with lock:
             entries = self.pending()
@@ -200,7 +191,7 @@ class Memory:
                                 ("user", "About the person you are talking to (memory tool, target user)")):
             if target == "user" and not (platform and user_id):
                 continue
-            kept = [e for e in self.read(target, platform, user_id) if not content_scan().scan(e)]
+            kept = [e for e in self.read(target, platform, user_id) if not scan(e)]
             if kept:
                 parts.append(f"## {heading}\n" + "\n".join("- " + e.replace("\n", "\n  ") for e in kept))
         return "\n\n".join(parts)

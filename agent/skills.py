@@ -25,7 +25,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from agent.memory import content_scan, write_atomic
+from agent.content_scan import describe, scan
+from agent.memory import write_atomic
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 MAX_DESCRIPTION = 1024
@@ -90,9 +91,9 @@ def check(name: str, description: str, body: str) -> None:
         raise SkillRefused("a skill needs a body: the procedure itself")
     if len(body) > MAX_BODY:
         raise SkillRefused(f"body is {len(body):,} characters; the limit is {MAX_BODY:,}")
-    findings = content_scan().scan(f"{description}\n{body}")
+    findings = scan(f"{description}\n{body}")
     if findings:
-        raise SkillRefused("refused: this skill looks dangerous:\n" + content_scan().describe(findings))
+        raise SkillRefused("refused: this skill looks dangerous:\n" + describe(findings))
 
 
 class SkillLibrary:
@@ -150,7 +151,7 @@ class SkillLibrary:
         if self._index is None or signature != self._indexed:
             self._indexed = signature
             lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in self.all()
-                     if NAME.match(s.name) and not content_scan().scan(s.description)]
+                     if NAME.match(s.name) and not scan(s.description)]
             self._index = ("## Skills (procedures you wrote before; load one with skill_view when it applies)\n"
                            + "\n".join(lines)) if lines else ""
         return self._index
@@ -213,9 +214,9 @@ class SkillLibrary:
             if len(content) > MAX_FILE:
                 raise SkillRefused(f"file is {len(content):,} characters; the limit is {MAX_FILE:,}")
             kind = "script" if file.startswith("scripts/") else "text"
-            findings = await asyncio.to_thread(content_scan().scan, content, kind=kind)
+            findings = await asyncio.to_thread(scan, content, kind=kind)
             if findings:
-                raise SkillRefused("refused: this file looks dangerous:\n" + content_scan().describe(findings))
+                raise SkillRefused("refused: this file looks dangerous:\n" + describe(findings))
             await asyncio.to_thread(write_atomic, path, content)
             await self._note(name, provenance)
         return f"Wrote {name}/{file}."

@@ -63,7 +63,7 @@ async def main() -> None:
                 squeeze = Compressor(client, context_window=size // 8, threshold=0.5, protect_last_n=20)
                 asked = len(llm.requests)
                 started = time.process_time()  # this process: the client's side and the fake's
-                fitted = await squeeze.fit(history)
+                fitted, _ = await squeeze.fit(history)
                 spent = time.process_time() - started
                 cpu.append(spent)
                 requests.append(len(llm.requests) - asked)

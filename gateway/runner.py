@@ -89,7 +89,6 @@ class GatewayRunner:
         self.pairing: Pairing | None = None
         self.usage: UsageLedger | None = None
         self.auxiliary: LLMClient | None = None  # reviews, the curator: llm.auxiliary, else the main client
-        self._model_agents: dict[str, Agent] = {}  # cron jobs that name a model
         self.llm: LLMClient | None = None
         self.http: HttpServer | None = None
         self.sessions: Sessions | None = None
@@ -99,7 +98,7 @@ class GatewayRunner:
         self.cron_timers: CronTimers | None = None
         self.learning: Learning | None = None
         self.trajectories: Trajectories | None = None
-        self._closing: list[LLMClient] = []  # further LLM clients to close at stop
+        self._clients: dict[LLMSettings, LLMClient] = {}  # one per endpoint and model; all closed at stop
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -114,11 +113,10 @@ class GatewayRunner:
         self.pairing = Pairing(self.store)
         self.usage = UsageLedger(self.store)
         if cfg.llm.configured:
-            self.llm = LLMClient(LLMSettings(
+            self.llm = self._client(LLMSettings(
                 model=cfg.llm.model, base_url=cfg.llm.base_url,
                 api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
                 timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature))
-            self.llm.observer = self._observe_llm
             self.auxiliary = self._auxiliary_llm(self.llm)
         agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations,
                       compressor=self._compressor()) if self.llm else None
@@ -248,9 +246,8 @@ class GatewayRunner:
                 log.exception("stopping %s failed", adapter.name)
         if self.http is not None:
             await self.http.stop()
-        for llm in [self.llm, *self._closing]:
-            if llm is not None:
-                await llm.aclose()
+        for llm in self._clients.values():
+            await llm.aclose()
         if self.store is not None:
             await self.store.close()
         self.state = "stopped"
@@ -296,26 +293,19 @@ class GatewayRunner:
         if self.usage is not None:
             self.spawn(self.usage.record(scope, model, usage), name="usage")
 
-    def _client(self, base: LLMClient, **changes: Any) -> LLMClient:
-        """`base` with other settings: the same client when nothing changes, else one of its own."""
-        settings = replace(base.settings, **changes)
-        if settings == base.settings:
-            return base
-        llm = LLMClient(settings)
-        llm.observer = self._observe_llm
-        self._closing.append(llm)
+    def _client(self, settings: LLMSettings) -> LLMClient:
+        """The client for these settings (one per endpoint and model, sharing its connections)."""
+        llm = self._clients.get(settings)
+        if llm is None:
+            llm = self._clients[settings] = LLMClient(settings)
+            llm.observer = self._observe_llm
         return llm
 
     def _agent_for_model(self, model: str) -> Agent:
-        """The agent on the main endpoint with another model (a cron job's), one per model."""
-        agent = self._model_agents.get(model)
-        if agent is None:
-            assert self.llm is not None
-            agent = self._model_agents[model] = Agent(self._client(self.llm, model=model),
-                                                      identity=self.config.agent.identity,
-                                                      max_iterations=self.config.agent.max_iterations,
-                                                      compressor=self._compressor())
-        return agent
+        """An agent on the main endpoint with another model (a cron job's)."""
+        assert self.llm is not None
+        return Agent(self._client(replace(self.llm.settings, model=model)), identity=self.config.agent.identity,
+                     max_iterations=self.config.agent.max_iterations, compressor=self._compressor())
 
     def _compressor(self) -> Compressor | None:
         """Context compression on the auxiliary model (`compression.*`, `llm.context_window`)."""
@@ -335,14 +325,14 @@ class GatewayRunner:
             changes["api_key"] = aux.api_key.get_secret_value()
         if aux.model:
             changes["model"] = aux.model
-        return self._client(main, **changes)
+        return self._client(replace(main.settings, **changes))
 
     def _review_agent(self) -> Agent | None:
         """The agent the review fork runs: on the auxiliary model (or `review.model`, if set)."""
         review = self.config.review
         if self.auxiliary is None or not review.enabled:
             return None
-        llm = self._client(self.auxiliary, model=review.model) if review.model else self.auxiliary
+        llm = self._client(replace(self.auxiliary.settings, model=review.model)) if review.model else self.auxiliary
         return Agent(llm, identity=REVIEW_IDENTITY, max_iterations=review.max_iterations)
 
     async def _prune_files(self) -> None:

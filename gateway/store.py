@@ -133,7 +133,7 @@ class Store:
         self._write = asyncio.Lock()
         self._queued: list[_Unit] = []
         self._writer: asyncio.Task[None] | None = None
-        self.batches = 0  # group commits so far (for the benchmark and tests)
+        self.batches = 0  # group commits so far (the tests read it)
 
     @classmethod
     async def open(cls, path: Path | str, *, durability: str = "full") -> "Store":

@@ -44,6 +44,16 @@ async def pair(tmp_path, tg: FakeTelegram, monkeypatch, user_id: int, name: str)
     assert await asyncio.to_thread(cli.main, ["pair", "approve", "telegram", code]) == 0
 
 
+async def paired_bob_allows_his_own_command(tmp_path, tg: FakeTelegram, monkeypatch) -> Any:
+    """Bob is admitted by pairing, asks for a dangerous command and presses "Allow once" on its prompt."""
+    await pair(tmp_path, tg, monkeypatch, BOB, "Bob")
+    tg.user_message("delete it", user_id=BOB, first_name="Bob")
+    prompt = await prompt_to(tg, BOB)
+    tg.callback_query(button(prompt, "Allow once"), message_id=prompt.result["message_id"], user_id=BOB,
+                      first_name="Bob")
+    return prompt
+
+
 async def test_a_paired_person_cannot_approve_their_own_dangerous_command_an_admin_can(
         tmp_path, llm: FakeLLM, tg: FakeTelegram, monkeypatch):
     llm.responder = delete_then_echo
@@ -51,11 +61,7 @@ async def test_a_paired_person_cannot_approve_their_own_dangerous_command_an_adm
     runner = await telegram_gateway(tmp_path, llm, tg, agent__workspace=tmp_path / "ws",
                                     access__admins=f"{{telegram: [{ANN}]}}")
     try:
-        await pair(tmp_path, tg, monkeypatch, BOB, "Bob")
-        tg.user_message("delete it", user_id=BOB, first_name="Bob")
-        prompt = await prompt_to(tg, BOB)
-        tg.callback_query(button(prompt, "Allow once"), message_id=prompt.result["message_id"], user_id=BOB,
-                          first_name="Bob")
+        prompt = await paired_bob_allows_his_own_command(tmp_path, tg, monkeypatch)
         [answer] = await tg.wait_for("answerCallbackQuery")
         assert answer.get("text") == "This approval is not yours to decide."
         assert (tmp_path / "ws" / "victim").exists()
@@ -72,11 +78,7 @@ async def test_paired_may_approve_lets_them(tmp_path, llm: FakeLLM, tg: FakeTele
     runner = await telegram_gateway(tmp_path, llm, tg, agent__workspace=tmp_path / "ws",
                                     approvals__paired_may_approve="true")
     try:
-        await pair(tmp_path, tg, monkeypatch, BOB, "Bob")
-        tg.user_message("delete it", user_id=BOB, first_name="Bob")
-        prompt = await prompt_to(tg, BOB)
-        tg.callback_query(button(prompt, "Allow once"), message_id=prompt.result["message_id"], user_id=BOB,
-                          first_name="Bob")
+        await paired_bob_allows_his_own_command(tmp_path, tg, monkeypatch)
         await eventually(lambda: not (tmp_path / "ws" / "victim").exists(), what="Bob's own approval")
     finally:
         await runner.stop()

@@ -117,11 +117,11 @@ async def test_the_tail_never_starts_on_a_tool_result_and_old_results_are_cleare
                 {"role": "user", "content": "next"}, {"role": "assistant", "content": "done"}]
     summarizer = _Summarizer()
     squeeze = Compressor(summarizer, context_window=1000, threshold=0.5, protect_last_n=4)  # type: ignore[arg-type]
-    fitted = await squeeze.fit(messages)
+    fitted, _ = await squeeze.fit(messages)
     assert summarizer.asked and "tools" not in summarizer.asked[0]
     assert fitted[:2] == messages[:2] and fitted[2]["content"].startswith(SUMMARY_PREFIX)
     assert fitted[3:] == messages[3:]  # the tail moved back to the call: the call and its results stay whole
     cleared = Compressor(summarizer, context_window=6000, threshold=0.5, protect_last_n=4)  # type: ignore[arg-type]
-    lighter = await cleared.fit(messages)
+    lighter, _ = await cleared.fit(messages)
     assert lighter[2]["content"] == "[earlier tool output cleared to save context: 12,000 characters]"
     assert len(summarizer.asked) == 1  # clearing was enough: no second summary request

@@ -96,17 +96,11 @@ def _retry_after(exc: RetryAfter) -> float:
 
 
 def _chat_of(raw: Any) -> Any:
-    """The chat an update belongs to (its own id when it names none)."""
-    if isinstance(raw, dict):
-        for kind in ("message", "edited_message", "channel_post"):
-            chat = (raw.get(kind) or {}).get("chat") if isinstance(raw.get(kind), dict) else None
-            if isinstance(chat, dict) and "id" in chat:
-                return chat["id"]
-        query = raw.get("callback_query")
-        message = query.get("message") if isinstance(query, dict) else None
-        if isinstance(message, dict) and isinstance(message.get("chat"), dict):
-            return message["chat"].get("id")
-    return ("update", id(raw))
+    """The chat of a message or button-press update (the update itself when it names none)."""
+    holder = (raw.get("callback_query") or raw) if isinstance(raw, dict) else None
+    message = holder.get("message") if isinstance(holder, dict) else None
+    chat = message.get("chat") if isinstance(message, dict) else None
+    return chat.get("id") if isinstance(chat, dict) else ("update", id(raw))
 
 
 def webhook_secret_for(token: str) -> str:
@@ -221,10 +215,10 @@ class TelegramAdapter(PlatformAdapter):
             return None
 
         stuck = [u for u in await asyncio.gather(*(in_order(raws) for raws in by_chat.values())) if u is not None]
-        ids = [raw["update_id"] for raw in updates if isinstance(raw, dict) and isinstance(raw.get("update_id"), int)]
         if stuck:
             self._offset = min(stuck)
-            return min(stuck)
+            return self._offset
+        ids = [raw["update_id"] for raw in updates if isinstance(raw, dict) and isinstance(raw.get("update_id"), int)]
         if ids:
             self._offset = max(ids) + 1
         return None
