@@ -123,13 +123,8 @@ class Compressor:
         words = max(200, self.limit // 8)
         request = [{"role": "system", "content": SUMMARY_IDENTITY},
                    {"role": "user", "content": f"Summarise in at most {words} words:\n\n" + "\n".join(lines)}]
-        scope = usage_scope.CURRENT.get()
-        token = usage_scope.CURRENT.set(usage_scope.UsageScope("compression", scope.session_id, scope.platform,
-                                                               scope.user_id))
-        try:
+        with usage_scope.counted_as("compression"):
             completion = await self.summarizer.complete(request)
-        finally:
-            usage_scope.CURRENT.reset(token)
         return completion.content.strip() or "(nothing to keep)"
 
 

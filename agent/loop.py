@@ -20,6 +20,7 @@ class TurnResult:
     messages: list[dict[str, Any]] = field(default_factory=list)  # everything the turn added, in order
     iterations: int = 0
     tool_calls: int = 0
+    exhausted: bool = False  # it ran out of iterations before it answered
 
 
 class Agent:
@@ -48,6 +49,7 @@ class Agent:
         hears of a new summary and which of `history` it replaces.
         """
         added = record if record is not None else []
+        ctx.tools = tools  # (what a subagent of this run may use at most)
         system = self.identity + (f"\n\n{context}" if context else "")
         messages = [{"role": "system", "content": system}, *history]
 
@@ -101,4 +103,4 @@ class Agent:
         text = (f"I stopped after {self.max_iterations} steps without finishing. "
                 "Tell me how to continue, or narrow the request.")
         add({"role": "assistant", "content": text})
-        return TurnResult(text, added, self.max_iterations, calls_made)
+        return TurnResult(text, added, self.max_iterations, calls_made, exhausted=True)

@@ -70,6 +70,7 @@ class ToolContext:
     journal: ToolJournal | None = None
     files: FileSink | None = None  # None: this conversation cannot receive files
     extras: dict[str, Any] = field(default_factory=dict)
+    tools: "ToolScope | None" = None  # the run's tools (set by the agent loop): a subagent's are no wider
 
 
 ToolHandler = Callable[..., Awaitable[str]]

@@ -13,10 +13,12 @@ COMMANDS = {
     "deny": "deny the waiting request: /deny [id] [reason]",
     "cron": "scheduled jobs: /cron list|pause|resume|remove|run [job]",
     "usage": "tokens used: this session, and yours today and in all",
+    "goal": "work toward an objective across turns: /goal <objective>|status|pause|resume|clear",
+    "subgoal": "add a criterion the goal must also meet: /subgoal <criterion>",
     "help": "list the commands",
 }
 # Handled at once, even while a turn runs; the others wait their turn in the session's queue.
-CONTROL = frozenset({"stop", "status", "help", "approve", "deny", "cron", "usage"})
+CONTROL = frozenset({"stop", "status", "help", "approve", "deny", "cron", "usage", "goal", "subgoal"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,6 +112,13 @@ class AgentConfig(_Section):
     sandbox: SandboxConfig = SandboxConfig()
 
 
+class DelegationConfig(_Section):
+    enabled: bool = True  # the delegate_task tool: subagents working side by side
+    max_concurrent: int = Field(3, ge=1, le=16)  # children of one call running at a time
+    max_iterations: int = Field(50, ge=1, le=500)  # steps each child may take
+    max_depth: int = Field(2, ge=1, le=5)  # children at this depth cannot delegate further
+
+
 class ApprovalsConfig(_Section):
     mode: Literal["ask", "deny", "off"] = "ask"  # off: everything but hardline runs; deny: no prompts
     timeout_seconds: float = Field(300.0, gt=0)
@@ -132,6 +139,10 @@ class CompressionConfig(_Section):
     enabled: bool = True
     threshold: float = Field(0.5, gt=0, le=0.95)  # of llm.context_window: a request above it is compressed first
     protect_last_n: int = Field(20, ge=2)  # the latest messages always sent word for word
+
+
+class GoalsConfig(_Section):
+    max_turns: int = Field(20, ge=1, le=500)  # turns a /goal may take before it stops (/goal resume: as many more)
 
 
 class ReviewConfig(_Section):
@@ -207,6 +218,8 @@ class Config(_Section):
     cron: CronConfig = CronConfig()
     review: ReviewConfig = ReviewConfig()
     compression: CompressionConfig = CompressionConfig()
+    goals: GoalsConfig = GoalsConfig()
+    delegation: DelegationConfig = DelegationConfig()
     curator: CuratorConfig = CuratorConfig()
     trajectories: TrajectoriesConfig = TrajectoriesConfig()
 

@@ -33,6 +33,8 @@ class Control:
             ended = await r.store.end_session(item.key)
             text = ("Started a new session. The previous conversation is saved and still searchable."
                     if ended is not None else "This is already a fresh session.")
+            if r.goals is not None and await r.goals.clear(item.key) is not None:
+                text += " Its goal was cleared."
             if ended is not None:
                 r.session_ended(ended)
             await r.delivery.reply(item.msg.reply_chat, text, done_inbox_id=item.inbox_id)
@@ -47,7 +49,13 @@ class Control:
         worker = r.sessions.get(item.key)
         if command.name == "stop":
             stopped = worker is not None and worker.cancel_turn("stop")
+            paused = r.goals is not None and await r.goals.pause(item.key, "stopped with /stop") is not None
             text = "Stopped the running request." if stopped else "Nothing is running."
+            if paused:
+                text += " The goal is paused: /goal resume to go on, /goal clear to drop it."
+        elif command.name in ("goal", "subgoal"):
+            text = (await r.goals.command(command.name, command.args, item) if r.goals is not None
+                    else "Goals are not available yet; try again in a moment.")
         elif command.name == "status":
             text = await self.status_text(item.key, worker)
         elif command.name in ("approve", "deny"):
@@ -77,6 +85,9 @@ class Control:
         lines.append(f"State: {state}" + (f", {queued} message(s) waiting" if queued else ""))
         lines.append(f"Model: {r.config.llm.model}" if r.llm else "Model: not configured")
         lines.append(f"Busy policy: {r.config.gateway.busy_policy}")
+        goal = await r.goals.open_goal(key) if r.goals is not None else None
+        if goal is not None:
+            lines.append(goal.describe())
         return "\n".join(lines)
 
     async def offer_pairing(self, msg: InboundMessage) -> None:

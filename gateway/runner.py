@@ -20,6 +20,8 @@ from typing import Any, Awaitable, Callable, Sequence
 from agent import usage as usage_scope
 from agent.builtin_tools import BUILTIN_TOOLS
 from agent.compression import Compressor
+from agent.delegation import SUBAGENT_IDENTITY, Delegation, Limits
+from agent.goal_judge import Judge
 from agent.learning_tools import learning_tools
 from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
@@ -27,7 +29,7 @@ from agent.memory import Memory
 from agent.sandbox import Sandbox
 from agent.skills import SkillLibrary
 from agent.system_tools import system_tools
-from agent.tools import ToolRegistry
+from agent.tools import Tool, ToolRegistry
 from gateway.access.pairing import Pairing
 from gateway.access.policy import TRUSTED_PLATFORMS, is_admin
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
@@ -43,6 +45,7 @@ from gateway.cron.runs import CronRuns
 from gateway.cron.timers import CronTimers
 from gateway.delivery import Delivery
 from gateway.files import prune_files
+from gateway.goals import Goals
 from gateway.inbound import Inbound
 from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
 from gateway.learning.curator import Curator
@@ -54,6 +57,7 @@ from gateway.ops.metrics import Metrics
 from gateway.ops.redact import redact
 from gateway.sessions import Sessions, WorkItem
 from gateway.store import Store
+from gateway.subagents import SubagentRuns
 from gateway.tick import Tick
 from gateway.turns import Turns
 from gateway.usage import UsageLedger
@@ -98,6 +102,7 @@ class GatewayRunner:
         self.cron_timers: CronTimers | None = None
         self.learning: Learning | None = None
         self.trajectories: Trajectories | None = None
+        self.goals: Goals | None = None
         self._clients: dict[LLMSettings, LLMClient] = {}  # one per endpoint and model; all closed at stop
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -138,7 +143,8 @@ class GatewayRunner:
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
                                                                  timeout=cfg.agent.command_timeout_seconds,
                                                                  sandbox=self.sandbox, protected=[cfg.home]),
-                                   self.cron.tool(), *learning_tools(self.memory, self.skills, untrusted)])
+                                   self.cron.tool(), *learning_tools(self.memory, self.skills, untrusted),
+                                   *await self._delegation()])
         self.delivery = Delivery(self.store, self.adapters, self.metrics)
         self.learning = Learning(self.store, self.memory, self.skills, self.tools, review_agent=self._review_agent(),
                                  delivery=self.delivery, memory_every=cfg.review.memory_every_turns,
@@ -178,10 +184,12 @@ class GatewayRunner:
             self.tick.add_hook("curator", self.curator.tick)
         self.button_handlers[APPROVAL_PREFIX] = self.approvals.on_button
         secrets = cfg.secrets()
+        self.goals = Goals(self.store, self.delivery, Judge(self.auxiliary) if self.auxiliary else None,
+                           max_turns=cfg.goals.max_turns, dispatch=self._queue_goal_turn, spawn=self.spawn)
         self.turns = Turns(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
                            metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
                            approvals=self.approvals, learning=self.learning, adapters=self.adapters,
-                           files_root=cfg.home / "files", redact=lambda text: redact(text, secrets))
+                           files_root=cfg.home / "files", redact=lambda text: redact(text, secrets), goals=self.goals)
         self.sessions = Sessions(self.control.queued, cfg.gateway.session_idle_seconds)
         for adapter in self.adapters.values():
             adapter.set_callback(self.inbound.on_event, self._adapter_failed, self._adapter_health)
@@ -219,6 +227,13 @@ class GatewayRunner:
             self.inbound.dispatch(WorkItem(u.inbox_id, u.session_key, u.msg, draft_message_id=u.draft_message_id,
                                            effects=tuple(u.effects)))
         self.inbound.release_held(skip={u.inbox_id for u in unfinished})
+        assert self.goals is not None
+        self.spawn(self.goals.resume_pending(), name="goals-resume")  # (a judge request: not on the way to ready)
+
+    def _queue_goal_turn(self, item: WorkItem) -> None:
+        """A goal's next turn waits in its session's queue: it never interrupts or steers a person's turn."""
+        assert self.sessions is not None
+        self.sessions.worker(item.key).submit(item)
 
     async def stop(self) -> None:
         if self.state in ("stopped", "draining"):
@@ -306,6 +321,17 @@ class GatewayRunner:
         assert self.llm is not None
         return Agent(self._client(replace(self.llm.settings, model=model)), identity=self.config.agent.identity,
                      max_iterations=self.config.agent.max_iterations, compressor=self._compressor())
+
+    async def _delegation(self) -> list[Tool]:
+        """`delegate_task`, when there is a model and `delegation.enabled`."""
+        cfg = self.config.delegation
+        if self.llm is None or not cfg.enabled:
+            return []
+        runs = SubagentRuns(self.store)
+        await runs.interrupted()
+        children = Agent(self.llm, identity=SUBAGENT_IDENTITY, max_iterations=cfg.max_iterations,
+                         compressor=self._compressor())
+        return [Delegation(children, runs, Limits(cfg.max_concurrent, cfg.max_depth)).tool()]
 
     def _compressor(self) -> Compressor | None:
         """Context compression on the auxiliary model (`compression.*`, `llm.context_window`)."""

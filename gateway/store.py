@@ -90,13 +90,13 @@ def _retrieved(done: asyncio.Future[Any]) -> None:
         done.exception()
 
 
-def _encode_inbound(msg: InboundMessage) -> str:
+def encode_inbound(msg: InboundMessage) -> str:
     data = asdict(msg)
     data.pop("raw", None)
     return json.dumps(data)
 
 
-def _decode_inbound(payload: str) -> InboundMessage:
+def decode_inbound(payload: str) -> InboundMessage:
     data = json.loads(payload)
     data["attachments"] = tuple(Attachment(**a) for a in data.get("attachments") or ())
     if data.get("reply_in"):
@@ -270,16 +270,18 @@ class Store:
     async def inbox_add(self, msg: InboundMessage, session_key: str, *, state: str = "received",
                         error: str | None = None) -> int | None:
         """Store an inbound message; return its id, or None when it was already stored."""
+        return await self.write(lambda db: self.insert_inbox(db, msg, session_key, state=state, error=error),
+                                single=True)
+
+    async def insert_inbox(self, db: aiosqlite.Connection, msg: InboundMessage, session_key: str, *,
+                           state: str = "received", error: str | None = None) -> int | None:
+        """`inbox_add` inside a transaction the caller holds."""
         now = time.time()
-        row = (msg.platform, msg.chat_id, msg.message_id, session_key, _encode_inbound(msg), state, error, now, now)
-
-        async def add(db: aiosqlite.Connection) -> int | None:
-            cur = await db.execute(
-                "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state,"
-                " error, received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
-            return cur.lastrowid if cur.rowcount else None
-
-        return await self.write(add, single=True)
+        cur = await db.execute(
+            "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state,"
+            " error, received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (msg.platform, msg.chat_id, msg.message_id, session_key, encode_inbound(msg), state, error, now, now))
+        return cur.lastrowid if cur.rowcount else None
 
     async def _one(self, sql: str, args: tuple[Any, ...]) -> None:
         """One write statement, group-committed."""
@@ -303,7 +305,7 @@ class Store:
         """Messages accepted but not finished (received or processing), oldest first."""
         rows = await self.fetch_all("SELECT id, session_key, payload, draft_message_id, effects FROM inbox"
                                     " WHERE state IN ('received', 'processing') ORDER BY id")
-        return [Unfinished(r["id"], r["session_key"], _decode_inbound(r["payload"]), r["draft_message_id"],
+        return [Unfinished(r["id"], r["session_key"], decode_inbound(r["payload"]), r["draft_message_id"],
                            json.loads(r["effects"] or "[]")) for r in rows]
 
     # -- dead letters ---------------------------------------------------------------------
@@ -442,11 +444,12 @@ class Store:
 
     async def commit_turn(self, session_id: int, inbox_ids: list[int], author: ChatRef | None,
                           user_id: str | None, messages: list[dict[str, Any]], reply: OutboxItem | None,
-                          *, status: str = "ok", inbox_state: str | None = None) -> int | None:
+                          *, status: str = "ok", inbox_state: str | None = None, also: Work | None = None) -> int | None:
         """Record a finished turn atomically; return the reply's outbox id.
 
         `status` (ok | cancelled | failed) is the transcript's: only `ok` messages are replayed to
         the model. The inbox rows become done, cancelled or failed accordingly, or `inbox_state`.
+        `also`: more statements for the same transaction.
         """
         now = time.time()
         rows = [(session_id, inbox_ids[0] if inbox_ids else None, m["role"], m.get("content") or "",
@@ -462,6 +465,8 @@ class Store:
             await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             await db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
                                  [(inbox_state, now, i) for i in inbox_ids])
+            if also is not None:
+                await also(db)
             return await self.insert_outbox(db, reply, now) if reply else None
 
         return await self.write(commit)

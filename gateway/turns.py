@@ -30,6 +30,7 @@ from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalPort, ToolContext, ToolScope
 from gateway.delivery import Delivery
+from gateway.goals import Goals, is_goal_turn
 from gateway.learning.review import Learning, personal_session
 from gateway.ops.metrics import Metrics
 from gateway.sessions import SessionWorker, WorkItem
@@ -56,6 +57,11 @@ def user_text(msg: InboundMessage) -> str:
         where = f" saved at {a.path}" if a.path else ""
         text += f"\n[attached {a.kind}: {a.name} ({a.mime_type}, {a.size} bytes){where}]"
     return text
+
+
+def answers(msg: InboundMessage) -> str | None:
+    """The message a reply quotes: in groups the person's message (a goal's own turns quote nothing)."""
+    return None if msg.chat_type == "dm" or is_goal_turn(msg) else msg.message_id
 
 
 def session_context(msg: InboundMessage) -> str:
@@ -119,8 +125,10 @@ class Turns:
     def __init__(self, *, store: Store, agent: Agent | None, tools: ToolScope, delivery: Delivery, metrics: Metrics,
                  busy_policy: str, timezone: str | None, approvals: ApprovalPort | None,
                  adapters: Mapping[str, PlatformAdapter], files_root: Path,
-                 learning: Learning | None = None, redact: Callable[[str], str] = lambda text: text) -> None:
+                 learning: Learning | None = None, redact: Callable[[str], str] = lambda text: text,
+                 goals: Goals | None = None) -> None:
         self.approvals = approvals
+        self.goals = goals
         self.learning = learning
         self.last_finished = time.time()  # when a turn last ended (the curator's idle clock)
         self.store = store
@@ -135,31 +143,42 @@ class Turns:
         self.redact = redact
 
     async def run(self, worker: SessionWorker, item: WorkItem) -> None:
+        goals = self.goals if self.goals is not None and is_goal_turn(item.msg) else None
+        if goals is not None and not await goals.turn_starting(item):
+            return
+        outcome: str | None = "error"
         try:
             if item.effects:
                 await self._report_interrupted(item)
+                outcome = "interrupted"
             else:
-                await self._run(worker, item)
+                outcome = await self._run(worker, item)
+        except asyncio.CancelledError:  # a newer message interrupted it: a goal carries on after that message
+            outcome = "interrupted" if worker.cancel_reason == "interrupt" else None
+            raise
         except Exception as exc:  # outside the agent (storage, delivery): tell the person, mark it failed
             log.exception("turn in %s failed", item.key)
             await self._fail(item, exc)
         finally:
             self.last_finished = time.time()
+            if goals is not None and outcome is not None:
+                goals.after_turn(item, outcome)
 
-    async def _run(self, worker: SessionWorker, item: WorkItem) -> None:
+    async def _run(self, worker: SessionWorker, item: WorkItem) -> str:
+        """The turn; returns its outcome (ok, no_llm, llm_error, error, refused)."""
         started = time.monotonic()
         msg = await self._fetch(item.msg)
         chat = msg.reply_chat
-        reply_to = msg.message_id if msg.chat_type != "dm" else None
+        reply_to = answers(msg)
         refused = [a.error for a in msg.attachments if a.error]
         if refused:
             nothing_left = not msg.text.strip() and all(a.error for a in msg.attachments)
             await self.delivery.reply(chat, "I could not take this file: " + "; ".join(refused),
                                       reply_to=msg.message_id, done_inbox_id=item.inbox_id if nothing_left else None)
             if nothing_left:
-                return
+                return "refused"
         session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
-        usage_scope.serving("main", session_id, msg.platform, msg.user_id)
+        usage_scope.serving("goal" if is_goal_turn(msg) else "main", session_id, msg.platform, msg.user_id)
         history, ids = await self.store.history_window(session_id)
 
         async def summarised(summary: str, through: int) -> None:  # a compression's new starting point
@@ -191,7 +210,8 @@ class Turns:
         ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,
                           transcripts=self.store, approvals=self.approvals,
                           journal=_Journal(self.store, item.inbox_id, self.redact), files=outgoing,
-                          extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key})
+                          extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key,
+                                  "inbox_id": item.inbox_id})
         status, outcome, tool_iterations = "ok", "ok", 0
         try:
             async with self.delivery.typing.shown(chat):
@@ -237,6 +257,7 @@ class Turns:
         if self.learning is not None and outcome == "ok":  # after delivery: a review never delays the reply
             await self.learning.after_turn(session_id, chat, platform=msg.platform, user_id=msg.user_id,
                                            tool_iterations=tool_iterations)
+        return outcome
 
     def _activity(self, name: str, arguments: str) -> str:
         """"running terminal: ls -la" — the call's main argument, redacted and cut short."""
@@ -270,7 +291,7 @@ class Turns:
         text = interrupted_text(item.effects)
         session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
         record = [{"role": "user", "content": user_text(msg)}, {"role": "assistant", "content": text}]
-        reply = OutboxItem(chat=msg.reply_chat, text=text, reply_to=msg.message_id if msg.chat_type != "dm" else None,
+        reply = OutboxItem(chat=msg.reply_chat, text=text, reply_to=answers(msg),
                            draft_message_id=item.draft_message_id, inbox_id=item.inbox_id)
         await self.store.commit_turn(session_id, [item.inbox_id], msg.chat, msg.user_id, record, reply,
                                      inbox_state="interrupted")
@@ -281,7 +302,7 @@ class Turns:
         """Best effort when the turn itself could not be recorded: mark the row, tell the person."""
         try:
             await self.store.inbox_set_state([item.inbox_id], "failed", f"{type(exc).__name__}: {exc}"[:500])
-            await self.delivery.reply(item.msg.reply_chat, failed_text(exc), reply_to=item.msg.message_id)
+            await self.delivery.reply(item.msg.reply_chat, failed_text(exc), reply_to=answers(item.msg))
         except Exception:
             log.exception("could not report the failed turn in %s", item.key)
         self.metrics.turns.labels("error").inc()

@@ -1,0 +1,341 @@
+"""`/goal`: the agent keeps working toward an objective, turn after turn, until a judge says it is
+reached, the turn budget (`goals.max_turns`) is spent, or the person stops it.
+
+Each turn of a goal is an inbox row of its own (message id `goal:<id>:<seq>`), dispatched to the
+session like any message: it obeys the busy policy (a person's message queues beside it,
+interrupts it or steers it), `/stop` stops it, and a turn cut off by a restart runs again. After
+a turn the judge (`agent.goal_judge`, on the auxiliary model) reads what the turn did; its
+verdict, the goal's counters, the notice to the chat and the next turn's row are committed in one
+transaction. A goal whose latest turn finished but was not judged (the gateway stopped in
+between) is judged at the next start, so a goal in progress always carries on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import aiosqlite
+
+from agent.goal_judge import Judge, Verdict
+from agent.llm import LLMError
+from gateway.delivery import Delivery
+from gateway.sessions import WorkItem
+from gateway.store import OutboxItem, Store, decode_inbound, encode_inbound
+from platforms.base import InboundMessage
+
+log = logging.getLogger(__name__)
+
+TURN_ID = "goal:"
+OPEN = ("active", "paused", "exhausted")
+UNFINISHED = ("received", "processing")
+MAX_OBJECTIVE = 2000
+MAX_CRITERIA = 20
+
+
+def is_goal_turn(msg: InboundMessage) -> bool:
+    return msg.message_id.startswith(TURN_ID)
+
+
+def _turn_of(msg: InboundMessage) -> tuple[int, int]:
+    """(goal id, seq) of a goal turn's message."""
+    _, goal_id, seq = msg.message_id.split(":")
+    return int(goal_id), int(seq)
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    id: int
+    session_key: str
+    origin: InboundMessage
+    objective: str
+    criteria: list[str]
+    state: str
+    turns: int
+    max_turns: int
+    seq: int
+    judged: int
+    reason: str | None
+
+    @classmethod
+    def of(cls, row: aiosqlite.Row) -> "Goal":
+        return cls(row["id"], row["session_key"], decode_inbound(row["origin"]), row["objective"],
+                   json.loads(row["criteria"]), row["state"], row["turns"], row["max_turns"], row["seq"],
+                   row["judged"], row["reason"])
+
+    def describe(self) -> str:
+        lines = [f"🎯 Goal: {self.objective}"]
+        lines += [f"  ✓ must also hold: {c}" for c in self.criteria]
+        state = {"active": "working on it", "paused": "paused (/goal resume)", "done": "reached",
+                 "exhausted": "stopped at its turn limit (/goal resume gives it more)", "cleared": "cleared"}
+        lines.append(f"State: {state.get(self.state, self.state)}, turn {self.turns} of {self.max_turns}")
+        if self.reason:
+            lines.append(f"Latest: {self.reason}")
+        return "\n".join(lines)
+
+
+class Goals:
+    def __init__(self, store: Store, delivery: Delivery, judge: Judge | None, *, max_turns: int,
+                 dispatch: Callable[[WorkItem], None], spawn: Callable[..., Any]) -> None:
+        self.spawn = spawn  # a background task the runner keeps (and waits for at stop)
+        self.store = store
+        self.delivery = delivery
+        self.judge = judge
+        self.max_turns = max_turns
+        self.dispatch = dispatch
+
+    # -- the chat commands ----------------------------------------------------------------
+
+    async def command(self, name: str, args: str, item: WorkItem) -> str:
+        """`/goal [objective|status|pause|resume|clear]` and `/subgoal <criterion>`."""
+        key = item.key
+        if name == "subgoal":
+            return await self._add_criterion(key, args)
+        word = args.lower()
+        if word in ("", "status"):
+            goal = await self.latest(key)
+            return goal.describe() if goal else "No goal here. Set one with /goal <what you want done>."
+        if word == "pause":
+            goal = await self.pause(key, "paused by you")
+            return "⏸ Goal paused. /goal resume to go on." if goal else "No goal is running here."
+        if word == "resume":
+            return await self._resume(key)
+        if word == "clear":
+            goal = await self._set_state(key, OPEN, "cleared", "cleared by you")
+            return "Goal cleared." if goal else "No goal to clear."
+        return await self._start(item, args)
+
+    async def _start(self, item: WorkItem, objective: str) -> str:
+        if self.judge is None:
+            return "A goal needs a language model (and its judge): configure llm.base_url first."
+        if len(objective) > MAX_OBJECTIVE:
+            return f"That objective is {len(objective):,} characters; keep it under {MAX_OBJECTIVE:,}."
+        if await self.open_goal(item.key) is not None:
+            return "A goal is already set here (/goal status). /goal clear it first, or add to it with /subgoal."
+        now = time.time()
+        origin = replace(item.msg, text="", attachments=(), raw={}, reply_to=None)
+
+        async def create(db: aiosqlite.Connection) -> tuple[Goal, int | None]:
+            cur = await db.execute(
+                "INSERT INTO goals (session_key, origin, objective, state, max_turns, seq, created_at, updated_at)"
+                " VALUES (?, ?, ?, 'active', ?, 1, ?, ?)",
+                (item.key, encode_inbound(origin), objective, self.max_turns, now, now))
+            goal = Goal(int(cur.lastrowid), item.key, origin, objective, [], "active", 0, self.max_turns, 1, 0, None)
+            return goal, await self._insert_turn(db, goal, 1, self._first_text(goal))
+
+        goal, turn = await self.store.write(create)
+        self._dispatch(turn)
+        return (f"🎯 Goal set: {objective}\nI will work on it turn by turn (up to {self.max_turns} turns); after "
+                "each turn a judge checks whether it is reached. /goal status shows where it stands, /subgoal "
+                "adds a criterion, /stop or /goal pause stops it.")
+
+    async def _add_criterion(self, key: str, criterion: str) -> str:
+        if not criterion:
+            return "Say what must also hold: /subgoal <criterion>."
+        goal = await self.open_goal(key)
+        if goal is None:
+            return "No goal here to add to. Set one with /goal <what you want done>."
+        if len(goal.criteria) >= MAX_CRITERIA:
+            return f"This goal already has {MAX_CRITERIA} criteria."
+        criteria = [*goal.criteria, criterion[:MAX_OBJECTIVE]]
+        await self.store.write(lambda db: db.execute("UPDATE goals SET criteria = ?, updated_at = ? WHERE id = ?",
+                                                     (json.dumps(criteria), time.time(), goal.id)), single=True)
+        return f"Added to the goal: {criterion}. The judge now checks {len(criteria)} criteria besides the objective."
+
+    async def _resume(self, key: str) -> str:
+        goal = await self.open_goal(key)
+        if goal is None or goal.state == "active":
+            return "No paused goal here." if goal is None else "The goal is already running."
+        max_turns = goal.max_turns + self.max_turns if goal.state == "exhausted" else goal.max_turns
+        pending = await self._row_state(goal, goal.seq) in UNFINISHED  # its next turn still waits in the queue
+        seq = goal.seq if pending else goal.seq + 1
+        resumed = replace(goal, state="active", max_turns=max_turns, seq=seq)
+
+        async def resume(db: aiosqlite.Connection) -> WorkItem | None:
+            await db.execute("UPDATE goals SET state = 'active', max_turns = ?, seq = ?, judged = ?, updated_at = ?"
+                             " WHERE id = ?", (max_turns, seq, seq - 1, time.time(), goal.id))
+            return None if pending else await self._insert_turn(db, resumed, seq, self._next_text(resumed, None))
+
+        self._dispatch(await self.store.write(resume))
+        return f"▶️ Goal resumed (turn {goal.turns} of {max_turns} so far)."
+
+    async def pause(self, key: str, why: str) -> Goal | None:
+        """Pause the session's running goal (`/stop`, `/goal pause`); its queued turn will not run."""
+        return await self._set_state(key, ("active",), "paused", why)
+
+    async def clear(self, key: str) -> Goal | None:
+        """Drop the session's goal (`/new`)."""
+        return await self._set_state(key, OPEN, "cleared", "the session was reset")
+
+    async def _set_state(self, key: str, current: tuple[str, ...], state: str, why: str) -> Goal | None:
+        marks = ", ".join("?" for _ in current)
+
+        async def change(db: aiosqlite.Connection) -> aiosqlite.Row | None:
+            rows = list(await db.execute_fetchall(
+                f"UPDATE goals SET state = ?, reason = ?, updated_at = ? WHERE session_key = ? AND state IN ({marks})"
+                " RETURNING *", (state, why, time.time(), key, *current)))
+            return rows[0] if rows else None
+
+        row = await self.store.write(change, single=True)
+        return Goal.of(row) if row else None
+
+    # -- queries --------------------------------------------------------------------------
+
+    async def open_goal(self, key: str) -> Goal | None:
+        row = await self.store.fetch_one(
+            "SELECT * FROM goals WHERE session_key = ? AND state IN ('active', 'paused', 'exhausted')", (key,))
+        return Goal.of(row) if row else None
+
+    async def latest(self, key: str) -> Goal | None:
+        row = await self.store.fetch_one("SELECT * FROM goals WHERE session_key = ? ORDER BY id DESC LIMIT 1", (key,))
+        return Goal.of(row) if row else None
+
+    async def _get(self, goal_id: int) -> Goal | None:
+        row = await self.store.fetch_one("SELECT * FROM goals WHERE id = ?", (goal_id,))
+        return Goal.of(row) if row else None
+
+    async def _row_state(self, goal: Goal, seq: int) -> str | None:
+        row = await self.store.fetch_one(
+            "SELECT state FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?",
+            (goal.origin.platform, goal.origin.chat_id, f"{TURN_ID}{goal.id}:{seq}"))
+        return row["state"] if row else None
+
+    # -- the turns ------------------------------------------------------------------------
+
+    async def turn_starting(self, item: WorkItem) -> bool:
+        """Whether a goal turn that comes up in its session's queue should run (its goal still active,
+        and it is the goal's latest turn); one that should not is set aside quietly."""
+        goal_id, seq = _turn_of(item.msg)
+        goal = await self._get(goal_id)
+        if goal is not None and goal.state == "active" and goal.seq == seq:
+            return True
+        await self.store.inbox_set_state([item.inbox_id], "cancelled", "its goal is no longer running")
+        return False
+
+    def after_turn(self, item: WorkItem, outcome: str) -> None:
+        """Judge the turn in the background: the session goes on meanwhile (a person's message that
+        waits is answered first), and a `/stop` or an interruption cannot cut the judgement off."""
+        self.spawn(self.turn_ended(item, outcome), name="goal-judge")
+
+    async def turn_ended(self, item: WorkItem, outcome: str) -> None:
+        """After a goal turn: `ok` → the judge decides; `interrupted` (a newer message, a restart) →
+        the work goes on without a verdict; anything else (the model failed) pauses the goal."""
+        goal_id, seq = _turn_of(item.msg)
+        goal = await self._get(goal_id)
+        if goal is None or goal.state != "active" or goal.judged >= seq:
+            return
+        if outcome not in ("ok", "interrupted"):
+            await self._stop(goal, seq, "paused", "⏸ The goal is paused: its last turn failed. /goal resume to "
+                                                  "try again.", "its last turn failed")
+            return
+        verdict = None
+        if outcome == "ok":
+            assert self.judge is not None
+            work = await self.store.fetch_all("SELECT role, content, tool_calls, name FROM messages WHERE inbox_id = ?"
+                                              " AND status = 'ok' ORDER BY id", (item.inbox_id,))
+            messages: list[dict[str, Any]] = [
+                {"role": w["role"], "content": w["content"], "name": w["name"],
+                 "tool_calls": json.loads(w["tool_calls"]) if w["tool_calls"] else None} for w in work]
+            try:
+                verdict = await self.judge.decide(goal.objective, goal.criteria, messages)
+            except LLMError as exc:
+                log.warning("the judge of goal %s failed: %s", goal.id, exc)
+                await self._stop(goal, seq, "paused", f"⏸ The goal is paused: the judge could not be reached "
+                                                      f"({exc.user_message}). /goal resume to go on.",
+                                 "the judge could not be reached")
+                return
+        await self._advance(goal, seq, verdict)
+
+    async def _advance(self, goal: Goal, seq: int, verdict: Verdict | None) -> None:
+        turns = goal.turns + 1
+        reason = verdict.reason if verdict else None
+        if verdict is not None and verdict.done:
+            await self._stop(goal, seq, "done", f"✅ Goal reached after {turns} turn(s): {reason}", reason, turns)
+            return
+        if turns >= goal.max_turns:
+            await self._stop(goal, seq, "exhausted", (
+                f"⏹ The goal was not reached in {turns} turns" + (f": {reason}" if reason else "") +
+                f". /goal resume gives it {self.max_turns} more turns; /goal clear drops it."), reason, turns)
+            return
+        following = replace(goal, turns=turns, seq=seq + 1, reason=reason or goal.reason)
+        notice = OutboxItem(chat=goal.origin.reply_chat, text=f"↻ Continuing ({turns}/{goal.max_turns}): {reason}") \
+            if reason else None
+
+        async def advance(db: aiosqlite.Connection) -> WorkItem | None:
+            if not await self._claim(db, goal, seq, "active", reason, turns, seq + 1):
+                return None
+            if notice is not None:
+                await self.store.insert_outbox(db, notice, time.time())
+            return await self._insert_turn(db, following, seq + 1, self._next_text(following, reason))
+
+        turn = await self.store.write(advance)
+        if notice is not None and notice.id is not None:
+            await self.delivery.deliver(notice)
+        self._dispatch(turn)
+
+    async def _stop(self, goal: Goal, seq: int, state: str, text: str, reason: str | None,
+                    turns: int | None = None) -> None:
+        """End (or pause) the goal with a notice to the chat, in one transaction."""
+        notice = OutboxItem(chat=goal.origin.reply_chat, text=text)
+
+        async def stop(db: aiosqlite.Connection) -> bool:
+            if not await self._claim(db, goal, seq, state, reason, goal.turns if turns is None else turns, goal.seq):
+                return False
+            await self.store.insert_outbox(db, notice, time.time())
+            return True
+
+        if await self.store.write(stop):
+            await self.delivery.deliver(notice)
+
+    async def _claim(self, db: aiosqlite.Connection, goal: Goal, seq: int, state: str, reason: str | None,
+                     turns: int, next_seq: int) -> bool:
+        """Record the verdict on turn `seq` — only if the goal is still active and that turn not yet
+        judged (a pause or a second judge meanwhile wins)."""
+        cur = await db.execute(
+            "UPDATE goals SET state = ?, reason = coalesce(?, reason), turns = ?, judged = ?, seq = ?, updated_at = ?"
+            " WHERE id = ? AND state = 'active' AND judged < ?",
+            (state, reason, turns, seq, next_seq, time.time(), goal.id, seq))
+        return cur.rowcount == 1
+
+    async def _insert_turn(self, db: aiosqlite.Connection, goal: Goal, seq: int, text: str) -> WorkItem | None:
+        """The goal's turn `seq` as an inbox row (None: it exists already)."""
+        msg = replace(goal.origin, text=text, message_id=f"{TURN_ID}{goal.id}:{seq}")
+        inbox_id = await self.store.insert_inbox(db, msg, goal.session_key)
+        return WorkItem(inbox_id, goal.session_key, msg) if inbox_id is not None else None
+
+    def _dispatch(self, turn: WorkItem | None) -> None:
+        if turn is not None:
+            self.dispatch(turn)
+
+    async def resume_pending(self) -> list[Goal]:
+        """At start: goals whose latest turn finished before it was judged. (Turns still unfinished
+        run again with the other unfinished messages.)"""
+        rows = await self.store.fetch_all(
+            "SELECT g.*, i.id AS inbox_id, i.state AS turn_state, i.payload FROM goals g JOIN inbox i ON i.platform = json_extract(g.origin,"
+            " '$.platform') AND i.chat_id = json_extract(g.origin, '$.chat_id') AND i.platform_message_id ="
+            " 'goal:' || g.id || ':' || g.seq WHERE g.state = 'active' AND g.judged < g.seq"
+            " AND i.state NOT IN ('received', 'processing')")
+        for row in rows:
+            item = WorkItem(row["inbox_id"], row["session_key"], decode_inbound(row["payload"]))
+            outcome = {"done": "ok", "failed": "error"}.get(row["turn_state"], "interrupted")
+            await self.turn_ended(item, outcome)
+        return [Goal.of(r) for r in rows]
+
+    # -- what the model is told -----------------------------------------------------------
+
+    def _criteria(self, goal: Goal) -> str:
+        listed = "".join(f"\n- {c}" for c in goal.criteria)
+        return f"\nIt is reached only when these hold too:{listed}" if listed else ""
+
+    def _first_text(self, goal: Goal) -> str:
+        return (f"[Goal] {goal.objective}{self._criteria(goal)}\n\nWork toward this goal. You have up to "
+                f"{goal.max_turns} turns; after each one a judge checks whether it is reached. Do as much as "
+                "you can in this turn, then say what you did and what is left.")
+
+    def _next_text(self, goal: Goal, reason: str | None) -> str:
+        note = f"\nThe judge's note on your last turn: {reason}" if reason else ""
+        return (f"[Goal, turn {goal.turns + 1} of {goal.max_turns}] Keep working toward the goal: "
+                f"{goal.objective}{self._criteria(goal)}{note}\nSay what you did and what is left.")
