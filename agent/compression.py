@@ -44,17 +44,26 @@ def size(messages: list[Message]) -> int:
     return sum(_chars(m) for m in messages)
 
 
+DEFAULT_WINDOW = 128_000
+
+
 @dataclass(slots=True)
 class Compressor:
     summarizer: LLMClient
-    context_window: int
+    context_window: int | None  # None: asked of `window_source` at the first request, else DEFAULT_WINDOW
     threshold: float = 0.5
     protect_last_n: int = 20
     tokens_per_char: float = 0.25  # refined by `observe` from the endpoint's own counts
+    window_source: Callable[[], Awaitable[int | None]] | None = None  # the main endpoint's word on it
 
     @property
     def limit(self) -> int:
-        return int(self.context_window * self.threshold)
+        return int((self.context_window or DEFAULT_WINDOW) * self.threshold)
+
+    async def _learn_window(self) -> None:
+        if self.context_window is None:
+            told = await self.window_source() if self.window_source is not None else None
+            self.context_window = told or DEFAULT_WINDOW
 
     def _fits(self, chars: int) -> bool:
         return chars * self.tokens_per_char <= self.limit
@@ -72,6 +81,7 @@ class Compressor:
         `force`: compress even if they seem to fit (the endpoint said they do not).
         `on_summary(summary, covered)` hears of a new summary and how many messages after the
         first user message it replaces."""
+        await self._learn_window()
         chars = size(messages)
         if not force and self._fits(chars):
             return messages, chars

@@ -181,9 +181,29 @@ class LLMClient:
 
     async def models(self) -> list[str]:
         """The model ids the endpoint lists (one try, 5 s)."""
+        return [str(m.get("id")) for m in await self._listing()]
+
+    async def _listing(self) -> list[dict[str, Any]]:
         async with await self._send("GET", "/models", retries=0, timeout=5.0) as response:
             listing = await response.json(content_type=None)
-        return [str(m.get("id")) for m in listing.get("data") or () if isinstance(m, dict)]
+        return [m for m in listing.get("data") or () if isinstance(m, dict)] if isinstance(listing, dict) else []
+
+    async def context_window(self) -> int | None:
+        """The model's context window in tokens as the endpoint's model listing states it
+        (`context_length`: OpenRouter, LM Studio; `max_model_len`: vLLM; `context_window`), or None
+        when it does not say or cannot be asked."""
+        try:
+            listing = await self._listing()
+        except Exception as exc:
+            log.info("could not ask %s for the context window of %s: %s", self.settings.base_url,
+                     self.settings.model, self._explain(exc))
+            return None
+        entry = next((m for m in listing if m.get("id") == self.settings.model), None) or {}
+        for key in ("context_length", "max_model_len", "context_window"):
+            value = entry.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 1024:
+                return value
+        return None
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
                        on_text: TextSink | None = None, on_restart: Callback | None = None) -> Completion:

@@ -65,7 +65,9 @@ class LLMConfig(_Section):
     max_retries: int = Field(3, ge=0, le=10)
     temperature: float | None = Field(None, ge=0, le=2)
     auxiliary: AuxiliaryLLMConfig = AuxiliaryLLMConfig()
-    context_window: int = Field(128_000, ge=1024)  # tokens the model takes; compression keeps requests within
+    # tokens the model takes (compression keeps requests within); unset: what the endpoint's model
+    # listing states, else 128000
+    context_window: int | None = Field(None, ge=1024)
 
     @property
     def configured(self) -> bool:

@@ -103,6 +103,7 @@ class GatewayRunner:
         self.learning: Learning | None = None
         self.trajectories: Trajectories | None = None
         self.goals: Goals | None = None
+        self._window: asyncio.Future[int | None] | None = None  # the endpoint's context window, once asked
         self._clients: dict[LLMSettings, LLMClient] = {}  # one per endpoint and model; all closed at stop
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -339,7 +340,14 @@ class GatewayRunner:
         if not cfg.enabled or self.auxiliary is None:
             return None
         return Compressor(self.auxiliary, self.config.llm.context_window, threshold=cfg.threshold,
-                          protect_last_n=cfg.protect_last_n)
+                          protect_last_n=cfg.protect_last_n, window_source=self._context_window)
+
+    async def _context_window(self) -> int | None:
+        """The main model's window as its endpoint states it: asked once, the answer shared."""
+        if self._window is None:
+            assert self.llm is not None
+            self._window = asyncio.ensure_future(self.llm.context_window())
+        return await asyncio.shield(self._window)
 
     def _auxiliary_llm(self, main: LLMClient) -> LLMClient:
         """`llm.auxiliary`: the endpoint and model of the background loops, the main ones by default."""

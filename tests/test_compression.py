@@ -74,6 +74,21 @@ async def test_a_growing_conversation_is_compressed_and_still_answered(tmp_path,
         await runner.stop()
 
 
+async def test_unset_the_window_is_the_one_the_endpoint_states(tmp_path, llm: FakeLLM):
+    llm.responder = summarise_briefly
+    llm.context_lengths["fake-model"] = 1024
+    settings = {k: v for k, v in SMALL.items() if k != "llm__context_window"}
+    runner = await start_gateway(tmp_path, llm.base_url, llm__model="fake-model", **settings)
+    try:
+        async with Tab(runner) as tab:
+            for n in range(1, 7):
+                await tab.say(f"note {n}: " + "d" * 400)
+                assert await tab.reply(n) == f"echo: note {n}: " + "d" * 400
+        assert any(is_summary_request(b) for b in llm.requests)  # 1,024 tokens: compressed, as with the setting
+    finally:
+        await runner.stop()
+
+
 async def test_a_context_length_refusal_is_compressed_and_asked_again(tmp_path, llm: FakeLLM):
     llm.responder = summarise_briefly
     runner = await start_gateway(tmp_path, llm.base_url, **{**SMALL, "llm__context_window": 100_000})

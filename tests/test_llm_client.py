@@ -96,3 +96,19 @@ async def test_cancelling_a_turn_closes_its_stream(llm: FakeLLM):
             await turn
     finally:
         await client.aclose()
+
+
+async def test_the_context_window_is_read_from_the_model_listing(llm: FakeLLM):
+    llm.models.append("big")
+    llm.context_lengths["big"] = 200_000
+    for model, expected in (("big", 200_000), ("fake-model", None)):  # (a model the listing says nothing of)
+        client = LLMClient(LLMSettings(model=model, base_url=llm.base_url))
+        try:
+            assert await client.context_window() == expected
+        finally:
+            await client.aclose()
+    down = LLMClient(LLMSettings(model="big", base_url=f"http://127.0.0.1:{free_port()}/v1"))
+    try:
+        assert await down.context_window() is None  # an endpoint that cannot be asked: the default applies
+    finally:
+        await down.aclose()

@@ -113,6 +113,7 @@ class FakeLLM:
         self.host = host
         self.port = 0
         self.requests: list[dict[str, Any]] = []
+        self.context_lengths: dict[str, int] = {}  # stated in the model listing as `context_length`
         self.authorizations: list[str] = []  # the Authorization header of each chat request
         self.responder: Responder | None = None
         self._queue: deque[Reply] = deque()
@@ -176,7 +177,9 @@ class FakeLLM:
     # -- handlers ---------------------------------------------------------------------------
 
     async def _models(self, request: web.Request) -> web.Response:
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake",
+                 **({"context_length": self.context_lengths[m]} if m in self.context_lengths else {})}
+                for m in self.models]
         return web.json_response({"object": "list", "data": data})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
