@@ -104,6 +104,25 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
+JSON_BODY = {"Content-Type": "application/json"}
+_TOOLS_JSON: dict[int, tuple[list[dict[str, Any]], str]] = {}  # id(schemas) → (schemas, their JSON)
+TOOLS_JSON_KEPT = 64
+
+
+def _encode(body: dict[str, Any], tools: list[dict[str, Any]] | None) -> bytes:
+    """The request body as JSON. The tools' schemas are the same list, request after request, for a
+    scope (`ToolScope.schemas`), so their JSON (most of a short conversation's request) is made once."""
+    text = json.dumps(body)
+    if tools:
+        cached = _TOOLS_JSON.get(id(tools))
+        if cached is None or cached[0] is not tools:
+            if len(_TOOLS_JSON) >= TOOLS_JSON_KEPT:
+                _TOOLS_JSON.pop(next(iter(_TOOLS_JSON)))
+            cached = _TOOLS_JSON[id(tools)] = (tools, json.dumps(tools))  # (the list is kept: its id stays its own)
+        text = f'{text[:-1]}, "tools": {cached[1]}}}'
+    return text.encode()
+
+
 def _backoff(attempt: int, asked: float | None) -> float:
     if asked is not None and 0 <= asked <= MAX_RETRY_AFTER:
         return asked
@@ -141,7 +160,7 @@ class LLMClient:
             await self._http.close()
             self._http = None
 
-    async def _send(self, method: str, path: str, body: dict[str, Any] | None = None, *,
+    async def _send(self, method: str, path: str, body: bytes | None = None, *,
                     retries: int | None = None, timeout: float | None = None) -> aiohttp.ClientResponse:
         """An answered request with a 2xx status (the caller reads and releases it); errors before
         that are retried as configured, then raised (`EndpointError`, aiohttp's, TimeoutError)."""
@@ -152,7 +171,8 @@ class LLMClient:
         while True:
             asked = None
             try:
-                response = await self._session().request(method, f"{self.base_url}{path}", json=body,
+                response = await self._session().request(method, f"{self.base_url}{path}", data=body,
+                                                         headers=JSON_BODY if body is not None else None,
                                                          timeout=limits)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 failure: BaseException = exc
@@ -240,15 +260,13 @@ class LLMClient:
         body: dict[str, Any] = {"model": self.settings.model, "messages": messages, "stream": True}
         if self.ask_usage:  # token counts at the end of the stream (for /metrics); older servers refuse it
             body["stream_options"] = {"include_usage": True}
-        if tools:
-            body["tools"] = tools
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
         content: list[str] = []
         calls: dict[int, ToolCall] = {}
         finish: str | None = None
         usage: dict[str, int] | None = None
-        async with await self._send("POST", "/chat/completions", body) as response:
+        async with await self._send("POST", "/chat/completions", _encode(body, tools)) as response:
             try:
                 async for data in _events(response):
                     if data == "[DONE]":

@@ -93,6 +93,7 @@ class Tool:
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._schemas: dict[frozenset[str], list[dict[str, Any]]] = {}  # per allowed set: the same list each time
         for tool in tools:
             self.register(tool)
 
@@ -100,6 +101,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._schemas.clear()
 
     def names(self) -> list[str]:
         return list(self._tools)
@@ -116,6 +118,13 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def schemas(self, allowed: frozenset[str]) -> list[dict[str, Any]]:
+        """The schemas of these tools, by name; one list per set, made once (do not change it)."""
+        found = self._schemas.get(allowed)
+        if found is None:
+            found = self._schemas[allowed] = [self._tools[n].schema() for n in sorted(allowed)]
+        return found
+
 
 @dataclass(frozen=True, slots=True)
 class ToolScope:
@@ -123,7 +132,7 @@ class ToolScope:
     allowed: frozenset[str]
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [self.registry.get(n).schema() for n in sorted(self.allowed)]  # type: ignore[union-attr]
+        return self.registry.schemas(self.allowed)
 
     async def call(self, name: str, raw_arguments: str, ctx: ToolContext) -> str:
         """Run one tool call and return its result text; errors come back as text for the model."""

@@ -232,9 +232,10 @@ class GatewayRunner:
         self.spawn(self.goals.resume_pending(), name="goals-resume")  # (a judge request: not on the way to ready)
 
     def _queue_goal_turn(self, item: WorkItem) -> None:
-        """A goal's next turn waits in its session's queue: it never interrupts or steers a person's turn."""
-        assert self.sessions is not None
-        self.sessions.worker(item.key).submit(item)
+        """A goal's next turn waits in its session's queue: it never interrupts or steers a person's turn.
+        While draining it stays in the inbox for the next start."""
+        if self.sessions is not None and self.state in ("starting", "running"):
+            self.sessions.worker(item.key).submit(item)
 
     async def stop(self) -> None:
         if self.state in ("stopped", "draining"):

@@ -86,10 +86,10 @@ class Learning:
         if row is not None and row["prompt"] is not None:
             return str(row["prompt"])
         block = await asyncio.to_thread(self.render_block, platform, user_id if personal else "")
-        async with self.store.tx() as db:
-            await db.execute("UPDATE sessions SET prompt = ? WHERE id = ? AND prompt IS NULL", (block, session_id))
-        row = await self.store.fetch_one("SELECT prompt FROM sessions WHERE id = ?", (session_id,))
-        return str(row["prompt"]) if row and row["prompt"] is not None else block
+        rows = await self.store.write(lambda db: db.execute_fetchall(  # (the first snapshot kept wins)
+            "UPDATE sessions SET prompt = coalesce(prompt, ?) WHERE id = ? RETURNING prompt", (block, session_id)),
+            single=True)
+        return str(rows[0][0]) if rows and rows[0][0] is not None else block
 
     def render_block(self, platform: str, user_id: str) -> str:
         return "\n\n".join(p for p in (self.memory.snapshot(platform, user_id), self.skills.index()) if p)

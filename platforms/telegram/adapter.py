@@ -464,7 +464,8 @@ class TelegramAdapter(PlatformAdapter):
         if not active or self.limits.paused_for(chat.chat_id) > 0:
             return  # Telegram clears the indicator with the next message, or after 5 s
         try:
-            await self.bot.send_chat_action(chat.chat_id, ChatAction.TYPING,
-                                            message_thread_id=int(chat.thread_id) if chat.thread_id else None)
+            await self.bot.do_api_request("sendChatAction", api_kwargs={  # (raw: no objects built for a bool)
+                "chat_id": chat.chat_id, "action": ChatAction.TYPING.value,
+                "message_thread_id": int(chat.thread_id) if chat.thread_id else None})
         except TelegramError as exc:
             log.debug("telegram: typing failed: %s", exc)
