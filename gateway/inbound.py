@@ -52,12 +52,14 @@ class Inbound:
         assert r.store is not None and r.pairing is not None and r.sessions is not None
         r.metrics.inbound.labels(msg.platform).inc()
         r.last_inbound = time.time()
-        paired = msg.platform not in TRUSTED_PLATFORMS and await r.pairing.is_paired(msg.platform, msg.user_id)
         key = session_key(msg, cfg.gateway.group_sessions)
         if await self._follow_up(msg, key):
             msg = replace(msg, bot_mentioned=True)
-        decision = check_access(msg, cfg.access, paired=paired,
-                                require_mention=cfg.platforms.require_mention(msg.platform, msg.chat_id))
+        mention = cfg.platforms.require_mention(msg.platform, msg.chat_id)
+        decision = check_access(msg, cfg.access, require_mention=mention)
+        if decision != "allow" and msg.platform not in TRUSTED_PLATFORMS \
+                and await r.pairing.is_paired(msg.platform, msg.user_id):  # (asked only when it can matter)
+            decision = check_access(msg, cfg.access, paired=True, require_mention=mention)
         if decision == "pair":
             r.spawn(r.control.offer_pairing(msg), name="pairing-offer")
         if decision != "allow":

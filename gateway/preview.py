@@ -20,6 +20,9 @@ from platforms.loops import wait_event
 log = logging.getLogger(__name__)
 
 TYPING_REFRESH = 4.0
+# A reply this quick needs no indicator (Telegram would show it until that reply anyway); and the
+# indicator of a burst of new turns goes out while their requests wait on the model, not before them.
+TYPING_DELAY = 0.25
 
 
 class StreamPreview:
@@ -122,9 +125,11 @@ class StreamPreview:
 class Typing:
     """The typing indicator: shown (refreshed) while a turn runs, paused while a person decides."""
 
-    def __init__(self, adapters: Mapping[str, PlatformAdapter], refresh: float = TYPING_REFRESH) -> None:
+    def __init__(self, adapters: Mapping[str, PlatformAdapter], refresh: float = TYPING_REFRESH,
+                 delay: float = TYPING_DELAY) -> None:
         self.adapters = adapters
         self.refresh = refresh  # seconds between two "typing…" (platforms show one for about 5 s)
+        self.delay = delay  # seconds into a turn before the first one
         self._paused: dict[ChatRef, int] = {}
         self._shown: set[asyncio.Task[None]] = set()
 
@@ -152,15 +157,20 @@ class Typing:
 
     @asynccontextmanager
     async def shown(self, chat: ChatRef) -> AsyncIterator[None]:
-        """Show the typing indicator (refreshed) for the duration of the block; always cleared."""
+        """Show the typing indicator (refreshed) for the duration of the block, from `delay` seconds
+        into it; cleared at the end if it was shown."""
         adapter = self.adapters.get(chat.platform)
         if adapter is None or not adapter.capabilities.can_typing:
             yield
             return
+        shown = False
 
         async def keep() -> None:
+            nonlocal shown
+            await asyncio.sleep(self.delay)
             while True:
                 if not self._paused.get(chat):
+                    shown = True
                     await self._set(adapter, chat, True)
                 await asyncio.sleep(self.refresh)
 
@@ -170,7 +180,8 @@ class Typing:
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            await self._set(adapter, chat, False)
+            if shown:
+                await self._set(adapter, chat, False)
 
     @asynccontextmanager
     async def paused(self, chat: ChatRef) -> AsyncIterator[None]:

@@ -330,6 +330,7 @@ async def test_a_scheduled_job_delivers_into_a_thread(tmp_path, llm: FakeLLM, sl
 async def test_an_assistant_app_shows_its_thread_status_instead_of_a_placeholder(tmp_path, llm: FakeLLM,
                                                                                 slack: FakeSlack):
     runner = await slack_gateway(tmp_path, llm, slack, platforms__slack__assistant="true")
+    runner.delivery.typing.delay = 0.0  # (the fake model answers at once: show the status from the start)
     try:
         root = slack.user_message("in an assistant thread")
         slack.user_message("hello assistant", thread_ts=root["event"]["ts"])

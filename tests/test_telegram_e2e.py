@@ -174,6 +174,19 @@ async def test_typing_is_shown_during_a_turn_and_stops_after_it(tmp_path, tg: Fa
             await runner.stop()
 
 
+async def test_a_reply_quicker_than_the_typing_delay_sends_no_typing_indicator(tmp_path, llm: FakeLLM,
+                                                                                tg: FakeTelegram):
+    runner = await telegram_gateway(tmp_path, llm, tg)
+    runner.delivery.typing.delay = 3600.0  # (every turn here is quicker than that)
+    try:
+        for n in range(3):
+            tg.user_message(f"quick {n}")
+            await wait_for_text(tg, f"echo: quick {n}", timeout=10)
+        assert tg.calls_to("sendChatAction") == []
+    finally:
+        await runner.stop()
+
+
 async def test_unknown_dm_user_gets_a_code_then_is_served_after_approval(tmp_path, llm: FakeLLM,
                                                                         tg: FakeTelegram, monkeypatch, capsys):
     runner = await telegram_gateway(tmp_path, llm, tg)

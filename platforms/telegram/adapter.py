@@ -197,6 +197,7 @@ class TelegramAdapter(PlatformAdapter):
             self.set_health("ready")
             if isinstance(updates, list) and updates:
                 again = await self._take_batch(updates)
+                await asyncio.sleep(0)  # the turns just dispatched take their first step before the next poll
                 if again is not None:  # fetch it again (what was taken after it comes again as a duplicate)
                     await asyncio.sleep(min(2.0 ** self._failures.get(again, 1), 30.0))
 
