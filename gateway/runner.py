@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from agent import usage as usage_scope
 from agent.builtin_tools import BUILTIN_TOOLS
@@ -52,7 +52,6 @@ from gateway.learning.curator import Curator
 from gateway.learning.review import REVIEW_IDENTITY, Learning
 from gateway.learning.skill_usage import SkillUsage
 from gateway.learning.trajectories import Trajectories
-from gateway.ops.http import HttpServer
 from gateway.ops.metrics import Metrics
 from gateway.ops.redact import redact
 from gateway.sessions import Sessions, WorkItem
@@ -63,6 +62,9 @@ from gateway.turns import Turns
 from gateway.usage import UsageLedger
 from platforms import registry
 from platforms.base import ButtonPress, PlatformAdapter
+
+if TYPE_CHECKING:
+    from gateway.ops.http import HttpServer
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +96,7 @@ class GatewayRunner:
         self.usage: UsageLedger | None = None
         self.auxiliary: LLMClient | None = None  # reviews, the curator: llm.auxiliary, else the main client
         self.llm: LLMClient | None = None
-        self.http: HttpServer | None = None
+        self.http: "HttpServer | None" = None
         self.sessions: Sessions | None = None
         self.delivery: Delivery | None = None
         self.approvals: Approvals | None = None
@@ -195,12 +197,13 @@ class GatewayRunner:
         for adapter in self.adapters.values():
             adapter.set_callback(self.inbound.on_event, self._adapter_failed, self._adapter_health)
         routes = [route for adapter in self.adapters.values() for route in adapter.http_routes()]
-        self.http = HttpServer(cfg.http.host, cfg.http.port, routes=routes, readiness=self.readiness,
-                               metrics=self._render_metrics)
-        await self.http.start()
+        if routes:  # a platform reaches us over HTTP (web chat, webhooks): serve before it connects
+            await self._serve_http(routes)
         for adapter in self.adapters.values():
             await adapter.start()
             await adapter.set_commands(COMMANDS)
+        if not routes:  # polling platforms only: they start first (aiohttp.web is imported after them)
+            await self._serve_http(routes)
         await self.approvals.expire_all("the gateway restarted")  # nobody is waiting for these any more
         await self._resume()
         self.state = "running"
@@ -210,6 +213,14 @@ class GatewayRunner:
         await self.tick.run_hooks()
         self.spawn(self._report_sandbox(), name="sandbox-probe")  # (a trial bwrap run: not on the way to ready)
         log.info("chatgate ready on http://%s:%s/ with %s", cfg.http.host, self.http.port, ", ".join(self.adapters))
+
+    async def _serve_http(self, routes: list[Any]) -> None:
+        from gateway.ops.http import HttpServer
+
+        cfg = self.config.http
+        self.http = HttpServer(cfg.host, cfg.port, routes=routes, readiness=self.readiness,
+                               metrics=self._render_metrics)
+        await self.http.start()
 
     async def _report_sandbox(self) -> None:
         if await self.sandbox.ready() or self.sandbox.mode == "off":  # (a failure is warned about where found)

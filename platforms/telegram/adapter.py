@@ -26,9 +26,8 @@ import warnings
 from collections import OrderedDict
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, TypeVar
 
-from aiohttp import web
 from telegram import (
     Bot,
     BotCommand,
@@ -69,6 +68,9 @@ from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
 from platforms.telegram.http import AiohttpRequest
 from platforms.telegram.render import render_for_telegram
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -245,9 +247,15 @@ class TelegramAdapter(PlatformAdapter):
         return True
 
     def http_routes(self) -> Sequence[Any]:
-        return [web.post(WEBHOOK_PATH, self._webhook)] if self.mode == "webhook" else []
+        if self.mode != "webhook":
+            return []
+        from aiohttp import web  # (only for webhooks: polling needs no server, and starts before it)
+
+        return [web.post(WEBHOOK_PATH, self._webhook)]
 
     async def _webhook(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
         if not hmac.compare_digest(given.encode(), self.webhook_secret.encode()):
             return web.Response(status=403, text="wrong secret token\n")
