@@ -2,7 +2,8 @@
 
 Intake is `gateway.inbound`, chat commands `gateway.control`, a turn `gateway.turns`.
 
-Start order: store → agent → HTTP server → adapters → resume unfinished work → accept.
+Start order: store → agent → HTTP server → adapters → resume unfinished work → accept. (With only
+polling platforms, which nothing reaches over HTTP, the adapters start before the HTTP server.)
 Stop order (SIGTERM, Ctrl-C): stop dispatching → let running turns finish up to
 `gateway.drain_seconds` → flush the outbox → stop adapters → HTTP server → store. Messages that
 arrive while starting or draining are stored and handled at the next start, never dropped.
