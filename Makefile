@@ -18,6 +18,7 @@ test: $(PY)
 
 bench: $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m compileall -q gateway agent platforms  # bytecode, as an installed package has it
 	$(PY) bench/table.py
 
 clean:
