@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Paired A/B on the shared harness: this checkout against another revision, in alternation.
 #
-#   bench/paired_ab.sh [REV=HEAD] [ROUNDS=8]
+#   bench/paired_ab.sh [REV=HEAD] [ROUNDS=8] [SCENARIOS="A B"]
 #
 # The machine this runs on is shared and has slow and fast phases lasting tens of seconds, so
 # two runs minutes apart compare the machine more than the code. This starts both gateways side
 # by side (REV from a temporary git worktree, each with its own fake Telegram and fake LLM from
 # ../shared/bench, both on .venv's Python) and drives them in turns: round i runs scenario A
-# (1 chat x 50 messages, LLM 0 s) and B (100 chats at once, LLM 1 s) on one, then on the other.
+# (1 chat x 50 messages, LLM 0 s) and B (100 chats at once, LLM 1 s) on one, then on the other;
+# with SCENARIOS="A B C" also C (500 chats x 2 messages, LLM 1 s).
 # It prints each side's medians and the medians of the per-round ratios (this / REV).
 set -euo pipefail
 REV=${1:-HEAD}
 ROUNDS=${2:-8}
+SCENARIOS=${3:-A B}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=${CHATGATE_SHARED_BENCH:-$HERE/../shared/bench}
 PY=$HERE/.venv/bin/python
@@ -61,14 +63,19 @@ drive() {  # name label args...
 for name in this base; do drive "$name" warm --chats 100 --msgs-per-chat 1 --warmup 3 --chat-base 100000; done
 for i in $(seq 1 "$ROUNDS"); do
   for name in this base; do
-    drive "$name" A --chats 1 --msgs-per-chat 50 --warmup 2 --llm-latency 0 --chat-base $((300000 + i * 1000))
-    drive "$name" B --chats 100 --msgs-per-chat 1 --warmup 0 --llm-latency 1.0 --chat-base $((200000 + i * 1000))
+    for s in $SCENARIOS; do
+      case $s in
+        A) drive "$name" A --chats 1 --msgs-per-chat 50 --warmup 2 --llm-latency 0 --chat-base $((300000 + i * 1000)) ;;
+        B) drive "$name" B --chats 100 --msgs-per-chat 1 --warmup 0 --llm-latency 1.0 --chat-base $((200000 + i * 1000)) ;;
+        C) drive "$name" C --chats 500 --msgs-per-chat 2 --warmup 0 --llm-latency 1.0 --chat-base $((400000 + i * 1000)) ;;
+      esac
+    done
   done
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); base = $REV ($(git -C "$WORK/base" rev-parse --short HEAD))"
-"$PY" - "$WORK" <<'PYEOF'
+"$PY" - "$WORK" "$SCENARIOS" <<'PYEOF'
 import json, statistics, sys
-work = sys.argv[1]
+work, scenarios = sys.argv[1], sys.argv[2].split()
 def runs(name, label):
     return [json.loads(line) for line in open(f"{work}/{name}-{label}.jsonl")]
 def med(values):
@@ -79,12 +86,16 @@ figures = {
     "A CPU per turn (ms)": ("A", lambda r: r["gateway"]["cpu_s"] / r["completed"] * 1000),
     "B all answered (s)": ("B", lambda r: r["wall_s"]),
     "B CPU (s)": ("B", lambda r: r["gateway"]["cpu_s"]),
+    "C all answered (s)": ("C", lambda r: r["wall_s"]),
+    "C CPU per message (ms)": ("C", lambda r: r["gateway"]["cpu_s"] / r["completed"] * 1000),
 }
 print(f"{'figure':<22} {'this':>9} {'base':>9} {'ratio':>7}")
 for title, (label, get) in figures.items():
+    if label not in scenarios:
+        continue
     this, base = [get(r) for r in runs("this", label)], [get(r) for r in runs("base", label)]
     ratios = [t / b for t, b in zip(this, base) if b]
     print(f"{title:<22} {med(this):>9} {med(base):>9} {med(ratios):>7}")
-missing = sum(r["missing"] + r["duplicates"] for n in ("this", "base") for l in "AB" for r in runs(n, l))
+missing = sum(r["missing"] + r["duplicates"] for n in ("this", "base") for l in scenarios for r in runs(n, l))
 print(f"missing or doubled replies in all runs: {missing}")
 PYEOF

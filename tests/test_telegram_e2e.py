@@ -341,3 +341,29 @@ async def test_an_edit_that_changes_nothing_is_not_sent_and_one_that_does_is(tg:
             ("All <b>done</b>.", "HTML", False), ("All <b>done</b>.", "HTML", True)]
     finally:
         await adapter.bot.shutdown()
+
+
+async def test_a_plain_private_message_reads_the_same_without_ptbs_objects(tg: FakeTelegram):
+    from telegram import Update
+
+    from platforms.telegram.adapter import TelegramAdapter
+
+    adapter = TelegramAdapter(tg.token, base_url=tg.url)
+    await adapter.bot.initialize()
+    try:
+        plain = tg.user_message("hello there")
+        named = tg.user_message("hi", user_id=1002, first_name="Bo", username=None)
+        named["message"]["from"]["last_name"] = "Diddley"
+        nameless = tg.user_message("hi", user_id=1003, first_name="", username="quiet")
+        for raw in (plain, named, nameless):
+            fast = adapter._plain_dm(raw)
+            assert fast is not None
+            assert fast == adapter._inbound(Update.de_json(raw, adapter.bot).message)
+        assert adapter._plain_dm(named).user_name == "Bo Diddley"  # type: ignore[union-attr]
+        assert adapter._plain_dm(nameless).user_name == "quiet"  # type: ignore[union-attr]
+        others = [tg.user_message("/new"), tg.user_message(f"ask @{adapter.bot.username}"),
+                  tg.user_message("see this", reply_to_bot=True), tg.user_message("a photo", photo=True),
+                  tg.user_message("in a group", chat_type="group")]
+        assert [adapter._plain_dm(raw) for raw in others] == [None] * 5  # (entities, reply, file, group: PTB's)
+    finally:
+        await adapter.bot.shutdown()
