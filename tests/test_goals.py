@@ -190,6 +190,21 @@ async def test_a_goal_in_progress_carries_on_after_kill_9(tmp_path, tg: FakeTele
             daemon.close()
 
 
+async def test_a_goal_in_a_telegram_group_answers_there_without_quoting_its_own_turns(tmp_path, llm: FakeLLM,
+                                                                                    tg: FakeTelegram):
+    llm.responder = Judging(verdict(False, "half done"), verdict(True, "all done"))
+    runner = await start_gateway(tmp_path, llm.base_url, **telegram_settings(tg, **QUIET))
+    try:
+        command = tg.user_message("/goal sort the shelf", chat_type="group")
+        group = command["message"]["chat"]["id"]
+        await wait_for_text(tg, "✅ Goal reached after 2 turn(s): all done")
+        replies = [m for m in tg.sent_messages(group) if m.text and m.text.startswith("echo: [Ann] [Goal")]
+        assert len(replies) == 2 and all(m.reply_to_message_id is None for m in replies)  # no made-up message ids
+        assert "↻ Continuing (1/20): half done" in [m.text for m in tg.sent_messages(group)]
+    finally:
+        await runner.stop()
+
+
 def test_the_judges_answer_is_read_leniently_and_unreadable_means_continue():
     assert read_verdict('{"done": true, "reason": "ok"}').done
     assert read_verdict('Sure! {"done": false, "reason": "x"} hope that helps').reason == "x"
