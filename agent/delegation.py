@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from agent import usage as usage_scope
 from agent.llm import LLMError
 from agent.loop import Agent
-from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, Tool, ToolContext, ToolScope
+from agent.tools import AskingFor, Tool, ToolContext, ToolScope
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +48,6 @@ class SubagentLog(Protocol):
 class Limits:
     max_concurrent: int = 3
     max_depth: int = 2
-
-
-class _AskingFor:
-    """The parent's approval port, saying which subagent asks."""
-
-    def __init__(self, approvals: ApprovalPort, task: str) -> None:
-        self.approvals = approvals
-        self.task = task if len(task) <= 120 else task[:119] + "…"
-
-    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
-        reasons = (f"asked by a subagent working on: {self.task}", *request.reasons)
-        return await self.approvals.request(ctx, ApprovalRequest(request.kind, request.subject, reasons))
 
 
 class Delegation:
@@ -117,7 +105,9 @@ class Delegation:
             run_id = await self.log.started(ctx, task, depth)
             assert ctx.tools is not None
             scope = self._scope(ctx.tools, spec.get("toolsets"), depth)
-            child = replace(ctx, approvals=_AskingFor(ctx.approvals, task) if ctx.approvals else None,
+            shown = task if len(task) <= 120 else task[:119] + "…"
+            child = replace(ctx, approvals=AskingFor(ctx.approvals, f"asked by a subagent working on: {shown}")
+                            if ctx.approvals else None,
                             extras={**ctx.extras, DEPTH: depth}, tools=None)
             record: list[dict[str, Any]] = []
             state, report = "failed", ""

@@ -44,6 +44,19 @@ class ApprovalPort(Protocol):
     async def request(self, ctx: "ToolContext", request: ApprovalRequest) -> ApprovalOutcome: ...
 
 
+class AskingFor:
+    """An approval port that asks through another, saying first on whose behalf (a scheduled job,
+    a subagent): the person deciding sees who wants it."""
+
+    def __init__(self, port: ApprovalPort, on_behalf_of: str) -> None:
+        self.port = port
+        self.on_behalf_of = on_behalf_of
+
+    async def request(self, ctx: "ToolContext", request: ApprovalRequest) -> ApprovalOutcome:
+        reasons = (self.on_behalf_of, *request.reasons)
+        return await self.port.request(ctx, ApprovalRequest(request.kind, request.subject, reasons))
+
+
 class ToolJournal(Protocol):
     """Where a turn notes, before it runs, each call of a tool with side effects, so that a turn
     cut off by a crash is not blindly run again (the gateway keeps it with the message)."""

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from agent import usage as usage_scope
 from agent.llm import LLMError
 from agent.loop import Agent
-from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, ToolContext, ToolScope
+from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, ToolContext, ToolScope
 from gateway.cron.jobs import Job, utc
 from gateway.cron.ledger import Claim, RunLedger
 from gateway.delivery import Delivery
@@ -56,18 +56,6 @@ class _NobodyToAsk:
             "is present to approve it (approvals.cron is deny). Report what you would have done instead."))
 
 
-class _AskOwner:
-    """Ask the job's owner, in the chat the job came from, saying which job wants it."""
-
-    def __init__(self, approvals: ApprovalPort, job: Job) -> None:
-        self.approvals = approvals
-        self.job = job
-
-    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
-        reasons = (f"asked by the scheduled job #{self.job.id} \"{self.job.name}\"", *request.reasons)
-        return await self.approvals.request(ctx, ApprovalRequest(request.kind, request.subject, reasons))
-
-
 class CronRuns:
     def __init__(self, *, store: Store, ledger: RunLedger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
                  approvals: ApprovalPort | None, approvals_mode: str, cron_approvals: str, timezone: str | None,
@@ -91,7 +79,7 @@ class CronRuns:
             return self.approvals  # the operator turned consent off everywhere (hardline is still refused)
         if self.approvals is not None and self.approvals_mode == "ask" and self.cron_approvals == "ask-owner" \
                 and job.owner_chat_ref is not None:
-            return _AskOwner(self.approvals, job)
+            return AskingFor(self.approvals, f"asked by the scheduled job #{job.id} \"{job.name}\"")
         return _NobodyToAsk()
 
     async def run(self, claim: Claim) -> None:
