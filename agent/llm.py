@@ -26,6 +26,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import aiohttp
 
+from agent.tools import Schemas
+
 log = logging.getLogger(__name__)
 
 TextSink = Callable[[str], Awaitable[None] | None]
@@ -105,21 +107,15 @@ def _retry_after(headers: Any) -> float | None:
 
 
 JSON_BODY = {"Content-Type": "application/json"}
-_TOOLS_JSON: dict[int, tuple[list[dict[str, Any]], str]] = {}  # id(schemas) → (schemas, their JSON)
-TOOLS_JSON_KEPT = 64
 
 
 def _encode(body: dict[str, Any], tools: list[dict[str, Any]] | None) -> bytes:
-    """The request body as JSON. The tools' schemas are the same list, request after request, for a
-    scope (`ToolScope.schemas`), so their JSON (most of a short conversation's request) is made once."""
+    """The request body as JSON. A scope's schemas (`agent.tools.Schemas`, most of a short
+    conversation's request) bring their JSON made once."""
     text = json.dumps(body)
     if tools:
-        cached = _TOOLS_JSON.get(id(tools))
-        if cached is None or cached[0] is not tools:
-            if len(_TOOLS_JSON) >= TOOLS_JSON_KEPT:
-                _TOOLS_JSON.pop(next(iter(_TOOLS_JSON)))
-            cached = _TOOLS_JSON[id(tools)] = (tools, json.dumps(tools))  # (the list is kept: its id stays its own)
-        text = f'{text[:-1]}, "tools": {cached[1]}}}'
+        encoded = tools.json if isinstance(tools, Schemas) else json.dumps(tools)
+        text = f'{text[:-1]}, "tools": {encoded}}}'
     return text.encode()
 
 

@@ -69,18 +69,21 @@ class Agent:
                 await on_summary(summary, min(first_user - 1 + covered, len(history) - 1))
             compressed = True
 
+        async def request() -> Completion:
+            return await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+
         async def ask() -> Completion:
             squeeze = self.compressor
             if squeeze is None:
-                return await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+                return await request()
             messages[:], chars = await squeeze.fit(messages, on_summary=summarised)
             try:
-                reply = await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+                reply = await request()
             except LLMError as exc:
                 if not is_context_overflow(exc.__cause__ or exc):
                     raise
                 messages[:], chars = await squeeze.fit(messages, force=True, on_summary=summarised)
-                reply = await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+                reply = await request()
             squeeze.observe(chars, reply.usage)
             return reply
 
