@@ -406,17 +406,20 @@ class Store:
     async def history_window(self, session_id: int, limit: int = 200) -> tuple[list[dict[str, Any]], list[int | None]]:
         """What the model is sent of the session, and each message's id (None: a summary). After a
         compression: the first user message, the latest summary, and the messages after it."""
-        rows = await self.fetch_all(  # one trip: this is on the way to every request
-            "WITH latest AS (SELECT through_message_id AS through, summary FROM session_summaries"
-            " WHERE session_id = ?1 ORDER BY id DESC LIMIT 1)"
-            " SELECT * FROM (SELECT 0 AS part, id, role, content, tool_calls, tool_call_id, name FROM messages"
-            "  WHERE session_id = ?1 AND status = 'ok' AND role = 'user' AND EXISTS (SELECT 1 FROM latest)"
-            "  ORDER BY id LIMIT 1)"
-            " UNION ALL SELECT 1, NULL, 'user', ?2 || summary, NULL, NULL, NULL FROM latest"
-            " UNION ALL SELECT * FROM (SELECT 2, id, role, content, tool_calls, tool_call_id, name FROM messages"
-            "  WHERE session_id = ?1 AND status = 'ok' AND id > coalesce((SELECT through FROM latest), 0)"
-            "  ORDER BY id DESC LIMIT ?3)"
-            " ORDER BY part, id", (session_id, SUMMARY_PREFIX, limit))
+        summary = await self.fetch_one("SELECT through_message_id, summary FROM session_summaries"
+                                       " WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,))
+        after = summary["through_message_id"] if summary else 0
+        rows = await self.fetch_all(
+            "SELECT id, role, content, tool_calls, tool_call_id, name FROM ("
+            " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' AND id > ? ORDER BY id DESC LIMIT ?"
+            ") ORDER BY id", (session_id, after, limit))
+        if summary:
+            first = await self.fetch_one("SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
+                                         " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id"
+                                         " LIMIT 1", (session_id,))
+            rows = [*([first] if first else []),
+                    {"id": None, "role": "user", "content": SUMMARY_PREFIX + summary["summary"], "tool_calls": None,
+                     "tool_call_id": None, "name": None}, *rows]
         out: list[dict[str, Any]] = []
         ids: list[int | None] = []
         for r in rows:
