@@ -33,9 +33,11 @@ import sys
 root = sys.argv[1]
 sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 sys.path.insert(0, root)
-from gateway.cli import main
-sys.argv = ["chatgate", "run"]
-sys.exit(main())
+try:
+    from gateway.launch import main  # the console script's entry point, where there is one
+except ImportError:
+    from gateway.cli import main
+sys.exit(main(["run"]))
 PYEOF
 port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
 start() {  # name root

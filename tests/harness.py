@@ -196,13 +196,13 @@ class Daemon:
     def start(self) -> None:
         self.starts += 1
         log = open(self.home / f"gateway-{self.starts}.log", "wb")  # noqa: SIM115 - the child owns it
-        self.process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], env=self.env,
+        self.process = subprocess.Popen([sys.executable, "-m", "gateway", "run"], env=self.env,
                                         stdout=log, stderr=subprocess.STDOUT)
         log.close()
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`chatgate <args>` beside it, on the same home and settings."""
-        return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "gateway", *args], capture_output=True, text=True,
                               env=self.env, timeout=60)
 
     def kill(self) -> None:

@@ -224,7 +224,7 @@ async def test_telegram_restart_while_pending_edits_the_prompt_to_expired(tmp_pa
     async with FakeLLM() as llm:
         llm.script(run_tool("rm -rf victim"))
         env = {**os.environ, **gateway_env(tmp_path, llm.base_url, **telegram_settings(tmp_path, tg))}
-        cmd = [sys.executable, "-m", "gateway.cli", "run"]
+        cmd = [sys.executable, "-m", "gateway", "run"]
         first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             tg.user_message("delete victim")
@@ -271,12 +271,12 @@ async def test_allow_for_this_session_covers_the_session_only(tmp_path, llm: Fak
 
 
 def test_cli_check_prints_the_verdict_as_json():
-    out = subprocess.run([sys.executable, "-m", "gateway.cli", "approvals", "check", "sudo rm -rf /"],
+    out = subprocess.run([sys.executable, "-m", "gateway", "approvals", "check", "sudo rm -rf /"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0
     verdict = __import__("json").loads(out.stdout)
     assert verdict["verdict"] == "hardline" and verdict["reasons"]
-    safe = subprocess.run([sys.executable, "-m", "gateway.cli", "approvals", "check", "grep 'rm -rf' notes.txt"],
+    safe = subprocess.run([sys.executable, "-m", "gateway", "approvals", "check", "grep 'rm -rf' notes.txt"],
                           capture_output=True, text=True, timeout=30)
     assert __import__("json").loads(safe.stdout) == {"verdict": "safe", "reasons": []}
 

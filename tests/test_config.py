@@ -421,7 +421,7 @@ def _clean_env(home: Path) -> dict[str, str]:
 def test_cli_bad_config_exits_2_with_one_line(home: Path, tmp_path: Path, text: str, expected: str) -> None:
     bad = write(tmp_path / "bad.yaml", text)
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "--config", str(bad), "run"],
+        [sys.executable, "-m", "gateway", "--config", str(bad), "run"],
         cwd=ROOT, env=_clean_env(home), capture_output=True, text=True, timeout=30,
     )
     assert result.returncode == 2, result.stderr
@@ -435,7 +435,7 @@ def test_cli_bad_config_exits_2_with_one_line(home: Path, tmp_path: Path, text: 
 
 def test_cli_missing_config_file_exits_2(home: Path, tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "--config", str(tmp_path / "absent.yaml"), "run"],
+        [sys.executable, "-m", "gateway", "--config", str(tmp_path / "absent.yaml"), "run"],
         cwd=ROOT, env=_clean_env(home), capture_output=True, text=True, timeout=30,
     )
     assert result.returncode == 2

@@ -302,7 +302,7 @@ async def test_killed_mid_run_is_marked_interrupted_and_not_run_again(tmp_path):
             await jobs.create(name="long", prompt="work hard", schedule="in 1s", target="webchat:tab-0001",
                               owner_platform="cli", owner_id="operator")
         env = {**os.environ, **gateway_env(tmp_path, llm.base_url, **FAST)}
-        first = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], env=env,
+        first = subprocess.Popen([sys.executable, "-m", "gateway", "run"], env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             await llm.wait_for_requests(1, timeout=20)  # claimed and running

@@ -22,7 +22,7 @@ SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 
 
 def chatgate(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "gateway", *args], capture_output=True, text=True,
                           env={**os.environ, **gateway_env(home, None), **(env or {})}, timeout=60)
 
 
@@ -43,7 +43,7 @@ def test_the_printed_unit_passes_systemd_analyze_verify(tmp_path: Path, user: bo
     text = done.stdout
     assert "Type=notify" in text and "WatchdogSec=" in text and "Restart=on-failure" in text
     assert f'Environment="CHATGATE_HOME={home}"' in text and f"ReadWritePaths={home}" in text
-    assert f"ExecStart={sys.executable} -m gateway.cli run" in text
+    assert f"ExecStart={sys.executable} -m gateway run" in text
     assert ("User=" in text) is not user and ("WantedBy=default.target" in text) is user
     assert not home.exists()  # printing changes nothing
 
@@ -90,7 +90,7 @@ async def test_run_tells_systemd_ready_feeds_the_watchdog_and_says_stopping(tmp_
     async with FakeLLM() as llm:
         env = {**os.environ, **gateway_env(tmp_path, llm.base_url), "NOTIFY_SOCKET": address,
                "WATCHDOG_USEC": "200000"}
-        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "gateway.cli", "run", env=env,
+        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "gateway", "run", env=env,
                                                        stdout=asyncio.subprocess.DEVNULL,
                                                        stderr=asyncio.subprocess.DEVNULL)
         try:

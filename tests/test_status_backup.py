@@ -60,7 +60,7 @@ async def test_status_lists_what_waits_and_the_last_errors(tmp_path: Path, llm: 
             await tab.say("hello")
             await tab.reply()
         env = {**os.environ, **gateway_env(tmp_path, llm.base_url)}
-        done = subprocess.run([sys.executable, "-m", "gateway.cli", "status"], capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", "gateway", "status"], capture_output=True, text=True,
                               env=env, timeout=60)
         assert "1 dead letters" in done.stdout and "ValueError: bad update" in done.stdout
         assert "0 waiting, 0 running" in done.stdout

@@ -17,7 +17,7 @@ from gateway import cli
 from platforms.text import text_length
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import ANN, gateway_env, sent_texts, telegram_gateway, telegram_settings, wait_for_text
+from tests.harness import ANN, eventually, gateway_env, sent_texts, telegram_gateway, telegram_settings, wait_for_text
 
 
 async def test_dm_message_gets_a_formatted_reply(tmp_path, llm: FakeLLM, tg: FakeTelegram):
@@ -301,7 +301,7 @@ async def test_killed_after_storing_the_update_replies_exactly_once_after_restar
     async with FakeLLM() as llm:
         llm.script(Reply.hang())
         env = {**os.environ, **gateway_env(tmp_path, llm.base_url, **telegram_settings(tg))}
-        cmd = [sys.executable, "-m", "gateway.cli", "run"]
+        cmd = [sys.executable, "-m", "gateway", "run"]
         first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             tg.user_message("survive this")
@@ -327,7 +327,7 @@ async def test_an_edit_that_changes_nothing_is_not_sent_and_one_that_does_is(tg:
     from platforms.telegram.adapter import TelegramAdapter
 
     adapter = TelegramAdapter(tg.token, base_url=tg.url)
-    await adapter.bot.initialize()
+    await adapter.connect()
     chat = ChatRef("telegram", str(ANN))
     try:
         draft = await adapter.send(chat, Out(text="All done.", plain="All done.", final=False))
@@ -340,7 +340,7 @@ async def test_an_edit_that_changes_nothing_is_not_sent_and_one_that_does_is(tg:
         assert [(e.get("text"), e.get("parse_mode"), "reply_markup" in e.params) for e in edits] == [
             ("All <b>done</b>.", "HTML", False), ("All <b>done</b>.", "HTML", True)]
     finally:
-        await adapter.bot.shutdown()
+        await adapter.api.close()
 
 
 async def test_a_plain_private_message_reads_the_same_without_ptbs_objects(tg: FakeTelegram):
@@ -349,7 +349,7 @@ async def test_a_plain_private_message_reads_the_same_without_ptbs_objects(tg: F
     from platforms.telegram.adapter import TelegramAdapter
 
     adapter = TelegramAdapter(tg.token, base_url=tg.url)
-    await adapter.bot.initialize()
+    await adapter.connect()
     try:
         plain = tg.user_message("hello there")
         named = tg.user_message("hi", user_id=1002, first_name="Bo", username=None)
@@ -358,12 +358,64 @@ async def test_a_plain_private_message_reads_the_same_without_ptbs_objects(tg: F
         for raw in (plain, named, nameless):
             fast = adapter._plain_dm(raw)
             assert fast is not None
-            assert fast == adapter._inbound(Update.de_json(raw, adapter.bot).message)
+            assert fast == adapter._inbound(Update.de_json(raw, None).message)
         assert adapter._plain_dm(named).user_name == "Bo Diddley"  # type: ignore[union-attr]
         assert adapter._plain_dm(nameless).user_name == "quiet"  # type: ignore[union-attr]
-        others = [tg.user_message("/new"), tg.user_message(f"ask @{adapter.bot.username}"),
+        others = [tg.user_message("/new"), tg.user_message(f"ask @{adapter.username}"),
                   tg.user_message("see this", reply_to_bot=True), tg.user_message("a photo", photo=True),
                   tg.user_message("in a group", chat_type="group")]
         assert [adapter._plain_dm(raw) for raw in others] == [None] * 5  # (entities, reply, file, group: PTB's)
     finally:
-        await adapter.bot.shutdown()
+        await adapter.api.close()
+
+
+# `chatgate run` (gateway.launch, as the console script starts it) with a thread that reports on a
+# line of its stdin what the tests below ask of the process.
+_REPORTING_GATEWAY = (
+    "import gc, json, sys, threading\n"
+    "def report():\n"
+    "    for _ in sys.stdin:\n"
+    "        print('REPORT', json.dumps({'ptb': 'telegram' in sys.modules, 'gc_on': gc.isenabled(),\n"
+    "                                    'frozen': gc.get_freeze_count()}), flush=True)\n"
+    "threading.Thread(target=report, daemon=True).start()\n"
+    "from gateway.launch import main; sys.exit(main(['run']))")
+
+
+async def _report(gateway: asyncio.subprocess.Process) -> dict[str, Any]:
+    import json
+
+    assert gateway.stdin is not None and gateway.stdout is not None
+    gateway.stdin.write(b"?\n")
+    while not (line := await asyncio.wait_for(gateway.stdout.readline(), 15)).startswith(b"REPORT "):
+        assert line, "the gateway exited"
+    return json.loads(line.split(b" ", 1)[1])
+
+
+async def test_python_telegram_bot_is_imported_at_the_first_update_that_needs_it(tmp_path, tg: FakeTelegram):
+    """`chatgate run` starts, answers a private message and a button press without importing PTB
+    (it was a sixth of the time to ready); a group message with a mention brings it in. By then
+    the collector is on again, with what start-up made frozen (gateway/launch.py)."""
+    async with FakeLLM() as llm:
+        env = {**os.environ, **gateway_env(tmp_path, llm.base_url, **telegram_settings(tg))}
+        gateway = await asyncio.create_subprocess_exec(sys.executable, "-c", _REPORTING_GATEWAY, env=env,
+                                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                       stderr=subprocess.DEVNULL)
+        try:
+            tg.user_message("hello")
+            await wait_for_text(tg, "echo: hello", timeout=20)
+            [reply] = tg.sent_messages(ANN)
+            tg.callback_query("no-such-button", message_id=reply.message_id)
+            await tg.wait_for("answerCallbackQuery", timeout=15)
+            assert (await _report(gateway))["ptb"] is False
+            tg.user_message("@chatgate_bot and in the group?", chat_type="group")
+            await wait_for_text(tg, "echo: [Ann] and in the group?", timeout=20)
+            assert (await _report(gateway))["ptb"] is True
+
+            async def collector_on_and_startup_frozen() -> bool:
+                report = await _report(gateway)
+                return report["gc_on"] and report["frozen"] > 10_000
+
+            await eventually(collector_on_and_startup_frozen, what="the collector on, start-up frozen")
+        finally:
+            gateway.terminate()
+            await gateway.wait()

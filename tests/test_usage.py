@@ -41,7 +41,7 @@ async def test_usage_adds_up_across_loops_in_the_chat_the_cli_and_metrics(tmp_pa
         assert "By loop (you, in all): main" in report and "review" in report
 
         env = {**os.environ, **gateway_env(tmp_path, llm.base_url)}
-        done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gateway.cli", "usage", "--json"],
+        done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gateway", "usage", "--json"],
                                        capture_output=True, text=True, env=env, timeout=60)
         loops = json.loads(done.stdout)["loops"]
         assert loops["main"]["requests"] == 2 and loops["main"]["prompt"] == prompt

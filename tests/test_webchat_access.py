@@ -144,7 +144,7 @@ async def test_an_unexpected_start_up_error_is_one_line_and_an_orderly_stop(tmp_
                                           "'http://127.0.0.1:9'\n")  # nothing listens there
     env = {**os.environ, **gateway_env(tmp_path, None)}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", "run", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable, "-m", "gateway", "run", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 1
     lines = [x for x in err.decode().splitlines() if x.startswith("chatgate cannot start")]

@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 from gateway.cli import cron, daemon, learning, service, state
 from gateway.config import ConfigError, load_config
+from gateway.launch import collector_on
 from gateway.ops.logs import setup_logging
 
 GROUPS = (daemon, state, cron, learning, service)  # each: add_parsers(sub) and HANDLERS {command: async handler}
@@ -34,6 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     setup_logging(config.gateway.log_level, config.secrets(), config.gateway.log_format)
     handler = next(group.HANDLERS[args.command] for group in GROUPS if args.command in group.HANDLERS)
+    if handler is not daemon.run:
+        collector_on(started=False)  # (`run` turns it on once it is up)
     try:
         with asyncio.Runner(loop_factory=event_loop(config.gateway.event_loop)) as runner:
             return runner.run(handler(config, args))

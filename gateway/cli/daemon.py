@@ -11,11 +11,13 @@ import sys
 from typing import Any
 
 from gateway.config import Config
+from gateway.launch import collector_on
 from gateway.ops import systemd
 from gateway.ops.process import not_dumpable
 from platforms.registry import PlatformUnavailable
 
 log = logging.getLogger("chatgate")
+COLLECT_AFTER_START = 0.25  # s: the start-up collection waits until the platforms' first polls are out
 
 
 def add_parsers(sub: Any) -> None:
@@ -47,6 +49,7 @@ async def run(config: Config, _: argparse.Namespace) -> int:
         await runner.stop()
         return 1
     print(f"chatgate is running{_where(config, runner)} (Ctrl-C stops)", flush=True)
+    loop.call_later(COLLECT_AFTER_START, lambda: collector_on(started=True))
     systemd.notify(f"READY=1\nSTATUS=running with {', '.join(runner.adapters)}")
     interval = systemd.watchdog_interval()
     watchdog = asyncio.create_task(systemd.feed_watchdog(interval), name="watchdog") if interval else None

@@ -49,7 +49,7 @@ def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: 
                 config_file: Path | None = None, account: str | None = None) -> str:
     """The unit text. `writable`: the folders beside `home` the service writes (the workspace)."""
     python = Path(sys.executable)
-    command = [str(python), "-m", "gateway.cli"] + (["--config", str(config_file)] if config_file else []) + ["run"]
+    command = [str(python), "-m", "gateway"] + (["--config", str(config_file)] if config_file else []) + ["run"]
     paths = " ".join(_quote(p) for p in dict.fromkeys([home, *writable]))
     lines = [
         "# Written by `chatgate service install`; `chatgate service uninstall` removes it.",

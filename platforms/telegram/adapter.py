@@ -1,4 +1,4 @@
-"""Telegram, on python-telegram-bot's `Bot` driven by the gateway's lifecycle.
+"""Telegram: the Bot API over our own client (`botapi.py`), python-telegram-bot for reading updates.
 
 Polling is our own loop over `getUpdates` (raw JSON, one update at a time) so that the offset
 moves past an update only after the gateway has stored it: a crash between the two means the
@@ -9,6 +9,10 @@ update comes again and the inbox drops the copy. An update that cannot be taken 
 
 Webhook mode serves `POST /telegram/webhook` on the gateway's HTTP server and answers 200 only
 after the update is stored, so Telegram retries anything else (also bounded, then dead-lettered).
+
+A private text message and a button press are read straight from the update's JSON; anything
+else (entities, replies, topics, files, groups) through python-telegram-bot's `Update`, which
+is imported at the first such update, not at start.
 
 Nothing here waits on a network call on the intake path: attachments are described at intake
 and downloaded by `fetch` when their turn starts; a button press is only handed over.
@@ -22,35 +26,9 @@ import hmac
 import json
 import logging
 import re
-import warnings
 from collections import OrderedDict
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, TypeVar
-
-from telegram import (
-    Bot,
-    BotCommand,
-    CallbackQuery,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    InputFile,
-    Message,
-    ReplyParameters,
-    Update,
-)
-from telegram.constants import ChatAction, MessageEntityType, ParseMode
-from telegram.error import (
-    BadRequest,
-    Conflict,
-    EndPointNotFound,
-    Forbidden,
-    InvalidToken,
-    NetworkError,
-    RetryAfter,
-    TelegramError,
-)
-from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from platforms.base import (
     Attachment,
@@ -66,11 +44,12 @@ from platforms.base import (
 )
 from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
-from platforms.telegram.http import AiohttpRequest
+from platforms.telegram.botapi import BotAPI, BotAPIError
 from platforms.telegram.render import render_for_telegram
 
 if TYPE_CHECKING:
     from aiohttp import web
+    from telegram import Message
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,21 +60,6 @@ _PLAIN_KEYS = frozenset({"message_id", "from", "chat", "date", "text"})  # a mes
 UPDATE_ATTEMPTS = 3  # tries at one update before it is dead-lettered
 SHOWN_REMEMBERED = 4096  # messages whose current text is kept to skip edits that change nothing
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-# getUpdates, sendMessage and editMessageText go through the public `do_api_request` to get the
-# raw JSON: PTB's own `get_updates` parses the whole batch and fails it on one malformed update,
-# and building a `Message` from every send's answer was an eighth of the gateway's CPU on the
-# benchmark, for the one field we read (message_id). PTB suggests the typed methods for endpoints
-# it knows, which is exactly what we avoid here.
-warnings.filterwarnings("ignore", message="Please use 'Bot\\.", category=PTBUserWarning)
-# PTB 22 warns on every RetryAfter (its own constructor reads the attribute) that it will become a
-# timedelta; `_retry_after` reads either form.
-warnings.filterwarnings("ignore", message=".*`retry_after` will be of type", category=PTBDeprecationWarning)
-
-
-def _retry_after(exc: RetryAfter) -> float:
-    """Seconds to wait; PTB 22 returns an int or a timedelta."""
-    value = exc.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 def _chat_of(raw: Any) -> Any:
@@ -104,6 +68,13 @@ def _chat_of(raw: Any) -> Any:
     message = holder.get("message") if isinstance(holder, dict) else None
     chat = message.get("chat") if isinstance(message, dict) else None
     return chat.get("id") if isinstance(chat, dict) else ("update", id(raw))
+
+
+def _user_name(user: dict[str, Any]) -> str:
+    """What a person is called: first and last name, else the username, else the id."""
+    first, last = user.get("first_name"), user.get("last_name")
+    name = " ".join(part for part in (first, last) if isinstance(part, str) and part)
+    return name or str(user.get("username") or "") or str(user.get("id"))
 
 
 def webhook_secret_for(token: str) -> str:
@@ -121,11 +92,9 @@ class TelegramAdapter(PlatformAdapter):
                  max_file_bytes: int = 20 * 1024 * 1024, poll_timeout: int = 30,
                  max_sends_per_second: float = 0.0) -> None:
         super().__init__()
-        base = base_url.rstrip("/")
-        self.bot = Bot(token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot",
-                       request=AiohttpRequest(pool_size=256, read_timeout=30.0, connect_timeout=10.0),
-                       get_updates_request=AiohttpRequest(pool_size=1, read_timeout=poll_timeout + 10.0,
-                                                          connect_timeout=10.0))
+        self.api = BotAPI(token, base_url)
+        self.username: str | None = None  # the bot's, from getMe
+        self.bot_id: int | None = None
         self.mode = mode
         self.webhook_url = webhook_url
         self.webhook_secret = webhook_secret or webhook_secret_for(token)
@@ -139,20 +108,30 @@ class TelegramAdapter(PlatformAdapter):
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def _start(self) -> None:
+    async def connect(self) -> None:
+        """Open the client and learn who the bot is (getMe)."""
+        await self.api.open()
         try:
-            await self.bot.initialize()
-        except InvalidToken:
-            raise RuntimeError("Telegram refused the bot token (platforms.telegram.token / TELEGRAM_BOT_TOKEN)") \
-                from None
+            me = await self.api.call("getMe")
+        except BotAPIError as exc:
+            if exc.token_refused:
+                raise RuntimeError("Telegram refused the bot token (platforms.telegram.token / "
+                                   "TELEGRAM_BOT_TOKEN)") from None
+            raise
+        if not isinstance(me, dict) or not isinstance(me.get("id"), int):
+            raise RuntimeError("Telegram's getMe answered without the bot's id")
+        self.bot_id, self.username = me["id"], me.get("username") or None
+
+    async def _start(self) -> None:
+        await self.connect()
         if self.mode == "webhook":
-            await self.bot.set_webhook(self.webhook_url or "", secret_token=self.webhook_secret,
-                                       allowed_updates=ALLOWED_UPDATES)
+            await self.api.call("setWebhook", {"url": self.webhook_url or "", "secret_token": self.webhook_secret,
+                                               "allowed_updates": ALLOWED_UPDATES})
         else:
-            await self.bot.delete_webhook()
+            await self.api.call("deleteWebhook")
             self._poller = start_supervised("telegram-poll", self._poll,
                                             on_down=lambda reason: self.set_health("down", reason))
-        log.info("telegram: @%s connected (%s)", self.bot.username, self.mode)
+        log.info("telegram: @%s connected (%s)", self.username, self.mode)
 
     async def _stop(self) -> None:
         if self._poller is not None:
@@ -161,15 +140,16 @@ class TelegramAdapter(PlatformAdapter):
             self._poller = None
             if self._offset is not None:  # confirm what was stored, so it is not sent again
                 try:
-                    await self.bot.do_api_request("getUpdates", api_kwargs={"offset": self._offset, "timeout": 0})
-                except TelegramError as exc:
+                    await self.api.call("getUpdates", {"offset": self._offset, "timeout": 0})
+                except BotAPIError as exc:
                     log.debug("telegram: final offset confirmation failed: %s", exc)
-        await self.bot.shutdown()
+        await self.api.close()
 
     async def set_commands(self, commands: dict[str, str]) -> None:
         try:
-            await self.bot.set_my_commands([BotCommand(name, text[:256]) for name, text in commands.items()])
-        except TelegramError as exc:
+            await self.api.call("setMyCommands", {"commands": [
+                {"command": name, "description": text[:256]} for name, text in commands.items()]})
+        except BotAPIError as exc:
             log.warning("telegram: could not register commands: %s", exc)
 
     # -- receiving ------------------------------------------------------------------------
@@ -178,19 +158,21 @@ class TelegramAdapter(PlatformAdapter):
         backoff = 1.0
         while True:
             try:
-                updates = await self.bot.do_api_request("getUpdates", api_kwargs={
-                    "offset": self._offset, "timeout": self.poll_timeout, "allowed_updates": ALLOWED_UPDATES})
-            except Conflict:
-                self.fail("another process is polling updates for this bot token (409 Conflict); "
-                          "stop the other instance or use a different token")
-                return
-            except (InvalidToken, EndPointNotFound):
-                self.fail("Telegram refused the bot token")
-                return
-            except RetryAfter as exc:
-                await asyncio.sleep(_retry_after(exc))
-                continue
-            except TelegramError as exc:  # NetworkError, TimedOut, 5xx …
+                updates = await self.api.call("getUpdates", {
+                    "offset": self._offset, "timeout": self.poll_timeout, "allowed_updates": ALLOWED_UPDATES},
+                    read_timeout=self.poll_timeout + 10.0)
+            except BotAPIError as exc:
+                if exc.status == 409:
+                    self.fail("another process is polling updates for this bot token (409 Conflict); "
+                              "stop the other instance or use a different token")
+                    return
+                if exc.token_refused:
+                    self.fail("Telegram refused the bot token")
+                    return
+                if exc.retry_after is not None:
+                    await asyncio.sleep(exc.retry_after)
+                    continue
+                # no answer, 5xx, or a refusal that may pass
                 self.set_health("down", f"getUpdates failed: {exc}")
                 log.warning("telegram: getUpdates failed (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
@@ -272,11 +254,12 @@ class TelegramAdapter(PlatformAdapter):
         if plain is not None:  # the common case, read without building PTB's objects (see `_plain_dm`)
             await self.emit(plain)
             return
-        update = Update.de_json(raw, self.bot)
-        if update.callback_query is not None:
-            await self._on_callback(update.callback_query)
+        if "callback_query" in raw:
+            await self._on_callback(raw["callback_query"])
             return
-        message = update.message
+        from telegram import Update  # (imported at the first update that needs its model)
+
+        message = Update.de_json(raw, None).message
         if message is None or message.from_user is None or message.from_user.is_bot:
             return  # edits, channel posts and service messages are not conversations
         if message.chat.type == "channel":
@@ -298,36 +281,34 @@ class TelegramAdapter(PlatformAdapter):
                 or not isinstance(chat.get("id"), int) or not isinstance(message.get("message_id"), int) \
                 or not isinstance(user.get("first_name"), str):
             return None
-        last = user.get("last_name")
-        name = f"{user['first_name']} {last}" if isinstance(last, str) and last else user["first_name"]
         return InboundMessage(
             platform=self.name, chat_id=str(chat["id"]), chat_type="dm", user_id=str(user["id"]),
-            user_name=name or user.get("username") or str(user["id"]), text=self._without_mention(message["text"]),
+            user_name=_user_name(user), text=self._without_mention(message["text"]),
             message_id=str(message["message_id"]), bot_mentioned=True)
 
     def _without_mention(self, text: str) -> str:
         """The text without the bot's @username (a command keeps it: /start@bot is for this bot)."""
-        if self.bot.username and not text.startswith("/"):
-            return re.sub(rf"(?i)@{re.escape(self.bot.username)}\b", "", text).strip()
+        if self.username and not text.startswith("/"):
+            return re.sub(rf"(?i)@{re.escape(self.username)}\b", "", text).strip()
         return text
 
     def _addressed(self, message: Message) -> bool:
         """Mentioned by @username, a reply to the bot, or a command meant for this bot."""
         if message.chat.type == "private":
             return True
-        me = (self.bot.username or "").lower()
+        me = (self.username or "").lower()
         entities = message.parse_entities() if message.text else message.parse_caption_entities()
         for entity, text in entities.items():
-            if entity.type == MessageEntityType.MENTION and text[1:].lower() == me:
+            if entity.type == "mention" and text[1:].lower() == me:
                 return True
-            if entity.type == MessageEntityType.TEXT_MENTION and entity.user and entity.user.id == self.bot.id:
+            if entity.type == "text_mention" and entity.user and entity.user.id == self.bot_id:
                 return True
-            if entity.type == MessageEntityType.BOT_COMMAND and entity.offset == 0:
+            if entity.type == "bot_command" and entity.offset == 0:
                 target = text.partition("@")[2].lower()
                 if not target or target == me:
                     return True
         replied = message.reply_to_message  # in a forum topic this may be the topic's root: not a reply
-        return bool(replied and replied.from_user and replied.from_user.id == self.bot.id
+        return bool(replied and replied.from_user and replied.from_user.id == self.bot_id
                     and replied.forum_topic_created is None)
 
     def _inbound(self, message: Message) -> InboundMessage:
@@ -338,7 +319,7 @@ class TelegramAdapter(PlatformAdapter):
         thread = str(message.message_thread_id) if message.is_topic_message and message.message_thread_id else None
         return InboundMessage(
             platform=self.name, chat_id=str(message.chat.id), chat_type=chat_type, user_id=str(user.id),
-            user_name=user.full_name or user.username or str(user.id), text=text,
+            user_name=_user_name(user.to_dict()), text=text,
             message_id=str(message.message_id), thread_id=thread, attachments=self._attachments(message),
             reply_to=str(message.reply_to_message.message_id) if message.reply_to_message else None,
             bot_mentioned=self._addressed(message))
@@ -371,35 +352,40 @@ class TelegramAdapter(PlatformAdapter):
         path = folder / f"{message_id}-{_SAFE_NAME.sub('_', attachment.name)}"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            file = await self.bot.get_file(file_id)
-            if (file.file_size or 0) > self.max_file_bytes:
-                raise ValueError(f"it is {file.file_size / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB")
-            await file.download_to_drive(path)
-            size = path.stat().st_size
-            if size > self.max_file_bytes:
-                path.unlink(missing_ok=True)
-                raise ValueError(f"it is {size / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB")
-        except (TelegramError, OSError, ValueError) as exc:
+            file = await self.api.call("getFile", {"file_id": file_id})
+            stated = file.get("file_size") if isinstance(file, dict) else None
+            if not isinstance(file, dict) or not isinstance(file.get("file_path"), str):
+                raise ValueError("Telegram gave no path for it")
+            if isinstance(stated, int) and stated > self.max_file_bytes:
+                raise ValueError(f"it is {stated / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB")
+            size = await self.api.download(file["file_path"], path, self.max_file_bytes)
+        except (BotAPIError, OSError, ValueError) as exc:
             log.warning("telegram: could not download %s: %s", attachment.name, exc)
             return Attachment(attachment.kind, attachment.name, attachment.mime_type, attachment.size,
                               error=f"{attachment.name} could not be downloaded ({exc})")
         return Attachment(attachment.kind, attachment.name, attachment.mime_type, size, str(path))
 
-    async def _on_callback(self, query: CallbackQuery) -> None:
-        message = query.message
-        chat_id = str(message.chat.id) if message is not None else ""
+    async def _on_callback(self, query: Any) -> None:
+        """A button press, read from the update's JSON (malformed: ValueError, dead-lettered)."""
+        user = query.get("from") if isinstance(query, dict) else None
+        if not isinstance(user, dict) or not isinstance(user.get("id"), int) or not isinstance(query.get("id"), str):
+            raise ValueError("a callback_query without its id or sender")
+        message = query.get("message") if isinstance(query.get("message"), dict) else {}
+        chat = message.get("chat") if isinstance(message.get("chat"), dict) else {}
+        thread = message.get("message_thread_id") if message.get("is_topic_message") else None
+        data = query.get("data")
 
         async def answer(text: str) -> None:
             try:
-                await self.bot.answer_callback_query(query.id, text=text[:200] or None)
-            except TelegramError as exc:
+                await self.api.call("answerCallbackQuery", {"callback_query_id": query["id"],
+                                                            "text": text[:200] or None})
+            except BotAPIError as exc:
                 log.debug("telegram: answerCallbackQuery failed: %s", exc)
 
-        thread = getattr(message, "message_thread_id", None) if getattr(message, "is_topic_message", False) else None
         await self.emit(ButtonPress(
-            platform=self.name, chat_id=chat_id, user_id=str(query.from_user.id),
-            user_name=query.from_user.full_name, message_id=str(message.message_id) if message else "",
-            data=query.data or "", thread_id=str(thread) if thread else None, on_answer=answer))
+            platform=self.name, chat_id=str(chat.get("id", "")), user_id=str(user["id"]), user_name=_user_name(user),
+            message_id=str(message.get("message_id", "")), data=data if isinstance(data, str) else "",
+            thread_id=str(thread) if thread else None, on_answer=answer))
 
     # -- sending --------------------------------------------------------------------------
 
@@ -415,24 +401,23 @@ class TelegramAdapter(PlatformAdapter):
         await self.limits.take()
         try:
             return await call()
-        except RetryAfter as exc:
-            pause = _retry_after(exc)
-            self.limits.pause(chat_id, pause)
-            log.warning("telegram: rate limited in chat %s; pausing it for %.0fs", chat_id, pause)
-            raise DeliveryError(f"rate limited for {pause:.0f}s", retry_after=pause) from exc
-        except Forbidden as exc:
-            raise DeliveryError(f"telegram refused: {exc.message}", retryable=False) from exc
-        except NetworkError as exc:  # BadRequest is one too: the caller sees it as it is
-            if isinstance(exc, BadRequest):
-                raise
-            raise DeliveryError(f"telegram unreachable: {exc.message}") from exc
+        except BotAPIError as exc:
+            if exc.retry_after is not None:
+                self.limits.pause(chat_id, exc.retry_after)
+                log.warning("telegram: rate limited in chat %s; pausing it for %.0fs", chat_id, exc.retry_after)
+                raise DeliveryError(f"rate limited for {exc.retry_after:.0f}s", retry_after=exc.retry_after) from exc
+            if exc.status == 400:
+                raise  # the caller reads what Telegram objected to
+            if exc.transient:
+                raise DeliveryError(f"telegram unreachable: {exc.description}") from exc
+            raise DeliveryError(f"telegram refused: {exc.description}", retryable=False) from exc
 
     @staticmethod
-    def _markup(reply: Reply) -> InlineKeyboardMarkup | None:
+    def _markup(reply: Reply) -> dict[str, Any] | None:
         if not reply.buttons:
             return None
-        return InlineKeyboardMarkup([[InlineKeyboardButton(b.text, callback_data=b.data) for b in row]
-                                     for row in reply.buttons])
+        return {"inline_keyboard": [[{"text": b.text, "callback_data": b.data} for b in row]
+                                    for row in reply.buttons]}
 
     async def _deliver(self, chat: ChatRef, reply: Reply, edit_id: str | None) -> str:
         rich = reply.final and reply.plain is not None and reply.plain != reply.text
@@ -444,14 +429,14 @@ class TelegramAdapter(PlatformAdapter):
             if edit_id is not None:
                 if self._shown.get((chat.chat_id, edit_id)) == look:
                     return edit_id  # the message shows exactly this already (the streamed draft, usually)
-                await self._api(chat.chat_id, lambda: self.bot.do_api_request("editMessageText", api_kwargs={
+                await self._api(chat.chat_id, lambda: self.api.call("editMessageText", {
                     "chat_id": chat.chat_id, "message_id": int(edit_id), "text": body, "parse_mode": parse_mode,
                     "reply_markup": markup}))
                 self._remember(chat.chat_id, edit_id, look)
                 return edit_id
-            reply_parameters = (ReplyParameters(message_id=int(reply.reply_to), allow_sending_without_reply=True)
+            reply_parameters = ({"message_id": int(reply.reply_to), "allow_sending_without_reply": True}
                                 if reply.reply_to else None)
-            sent = await self._api(chat.chat_id, lambda: self.bot.do_api_request("sendMessage", api_kwargs={
+            sent = await self._api(chat.chat_id, lambda: self.api.call("sendMessage", {
                 "chat_id": chat.chat_id, "text": body, "parse_mode": parse_mode, "reply_markup": markup,
                 "reply_parameters": reply_parameters,
                 "message_thread_id": int(chat.thread_id) if chat.thread_id else None}))
@@ -461,17 +446,16 @@ class TelegramAdapter(PlatformAdapter):
 
         try:
             try:
-                return await attempt(text, ParseMode.HTML if rich else None)
-            except BadRequest as exc:
-                if not (rich and "can't parse entities" in exc.message.lower()):
+                return await attempt(text, "HTML" if rich else None)
+            except BotAPIError as exc:  # (only a 400 comes through `_api`)
+                if not (rich and "can't parse entities" in exc.description.lower()):
                     raise
-                log.info("telegram rejected the markup (%s); sending plain text", exc.message)
+                log.info("telegram rejected the markup (%s); sending plain text", exc.description)
                 return await attempt(reply.plain or reply.text, None)
-        except BadRequest as exc:
-            reason = exc.message.lower()
-            if "message is not modified" in reason and edit_id is not None:
+        except BotAPIError as exc:
+            if "message is not modified" in exc.description.lower() and edit_id is not None:
                 return edit_id
-            raise DeliveryError(f"telegram rejected the message: {exc.message}", retryable=False) from exc
+            raise DeliveryError(f"telegram rejected the message: {exc.description}", retryable=False) from exc
 
     def _remember(self, chat_id: str, message_id: str, look: tuple[Any, ...]) -> None:
         """What a message of ours shows now, so that an edit to the same look is not sent (Telegram
@@ -492,19 +476,18 @@ class TelegramAdapter(PlatformAdapter):
             raise DeliveryError(f"{path.name} is larger than Telegram's 50 MB upload limit", retryable=False)
         content = await asyncio.to_thread(path.read_bytes)
         try:
-            sent = await self._api(chat.chat_id, lambda: self.bot.send_document(
-                chat.chat_id, InputFile(content, filename=path.name), caption=caption[:1024] or None,
-                message_thread_id=int(chat.thread_id) if chat.thread_id else None))
-        except BadRequest as exc:
-            raise DeliveryError(f"telegram rejected the file: {exc.message}", retryable=False) from exc
-        return str(sent.message_id)
+            sent = await self._api(chat.chat_id, lambda: self.api.upload("sendDocument", {
+                "chat_id": chat.chat_id, "caption": caption[:1024] or None,
+                "message_thread_id": chat.thread_id or None}, "document", path.name, content))
+        except BotAPIError as exc:
+            raise DeliveryError(f"telegram rejected the file: {exc.description}", retryable=False) from exc
+        return str(sent["message_id"])
 
     async def typing(self, chat: ChatRef, active: bool) -> None:
         if not active or self.limits.paused_for(chat.chat_id) > 0:
             return  # Telegram clears the indicator with the next message, or after 5 s
         try:
-            await self.bot.do_api_request("sendChatAction", api_kwargs={  # (raw: no objects built for a bool)
-                "chat_id": chat.chat_id, "action": ChatAction.TYPING.value,
-                "message_thread_id": int(chat.thread_id) if chat.thread_id else None})
-        except TelegramError as exc:
+            await self.api.call("sendChatAction", {"chat_id": chat.chat_id, "action": "typing",
+                                                   "message_thread_id": int(chat.thread_id) if chat.thread_id else None})
+        except BotAPIError as exc:
             log.debug("telegram: typing failed: %s", exc)

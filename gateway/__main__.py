@@ -1,0 +1,5 @@
+import sys
+
+from gateway.launch import main
+
+sys.exit(main())
