@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gateway import cli
+from gateway.launch import YOUNG_THRESHOLD
 from platforms.text import text_length
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
@@ -376,7 +377,8 @@ _REPORTING_GATEWAY = (
     "def report():\n"
     "    for _ in sys.stdin:\n"
     "        print('REPORT', json.dumps({'ptb': 'telegram' in sys.modules, 'gc_on': gc.isenabled(),\n"
-    "                                    'frozen': gc.get_freeze_count()}), flush=True)\n"
+    "                                    'frozen': gc.get_freeze_count(), 'young': gc.get_threshold()[0]}),\n"
+    "              flush=True)\n"
     "threading.Thread(target=report, daemon=True).start()\n"
     "from gateway.launch import main; sys.exit(main(['run']))")
 
@@ -413,7 +415,7 @@ async def test_python_telegram_bot_is_imported_at_the_first_update_that_needs_it
 
             async def collector_on_and_startup_frozen() -> bool:
                 report = await _report(gateway)
-                return report["gc_on"] and report["frozen"] > 10_000
+                return report["gc_on"] and report["frozen"] > 10_000 and report["young"] == YOUNG_THRESHOLD
 
             await eventually(collector_on_and_startup_frozen, what="the collector on, start-up frozen")
         finally:
