@@ -377,6 +377,7 @@ _REPORTING_GATEWAY = (
     "def report():\n"
     "    for _ in sys.stdin:\n"
     "        print('REPORT', json.dumps({'ptb': 'telegram' in sys.modules, 'gc_on': gc.isenabled(),\n"
+    "                                    'prometheus': 'prometheus_client' in sys.modules,\n"
     "                                    'frozen': gc.get_freeze_count(), 'young': gc.get_threshold()[0]}),\n"
     "              flush=True)\n"
     "threading.Thread(target=report, daemon=True).start()\n"
@@ -393,18 +394,23 @@ async def _report(gateway: asyncio.subprocess.Process) -> dict[str, Any]:
     return json.loads(line.split(b" ", 1)[1])
 
 
-async def test_python_telegram_bot_is_imported_at_the_first_update_that_needs_it(tmp_path, tg: FakeTelegram):
+async def test_start_up_leaves_ptb_and_metrics_to_their_first_use_and_collects_once_up(tmp_path, tg: FakeTelegram):
     """`chatgate run` starts, answers a private message and a button press without importing PTB
     (it was a sixth of the time to ready); a group message with a mention brings it in. By then
-    the collector is on again, with what start-up made frozen (gateway/launch.py)."""
+    the collector is on again, with what start-up made frozen (gateway/launch.py). The metrics'
+    library, too, waits for the first message."""
     async with FakeLLM() as llm:
         env = {**os.environ, **gateway_env(tmp_path, llm.base_url, **telegram_settings(tg))}
         gateway = await asyncio.create_subprocess_exec(sys.executable, "-c", _REPORTING_GATEWAY, env=env,
                                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                        stderr=subprocess.DEVNULL)
         try:
+            await tg.wait_for("getUpdates", timeout=20)
+            assert {k: v for k, v in (await _report(gateway)).items() if k in ("ptb", "prometheus")} == {
+                "ptb": False, "prometheus": False}
             tg.user_message("hello")
             await wait_for_text(tg, "echo: hello", timeout=20)
+            assert (await _report(gateway))["prometheus"] is True
             [reply] = tg.sent_messages(ANN)
             tg.callback_query("no-such-button", message_id=reply.message_id)
             await tg.wait_for("answerCallbackQuery", timeout=15)
