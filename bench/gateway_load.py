@@ -272,7 +272,7 @@ class Gateway:
         self._stderr = open(self.home / "stderr.log", "wb")
         t0 = now()
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway.cli", "run", cwd=str(SOURCE), env=env,
+            sys.executable, "-m", "gateway", "run", cwd=str(SOURCE), env=env,
             stdout=asyncio.subprocess.PIPE, stderr=self._stderr, stdin=asyncio.subprocess.DEVNULL,
             preexec_fn=self.placement.gateway_preexec())
         ready = asyncio.get_running_loop().create_future()
