@@ -108,6 +108,13 @@ async def test_poison_updates_are_set_aside_and_the_next_ones_answered(tmp_path,
         assert len(dead) == 2 and all(r["ref"] for r in dead)
         assert "AttributeError" in dead[0]["reason"] and "TypeError" in dead[1]["reason"]
         assert not tg.calls_to("getFile") or all(c.get("file_id") != "f-huge" for c in tg.calls_to("getFile"))
+        tg.inject({"callback_query": {"id": "q-1", "data": "approve:1"}})  # a button press from nobody
+        tg.user_message("still here?", message_id=10000)
+        await wait_for_text(tg, "echo: still here?", timeout=20)
+        await eventually(lambda: len(rows(tmp_path, "SELECT 1 FROM dead_letters")) == 3, 30, "the press set aside")
+        third = rows(tmp_path, "SELECT reason FROM dead_letters ORDER BY id")[2]["reason"]
+        assert third == "ValueError: a callback_query without its id or sender"
+        assert not tg.calls_to("answerCallbackQuery")
     finally:
         await runner.stop()
     for key, value in gateway_env(tmp_path, None).items():
@@ -115,10 +122,10 @@ async def test_poison_updates_are_set_aside_and_the_next_ones_answered(tmp_path,
     capsys.readouterr()
     assert await asyncio.to_thread(cli.main, ["inbox", "dead"]) == 0
     out = capsys.readouterr().out
-    assert "2 dead letter(s) shown" in out and "not an object" in out
+    assert "3 dead letter(s) shown" in out and "not an object" in out
     monkeypatch.setenv("CHATGATE_PLATFORMS__WEBCHAT__ENABLED", "true")  # doctor needs no Telegram here
     await asyncio.to_thread(cli.main, ["doctor"])
-    assert "2 input(s) could not be taken and were set aside: chatgate inbox dead" in capsys.readouterr().out
+    assert "3 input(s) could not be taken and were set aside: chatgate inbox dead" in capsys.readouterr().out
 
 
 async def test_a_download_that_fails_on_disk_is_reported_and_the_chat_goes_on(tmp_path, llm: FakeLLM,
