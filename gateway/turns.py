@@ -248,15 +248,17 @@ class Turns:
         preview.stop()  # durability first: the reply is committed before any preview call is waited on
         reply = OutboxItem(chat=chat, text=text or "(The model returned an empty answer.)", reply_to=reply_to,
                            draft_message_id=preview.message_id, inbox_id=item.inbox_id, files=outgoing.paths)
+        count = self.learning.turn_count(session_id, tool_iterations) \
+            if self.learning is not None and outcome == "ok" else None
         with self.delivery.finishing(item.inbox_id):  # a flush meanwhile does not send it without the draft
-            await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, record, reply, status=status)
+            await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, record, reply, status=status,
+                                         also=count)
             self.metrics.turns.labels(outcome).inc()
             self.metrics.turn_seconds.observe(time.monotonic() - started)
             reply.draft_message_id = await preview.finish()  # a first preview send still in flight lands first
             await self.delivery.deliver(reply)
-        if self.learning is not None and outcome == "ok":  # after delivery: a review never delays the reply
-            await self.learning.after_turn(session_id, chat, platform=msg.platform, user_id=msg.user_id,
-                                           tool_iterations=tool_iterations)
+        if self.learning is not None and count is not None:  # after delivery: a review never delays the reply
+            self.learning.review_if_due(count, chat, platform=msg.platform, user_id=msg.user_id)
         return outcome
 
     def _activity(self, name: str, arguments: str) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from agent import usage as usage_scope
@@ -51,6 +52,34 @@ from a single bad run.
 
 When nothing is worth keeping, change nothing. Finish with one short line saying what you kept, \
 or "nothing to keep"."""
+
+@dataclass(slots=True)
+class TurnCount:
+    """One turn counted, as a unit of work in the turn's transaction; it says afterwards whether a
+    threshold was reached (the counter is reset in the same transaction: one review per threshold)."""
+
+    session_id: int
+    tool_iterations: int
+    memory_every: int
+    skill_every: int
+    memory_due: bool = False
+    skill_due: bool = False
+
+    async def __call__(self, db: Any) -> None:
+        now = time.time()
+        [(turns, iters)] = await db.execute_fetchall(
+            "INSERT INTO review_counters (session_id, turns_since_memory, iters_since_skill, updated_at)"
+            " VALUES (?, 1, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
+            " turns_since_memory = turns_since_memory + 1, iters_since_skill = iters_since_skill + ?,"
+            " updated_at = ? RETURNING turns_since_memory, iters_since_skill",
+            (self.session_id, self.tool_iterations, now, self.tool_iterations, now))
+        self.memory_due, self.skill_due = turns >= self.memory_every, iters >= self.skill_every
+        if self.memory_due or self.skill_due:
+            await db.execute(
+                "UPDATE review_counters SET turns_since_memory = CASE WHEN ? THEN 0 ELSE turns_since_memory END,"
+                " iters_since_skill = CASE WHEN ? THEN 0 ELSE iters_since_skill END WHERE session_id = ?",
+                (self.memory_due, self.skill_due, self.session_id))
+
 
 MAX_WAITING_REVIEWS = 256  # reviews queued or running at once; more are skipped (and logged)
 REVIEW_REQUEST = ("Review the conversation above for what to keep in memory{skills}. Use the tools, "
@@ -96,31 +125,18 @@ class Learning:
 
     # -- counters and the fork ------------------------------------------------------------
 
-    async def after_turn(self, session_id: int, chat: ChatRef, *, platform: str, user_id: str,
-                         tool_iterations: int) -> None:
-        """Count the turn; start a review in the background when one is due (call after delivery)."""
+    def turn_count(self, session_id: int, tool_iterations: int) -> TurnCount | None:
+        """The counters' update for a finished turn, to run in the turn's own commit (`also` of
+        `Store.commit_turn`: no transaction or fsync of its own); None when nothing learns."""
         if self.review_agent is None:
-            return
-        now = time.time()
+            return None
+        return TurnCount(session_id, tool_iterations, self.memory_every, self.skill_every)
 
-        async def count(db: Any) -> tuple[bool, bool]:
-            [(turns, iters)] = await db.execute_fetchall(
-                "INSERT INTO review_counters (session_id, turns_since_memory, iters_since_skill, updated_at)"
-                " VALUES (?, 1, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
-                " turns_since_memory = turns_since_memory + 1, iters_since_skill = iters_since_skill + ?,"
-                " updated_at = ? RETURNING turns_since_memory, iters_since_skill",
-                (session_id, tool_iterations, now, tool_iterations, now))
-            memory, skill = turns >= self.memory_every, iters >= self.skill_every
-            if memory or skill:  # reset now, in the same transaction: one review per threshold
-                await db.execute(
-                    "UPDATE review_counters SET turns_since_memory = CASE WHEN ? THEN 0 ELSE turns_since_memory END,"
-                    " iters_since_skill = CASE WHEN ? THEN 0 ELSE iters_since_skill END WHERE session_id = ?",
-                    (memory, skill, session_id))
-            return memory, skill
-
-        memory_due, skill_due = await self.store.write(count)
-        if not (memory_due or skill_due):
+    def review_if_due(self, count: TurnCount, chat: ChatRef, *, platform: str, user_id: str) -> None:
+        """Start a review in the background when the committed count made one due (call after delivery)."""
+        if not (count.memory_due or count.skill_due):
             return
+        session_id = count.session_id
         if session_id in self._queued:  # the review already waiting will read the newer transcript
             log.debug("review of session %s is already waiting; not queued twice", session_id)
             return
@@ -128,7 +144,7 @@ class Learning:
             log.warning("%d reviews are waiting; the review of session %s is skipped", len(self._reviews), session_id)
             return
         self._queued.add(session_id)
-        task = asyncio.create_task(self._review(session_id, chat, platform, user_id, skill_due),
+        task = asyncio.create_task(self._review(session_id, chat, platform, user_id, count.skill_due),
                                    name=f"review:{session_id}")
         self._reviews.add(task)
         task.add_done_callback(self._reviews.discard)
