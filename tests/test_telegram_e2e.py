@@ -427,3 +427,17 @@ async def test_start_up_leaves_ptb_and_metrics_to_their_first_use_and_collects_o
         finally:
             gateway.terminate()
             await gateway.wait()
+
+
+async def test_a_refused_token_is_one_line_at_start_and_nothing_left_open(tmp_path, tg: FakeTelegram):
+    env = {**os.environ, **gateway_env(tmp_path, None, **telegram_settings(tg)),
+           "CHATGATE_PLATFORMS__TELEGRAM__TOKEN": "999:WRONG-SECRET-PART"}
+    gateway = await asyncio.create_subprocess_exec(sys.executable, "-m", "gateway", "run", env=env,
+                                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(gateway.communicate(), 30)
+    assert gateway.returncode == 1
+    errors = err.decode()
+    assert "chatgate cannot start: Telegram refused the bot token (platforms.telegram.token / TELEGRAM_BOT_TOKEN)" \
+        in errors.splitlines()
+    assert "Traceback" not in errors and "Unclosed" not in errors and "WRONG-SECRET-PART" not in errors + out.decode()
+    assert [c.status for c in tg.calls] == [401]  # getMe, refused; nothing after it

@@ -123,12 +123,17 @@ class TelegramAdapter(PlatformAdapter):
         self.bot_id, self.username = me["id"], me.get("username") or None
 
     async def _start(self) -> None:
-        await self.connect()
-        if self.mode == "webhook":
-            await self.api.call("setWebhook", {"url": self.webhook_url or "", "secret_token": self.webhook_secret,
-                                               "allowed_updates": ALLOWED_UPDATES})
-        else:
-            await self.api.call("deleteWebhook")
+        try:
+            await self.connect()
+            if self.mode == "webhook":
+                await self.api.call("setWebhook", {"url": self.webhook_url or "", "secret_token": self.webhook_secret,
+                                                   "allowed_updates": ALLOWED_UPDATES})
+            else:
+                await self.api.call("deleteWebhook")
+        except BaseException:
+            await self.api.close()  # (a start that failed is not stopped: nothing else closes it)
+            raise
+        if self.mode != "webhook":
             self._poller = start_supervised("telegram-poll", self._poll,
                                             on_down=lambda reason: self.set_health("down", reason))
         log.info("telegram: @%s connected (%s)", self.username, self.mode)
