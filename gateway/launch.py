@@ -1,7 +1,7 @@
 """The `chatgate` command's entry point: the command line, with the cyclic garbage collector held
 off while the process starts.
 
-Starting the daemon makes some 90,000 objects that live as long as the process (modules,
+Starting the daemon makes some 60,000 objects that live as long as the process (modules,
 classes, the configuration). Collecting while they are being made only walks them again and
 again: 70 ms of the 0.8 s to ready in one measurement (gc.callbacks), half of it in one full
 collection. So the collector is off from the first import; `chatgate run` turns it on once the
@@ -10,10 +10,10 @@ walked again, so later collections under load are shorter too), every other comm
 begins. `python -m gateway` is the same entry point.
 
 The daemon then collects the youngest generation after 50,000 more container objects instead of
-700. A turn in flight holds a few hundred objects for as long as the model takes; with a
-thousand turns in flight, each collection at 700 walked all of them again, and collections took
-a sixth of the daemon's CPU on the 1,000-conversation benchmark (gc.callbacks: 560 ms of 3.8 s).
-At 50,000 they took 70-90 ms, the CPU per message fell by about a third, and the peak RSS rose
+700. A turn in flight holds its objects for as long as the model takes; with a thousand turns
+in flight, the collections walked them all again and again, and took a seventh of the daemon's
+CPU on the 1,000-conversation benchmark (gc.callbacks: 553 ms of 3.83 s).
+At 50,000 they took about 90 ms, the CPU per message fell by about a third, and the peak RSS rose
 by 1-2 MB (garbage in cycles waits longer before it is found).
 """
 
