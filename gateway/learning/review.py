@@ -53,6 +53,7 @@ from a single bad run.
 When nothing is worth keeping, change nothing. Finish with one short line saying what you kept, \
 or "nothing to keep"."""
 
+
 @dataclass(slots=True)
 class TurnCount:
     """One turn counted, as a unit of work in the turn's transaction; it says afterwards whether a

@@ -358,9 +358,9 @@ class TelegramAdapter(PlatformAdapter):
         try:
             folder.mkdir(parents=True, exist_ok=True)
             file = await self.api.call("getFile", {"file_id": file_id})
-            stated = file.get("file_size") if isinstance(file, dict) else None
             if not isinstance(file, dict) or not isinstance(file.get("file_path"), str):
                 raise ValueError("Telegram gave no path for it")
+            stated = file.get("file_size")
             if isinstance(stated, int) and stated > self.max_file_bytes:
                 raise ValueError(f"it is {stated / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB")
             size = await self.api.download(file["file_path"], path, self.max_file_bytes)
@@ -492,7 +492,8 @@ class TelegramAdapter(PlatformAdapter):
         if not active or self.limits.paused_for(chat.chat_id) > 0:
             return  # Telegram clears the indicator with the next message, or after 5 s
         try:
-            await self.api.call("sendChatAction", {"chat_id": chat.chat_id, "action": "typing",
-                                                   "message_thread_id": int(chat.thread_id) if chat.thread_id else None})
+            await self.api.call("sendChatAction", {
+                "chat_id": chat.chat_id, "action": "typing",
+                "message_thread_id": int(chat.thread_id) if chat.thread_id else None})
         except BotAPIError as exc:
             log.debug("telegram: typing failed: %s", exc)

@@ -13,6 +13,7 @@ might carry the token has it replaced.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,15 @@ import aiohttp
 
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+@functools.cache
+def _timeout(seconds: float, *, total: bool = False) -> aiohttp.ClientTimeout:
+    """A call's bounds: `seconds` between two reads, or for the whole call (an upload)."""
+    if total:
+        return aiohttp.ClientTimeout(total=seconds, sock_connect=CONNECT_TIMEOUT)
+    return aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT, sock_read=seconds)
 
 
 class BotAPIError(Exception):
@@ -70,7 +80,7 @@ class BotAPI:
                    read_timeout: float = READ_TIMEOUT) -> Any:
         """The call's `result`; parameters that are None are left out."""
         body = json.dumps({k: v for k, v in (params or {}).items() if v is not None})
-        return await self._post(method, body, {"Content-Type": "application/json"}, read_timeout)
+        return await self._post(method, body, JSON_HEADERS, _timeout(read_timeout))
 
     async def upload(self, method: str, params: dict[str, Any], field: str, filename: str, content: bytes, *,
                      timeout: float = 120.0) -> Any:
@@ -80,7 +90,7 @@ class BotAPI:
             if value is not None:
                 form.add_field(name, value if isinstance(value, str) else json.dumps(value))
         form.add_field(field, content, filename=filename, content_type="application/octet-stream")
-        return await self._post(method, form, None, timeout, total=True)
+        return await self._post(method, form, None, _timeout(timeout, total=True))
 
     async def download(self, file_path: str, dest: Path, limit: int) -> int:
         """Stream a file (`getFile`'s `file_path`) to `dest`; more than `limit` bytes is refused
@@ -88,9 +98,7 @@ class BotAPI:
         session = self._open_session("download")
         size = 0
         try:
-            async with session.get(self._files + file_path.lstrip("/"),
-                                   timeout=aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT,
-                                                                 sock_read=READ_TIMEOUT)) as response:
+            async with session.get(self._files + file_path.lstrip("/"), timeout=_timeout(READ_TIMEOUT)) as response:
                 if response.status != 200:
                     raise BotAPIError("download", response.status, response.reason or "download failed")
                 with dest.open("wb") as out:
@@ -101,7 +109,7 @@ class BotAPI:
                         out.write(chunk)
         except (aiohttp.ClientError, TimeoutError) as exc:
             dest.unlink(missing_ok=True)
-            raise BotAPIError("download", 0, self._hidden(f"{type(exc).__name__}: {exc}")) from None
+            raise self._unanswered("download", exc) from None
         except BaseException:
             dest.unlink(missing_ok=True)
             raise
@@ -112,17 +120,14 @@ class BotAPI:
             raise BotAPIError(method, 0, "the Bot API client is not open")
         return self._session
 
-    async def _post(self, method: str, body: Any, headers: dict[str, str] | None, read_timeout: float, *,
-                    total: bool = False) -> Any:
+    async def _post(self, method: str, body: Any, headers: dict[str, str] | None,
+                    timeout: aiohttp.ClientTimeout) -> Any:
         session = self._open_session(method)
-        timeout = (aiohttp.ClientTimeout(total=read_timeout, sock_connect=CONNECT_TIMEOUT) if total
-                   else aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT, sock_read=read_timeout))
         try:
             async with session.post(self._calls + method, data=body, headers=headers, timeout=timeout) as response:
                 status, raw = response.status, await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise BotAPIError(method, 0, self._hidden(f"{type(exc).__name__}: {exc}" if str(exc)
-                                                      else type(exc).__name__)) from None
+            raise self._unanswered(method, exc) from None
         try:
             answer = json.loads(raw)
         except ValueError:
@@ -138,6 +143,11 @@ class BotAPI:
         raise BotAPIError(method, code if isinstance(code, int) else status,
                           self._hidden(str(answer.get("description") or "refused")),
                           retry_after=float(retry) if isinstance(retry, int | float) else None)
+
+    def _unanswered(self, method: str, exc: BaseException) -> BotAPIError:
+        """No answer: a network error or a timeout (whose text may be empty)."""
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return BotAPIError(method, 0, self._hidden(text))
 
     def _hidden(self, text: str) -> str:
         return text.replace(self._token, "<token>")
