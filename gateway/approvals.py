@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import secrets
+import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
@@ -154,14 +155,16 @@ class Approvals:
             reasons.append(f"it is {len(request.subject):,} characters long and only the start is shown: "
                            "deny it unless you know the rest")
         now = time.time()
-        async with self.store.tx() as db:
-            await db.execute(
+        def request_it(db: sqlite3.Connection) -> None:
+            db.execute(
                 "INSERT INTO approvals (id, session_key, session_id, platform, chat_id, thread_id, requester_id, kind,"
                 " subject, subject_hash, reasons, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (approval_id, ctx.extras.get("session_key", ""), ctx.session_id, chat.platform, chat.chat_id,
                  chat.thread_id, ctx.user_id, request.kind, shown, digest, json.dumps(reasons), now,
                  now + self.timeout))
-            await self._event(db, approval_id, "requested", ctx.user_id, shown)
+            self._event(db, approval_id, "requested", ctx.user_id, shown)
+
+        await self.store.write(request_it)
         future: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
         self._waiting[approval_id] = _Waiting(approval_id, ctx.extras.get("session_key", ""), future)
         try:
@@ -185,20 +188,25 @@ class Approvals:
     async def decide(self, approval_id: str, state: str, actor: str, note: str | None = None) -> bool:
         """Move a pending request to `state`; False when it was already decided (first one wins)."""
         now = time.time()
-        async with self.store.tx() as db:
-            cur = await db.execute("UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, note = ?"
-                                   " WHERE id = ? AND state = 'pending'", (state, actor, now, note, approval_id))
+
+        def decide(db: sqlite3.Connection) -> bool:
+            cur = db.execute("UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, note = ?"
+                             " WHERE id = ? AND state = 'pending'", (state, actor, now, note, approval_id))
             if cur.rowcount == 0:
                 return False
-            await self._event(db, approval_id, state, actor, note)
+            self._event(db, approval_id, state, actor, note)
             if state == "always":
                 scope = self.always_scope
-                await db.execute(
+                db.execute(
                     "INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, scope, platform, chat_id,"
                     " user_id, created_by, created_at) SELECT kind, subject, subject_hash, ?, CASE WHEN ? = 'global'"
                     " THEN '' ELSE platform END, CASE WHEN ? = 'chat' THEN chat_id ELSE '' END, CASE WHEN ? = 'user'"
                     " THEN requester_id ELSE '' END, ?, ? FROM approvals WHERE id = ?",
                     (scope, scope, scope, scope, actor, now, approval_id))
+            return True
+
+        if not await self.store.write(decide):
+            return False
         row = await self._row(approval_id)
         assert row is not None
         log.info("approval %s: %s by %s", approval_id, state, actor)
@@ -278,13 +286,12 @@ class Approvals:
         return await self.store.fetch_one("SELECT * FROM approvals WHERE id = ?", (approval_id,))
 
     @staticmethod
-    async def _event(db: Any, approval_id: str, event: str, actor: str | None, detail: str | None) -> None:
-        await db.execute("INSERT INTO approval_events (approval_id, event, actor, detail, at) VALUES (?,?,?,?,?)",
-                         (approval_id, event, actor, detail, time.time()))
+    def _event(db: sqlite3.Connection, approval_id: str, event: str, actor: str | None, detail: str | None) -> None:
+        db.execute("INSERT INTO approval_events (approval_id, event, actor, detail, at) VALUES (?,?,?,?,?)",
+                   (approval_id, event, actor, detail, time.time()))
 
     async def _audit(self, approval_id: str, event: str, actor: str, detail: str) -> None:
-        async with self.store.tx() as db:
-            await self._event(db, approval_id, event, actor, detail)
+        await self.store.write(lambda db: self._event(db, approval_id, event, actor, detail), single=True)
 
     def _prompt_text(self, row: Mapping[str, Any]) -> str:
         return prompt_text(row["kind"], row["subject"], json.loads(row["reasons"]), row["id"])
@@ -304,8 +311,8 @@ class Approvals:
         except Exception as exc:
             log.warning("could not show approval prompt %s: %s", approval_id, exc)
             return False
-        async with self.store.tx() as db:
-            await db.execute("UPDATE approvals SET prompt_message_id = ? WHERE id = ?", (message_id, approval_id))
+        await self.store.write(lambda db: db.execute("UPDATE approvals SET prompt_message_id = ? WHERE id = ?",
+                                                     (message_id, approval_id)).rowcount, single=True)
         return True
 
     async def _show_outcome(self, row: Mapping[str, Any]) -> None:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
-
-import aiosqlite
 
 from agent.goal_judge import Judge, Verdict
 from agent.llm import LLMError
@@ -61,7 +60,7 @@ class Goal:
     reason: str | None
 
     @classmethod
-    def of(cls, row: aiosqlite.Row) -> "Goal":
+    def of(cls, row: sqlite3.Row) -> "Goal":
         return cls(row["id"], row["session_key"], decode_inbound(row["origin"]), row["objective"],
                    json.loads(row["criteria"]), row["state"], row["turns"], row["max_turns"], row["seq"],
                    row["judged"], row["reason"])
@@ -118,13 +117,13 @@ class Goals:
         now = time.time()
         origin = replace(item.msg, text="", attachments=(), raw={}, reply_to=None)
 
-        async def create(db: aiosqlite.Connection) -> tuple[Goal, int | None]:
-            cur = await db.execute(
+        def create(db: sqlite3.Connection) -> tuple[Goal, int | None]:
+            cur = db.execute(
                 "INSERT INTO goals (session_key, origin, objective, state, max_turns, seq, created_at, updated_at)"
                 " VALUES (?, ?, ?, 'active', ?, 1, ?, ?)",
                 (item.key, encode_inbound(origin), objective, self.max_turns, now, now))
             goal = Goal(int(cur.lastrowid), item.key, origin, objective, [], "active", 0, self.max_turns, 1, 0, None)
-            return goal, await self._insert_turn(db, goal, 1, self._first_text(goal))
+            return goal, self._insert_turn(db, goal, 1, self._first_text(goal))
 
         goal, turn = await self.store.write(create)
         self._dispatch(turn)
@@ -142,7 +141,8 @@ class Goals:
             return f"This goal already has {MAX_CRITERIA} criteria."
         criteria = [*goal.criteria, criterion[:MAX_OBJECTIVE]]
         await self.store.write(lambda db: db.execute("UPDATE goals SET criteria = ?, updated_at = ? WHERE id = ?",
-                                                     (json.dumps(criteria), time.time(), goal.id)), single=True)
+                                                     (json.dumps(criteria), time.time(), goal.id)).rowcount,
+                               single=True)
         return f"Added to the goal: {criterion}. The judge now checks {len(criteria)} criteria besides the objective."
 
     async def _resume(self, key: str) -> str:
@@ -154,10 +154,10 @@ class Goals:
         seq = goal.seq if pending else goal.seq + 1
         resumed = replace(goal, state="active", max_turns=max_turns, seq=seq)
 
-        async def resume(db: aiosqlite.Connection) -> WorkItem | None:
-            await db.execute("UPDATE goals SET state = 'active', max_turns = ?, seq = ?, judged = ?, updated_at = ?"
+        def resume(db: sqlite3.Connection) -> WorkItem | None:
+            db.execute("UPDATE goals SET state = 'active', max_turns = ?, seq = ?, judged = ?, updated_at = ?"
                              " WHERE id = ?", (max_turns, seq, seq - 1, time.time(), goal.id))
-            return None if pending else await self._insert_turn(db, resumed, seq, self._next_text(resumed, None))
+            return None if pending else self._insert_turn(db, resumed, seq, self._next_text(resumed, None))
 
         self._dispatch(await self.store.write(resume))
         return f"▶️ Goal resumed (turn {goal.turns} of {max_turns} so far)."
@@ -173,11 +173,10 @@ class Goals:
     async def _set_state(self, key: str, current: tuple[str, ...], state: str, why: str) -> Goal | None:
         marks = ", ".join("?" for _ in current)
 
-        async def change(db: aiosqlite.Connection) -> aiosqlite.Row | None:
-            rows = list(await db.execute_fetchall(
+        def change(db: sqlite3.Connection) -> sqlite3.Row | None:
+            return db.execute(
                 f"UPDATE goals SET state = ?, reason = ?, updated_at = ? WHERE session_key = ? AND state IN ({marks})"
-                " RETURNING *", (state, why, time.time(), key, *current)))
-            return rows[0] if rows else None
+                " RETURNING *", (state, why, time.time(), key, *current)).fetchone()
 
         row = await self.store.write(change, single=True)
         return Goal.of(row) if row else None
@@ -264,12 +263,12 @@ class Goals:
         notice = OutboxItem(chat=goal.origin.reply_chat, text=f"↻ Continuing ({turns}/{goal.max_turns}): {reason}") \
             if reason else None
 
-        async def advance(db: aiosqlite.Connection) -> WorkItem | None:
-            if not await self._claim(db, goal, seq, "active", reason, turns, seq + 1):
+        def advance(db: sqlite3.Connection) -> WorkItem | None:
+            if not self._claim(db, goal, seq, "active", reason, turns, seq + 1):
                 return None
             if notice is not None:
-                await self.store.insert_outbox(db, notice, time.time())
-            return await self._insert_turn(db, following, seq + 1, self._next_text(following, reason))
+                self.store.insert_outbox(db, notice, time.time())
+            return self._insert_turn(db, following, seq + 1, self._next_text(following, reason))
 
         turn = await self.store.write(advance)
         if notice is not None and notice.id is not None:
@@ -281,29 +280,29 @@ class Goals:
         """End (or pause) the goal with a notice to the chat, in one transaction."""
         notice = OutboxItem(chat=goal.origin.reply_chat, text=text)
 
-        async def stop(db: aiosqlite.Connection) -> bool:
-            if not await self._claim(db, goal, seq, state, reason, goal.turns if turns is None else turns, goal.seq):
+        def stop(db: sqlite3.Connection) -> bool:
+            if not self._claim(db, goal, seq, state, reason, goal.turns if turns is None else turns, goal.seq):
                 return False
-            await self.store.insert_outbox(db, notice, time.time())
+            self.store.insert_outbox(db, notice, time.time())
             return True
 
         if await self.store.write(stop):
             await self.delivery.deliver(notice)
 
-    async def _claim(self, db: aiosqlite.Connection, goal: Goal, seq: int, state: str, reason: str | None,
+    def _claim(self, db: sqlite3.Connection, goal: Goal, seq: int, state: str, reason: str | None,
                      turns: int, next_seq: int) -> bool:
         """Record the verdict on turn `seq` — only if the goal is still active and that turn not yet
         judged (a pause or a second judge meanwhile wins)."""
-        cur = await db.execute(
+        cur = db.execute(
             "UPDATE goals SET state = ?, reason = coalesce(?, reason), turns = ?, judged = ?, seq = ?, updated_at = ?"
             " WHERE id = ? AND state = 'active' AND judged < ?",
             (state, reason, turns, seq, next_seq, time.time(), goal.id, seq))
         return cur.rowcount == 1
 
-    async def _insert_turn(self, db: aiosqlite.Connection, goal: Goal, seq: int, text: str) -> WorkItem | None:
+    def _insert_turn(self, db: sqlite3.Connection, goal: Goal, seq: int, text: str) -> WorkItem | None:
         """The goal's turn `seq` as an inbox row (None: it exists already)."""
         msg = replace(goal.origin, text=text, message_id=f"{TURN_ID}{goal.id}:{seq}")
-        inbox_id = await self.store.insert_inbox(db, msg, goal.session_key)
+        inbox_id = self.store.insert_inbox(db, msg, goal.session_key)
         return WorkItem(inbox_id, goal.session_key, msg) if inbox_id is not None else None
 
     def _dispatch(self, turn: WorkItem | None) -> None:

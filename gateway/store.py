@@ -1,48 +1,32 @@
-"""Durable state in one SQLite database (WAL, aiosqlite): sessions, transcripts, inbox, outbox.
+"""Durable state in one SQLite database (WAL): sessions, transcripts, inbox, outbox.
 
-Every method is a small unit of work; the ones that change several tables run in one
-transaction, so a crash leaves either all of a turn's effects or none of them. Commits are
+Every method is a small unit of work run on the database thread (`gateway.database`); the ones
+that change several tables run in one transaction, so a crash leaves either all of a turn's
+effects or none of them. Writes are group-committed: many sessions' writes share one
+transaction and one fsync, and a caller's await returns once its write is durable. Commits are
 `synchronous=FULL` by default: a message acknowledged to a platform survives a power loss
 (`gateway.durability: normal` trades that for speed: then only a crash of the process is safe).
 The state directory is 0700 and the database files 0600.
-
-Group commit: the writes of many sessions (`write`) share one transaction and one fsync. A
-writer takes every unit of work queued while the previous commit ran, runs them in one
-transaction and commits; each caller's await returns only after that commit, so "stored" still
-means durable. A unit that fails rolls its batch back, and each unit of the batch is then run in
-a transaction of its own (the failing one reports its error; the others commit). A unit alone in
-its batch that is one statement runs without BEGIN/COMMIT (SQLite's autocommit is the same
-fsync, with two fewer trips to the database thread).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
+import sqlite3
 import time
-from contextlib import asynccontextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
-
-import aiosqlite
+from typing import Any, Callable, TypeVar
 
 from agent.compression import SUMMARY_PREFIX
+from gateway.database import Database, Work
 from platforms.base import Attachment, ChatRef, InboundMessage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Work = Callable[[aiosqlite.Connection], Awaitable[Any]]
-
-
-@dataclass(slots=True)
-class _Unit:
-    work: Work
-    single: bool  # one statement: alone in its batch it needs no BEGIN/COMMIT
-    done: asyncio.Future[Any]
 
 
 @dataclass(slots=True)
@@ -84,12 +68,6 @@ class SearchHit:
     created_at: float
 
 
-def _retrieved(done: asyncio.Future[Any]) -> None:
-    """A write whose caller was cancelled: its outcome is not an unhandled error."""
-    if not done.cancelled():
-        done.exception()
-
-
 def encode_inbound(msg: InboundMessage) -> str:
     data = asdict(msg)
     data.pop("raw", None)
@@ -118,22 +96,33 @@ def _private(path: Path, mode: int) -> None:
         pass  # not ours to change (e.g. a mounted volume); SQLite still works
 
 
-def _migrations() -> list[tuple[int, str]]:
+def _migrate(db: sqlite3.Connection) -> None:
+    """Apply the numbered migrations the database has not had yet (at open)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
     folder = resources.files("gateway") / "migrations"
-    found = [(int(f.name.split("_", 1)[0]), f.read_text(encoding="utf-8"))
-             for f in folder.iterdir() if f.name.endswith(".sql")]
-    return sorted(found)
+    found = sorted((int(f.name.split("_", 1)[0]), f.read_text(encoding="utf-8"))
+                   for f in folder.iterdir() if f.name.endswith(".sql"))
+    for number, sql in found:
+        if number <= version:
+            continue
+        try:
+            db.executescript(f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
+        except BaseException:
+            if db.in_transaction:
+                db.rollback()
+            raise
 
 
 class Store:
     """The gateway's SQLite store. Open with `await Store.open(path)`; close with `close()`."""
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
-        self._db = db
-        self._write = asyncio.Lock()
-        self._queued: list[_Unit] = []
-        self._writer: asyncio.Task[None] | None = None
-        self.batches = 0  # group commits so far (the tests read it)
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @property
+    def batches(self) -> int:
+        """Group commits so far (the tests read it)."""
+        return self.db.batches
 
     @classmethod
     async def open(cls, path: Path | str, *, durability: str = "full") -> "Store":
@@ -141,129 +130,43 @@ class Store:
         path = Path(path)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _private(path.parent, 0o700)
+        synchronous = "FULL" if durability == "full" else "NORMAL"
         old_mask = os.umask(0o077)  # the files SQLite creates (database, -wal, -shm) are the owner's only
         try:
-            db = await aiosqlite.connect(str(path), isolation_level=None)
-            db.row_factory = aiosqlite.Row
-            synchronous = "FULL" if durability == "full" else "NORMAL"
-            for pragma in ("journal_mode=WAL", f"synchronous={synchronous}", "foreign_keys=ON", "busy_timeout=5000"):
-                await db.execute(f"PRAGMA {pragma}")
+            db = await Database.open(str(path), ["journal_mode=WAL", f"synchronous={synchronous}",
+                                                 "foreign_keys=ON", "busy_timeout=5000"])
         finally:
             os.umask(old_mask)
         for suffix in ("", "-wal", "-shm"):
             _private(Path(f"{path}{suffix}"), 0o600)
-        store = cls(db)
-        await store._migrate()
-        return store
+        try:
+            await db.read(_migrate)
+        except BaseException:
+            await db.close()
+            raise
+        return cls(db)
 
     async def close(self) -> None:
-        if self._writer is not None:
-            await asyncio.gather(self._writer, return_exceptions=True)
-        await self._db.close()
-
-    async def _migrate(self) -> None:
-        async with self._db.execute("PRAGMA user_version") as cur:
-            version = (await cur.fetchone())[0]
-        for number, sql in _migrations():
-            if number <= version:
-                continue
-            await self._db.executescript(f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
+        await self.db.close()
 
     async def data_version(self) -> int:
         """Changes when another connection (another process) commits to the database."""
         row = await self.fetch_one("PRAGMA data_version")
         return int(row[0]) if row else 0
 
-    @asynccontextmanager
-    async def tx(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction; modules with tables of their own use this and `fetch_*`."""
-        async with self._write:
-            begin = asyncio.ensure_future(self._db.execute("BEGIN IMMEDIATE"))
-            try:
-                await asyncio.shield(begin)
-            except asyncio.CancelledError:
-                # The BEGIN still runs on the database thread: undo it, or every later
-                # transaction fails with "cannot start a transaction within a transaction".
-                with suppress(Exception):
-                    await begin
-                    await self._db.execute("ROLLBACK")
-                raise
-            try:
-                yield self._db
-            except BaseException:
-                await self._db.execute("ROLLBACK")
-                raise
-            await self._db.execute("COMMIT")
+    async def write(self, work: Callable[[sqlite3.Connection], T], *, single: bool = False) -> T:
+        """Run `work` in the next group commit (see `gateway.database`); its result once durable."""
+        return await self.db.write(work, single=single)
 
-    async def write(self, work: Callable[[aiosqlite.Connection], Awaitable[T]], *, single: bool = False) -> T:
-        """Run `work` (statements on the connection, no BEGIN/COMMIT of its own) in the next group
-        commit; return its result once committed. `single`: it is one statement. A caller that is
-        cancelled meanwhile does not cancel the write."""
-        unit = _Unit(work, single, asyncio.get_running_loop().create_future())
-        unit.done.add_done_callback(_retrieved)
-        self._queued.append(unit)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_batches(), name="group-commit")
-        return await asyncio.shield(unit.done)
+    async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` on the database thread: several queries for one trip."""
+        return await self.db.read(work)
 
-    async def _write_batches(self) -> None:
-        while self._queued:
-            batch, self._queued = self._queued, []
-            async with self._write:
-                self.batches += 1
-                if len(batch) == 1:
-                    await self._run_alone(batch[0])
-                    continue
-                results: list[Any] = []
-                try:
-                    await self._db.execute("BEGIN IMMEDIATE")
-                    for unit in batch:
-                        results.append(await unit.work(self._db))
-                    await self._db.execute("COMMIT")
-                except BaseException as exc:
-                    with suppress(Exception):
-                        await self._db.execute("ROLLBACK")
-                    if not isinstance(exc, Exception):  # cancelled (shutdown): nothing of the batch is stored
-                        for unit in batch:
-                            if not unit.done.done():
-                                unit.done.set_exception(RuntimeError("the store closed before this was committed"))
-                        raise
-                    log.warning("a group commit of %d writes failed (%s); committing them one by one",
-                                len(batch), exc)
-                    for unit in batch:
-                        await self._run_alone(unit)
-                    continue
-            for unit, result in zip(batch, results):
-                if not unit.done.done():
-                    unit.done.set_result(result)
+    async def fetch_one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        return await self.db.read(lambda db: db.execute(sql, args).fetchone())
 
-    async def _run_alone(self, unit: _Unit) -> None:
-        """One unit in a transaction of its own (a single statement: in autocommit)."""
-        try:
-            if unit.single:
-                result = await unit.work(self._db)
-            else:
-                await self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    result = await unit.work(self._db)
-                except BaseException:
-                    with suppress(Exception):
-                        await self._db.execute("ROLLBACK")
-                    raise
-                await self._db.execute("COMMIT")
-        except Exception as exc:
-            if not unit.done.done():
-                unit.done.set_exception(exc)
-            return
-        if not unit.done.done():
-            unit.done.set_result(result)
-
-    async def fetch_one(self, sql: str, args: tuple[Any, ...] = ()) -> aiosqlite.Row | None:
-        rows = await self._db.execute_fetchall(sql, args)  # one trip to the database thread
-        return next(iter(rows), None)
-
-    async def fetch_all(self, sql: str, args: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
-        return list(await self._db.execute_fetchall(sql, args))
+    async def fetch_all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        return await self.db.read(lambda db: db.execute(sql, args).fetchall())
 
     # -- inbox ----------------------------------------------------------------------------
 
@@ -273,11 +176,12 @@ class Store:
         return await self.write(lambda db: self.insert_inbox(db, msg, session_key, state=state, error=error),
                                 single=True)
 
-    async def insert_inbox(self, db: aiosqlite.Connection, msg: InboundMessage, session_key: str, *,
-                           state: str = "received", error: str | None = None) -> int | None:
-        """`inbox_add` inside a transaction the caller holds."""
+    @staticmethod
+    def insert_inbox(db: sqlite3.Connection, msg: InboundMessage, session_key: str, *,
+                     state: str = "received", error: str | None = None) -> int | None:
+        """`inbox_add` inside a unit of work of the caller's."""
         now = time.time()
-        cur = await db.execute(
+        cur = db.execute(
             "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state,"
             " error, received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (msg.platform, msg.chat_id, msg.message_id, session_key, encode_inbound(msg), state, error, now, now))
@@ -285,12 +189,12 @@ class Store:
 
     async def _one(self, sql: str, args: tuple[Any, ...]) -> None:
         """One write statement, group-committed."""
-        await self.write(lambda db: db.execute(sql, args), single=True)
+        await self.write(lambda db: db.execute(sql, args).rowcount, single=True)
 
     async def inbox_set_state(self, inbox_ids: list[int], state: str, error: str | None = None) -> None:
         rows = [(state, error, time.time(), i) for i in inbox_ids]
         await self.write(lambda db: db.executemany("UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?",
-                                                   rows), single=True)
+                                                   rows).rowcount, single=True)
 
     async def inbox_set_draft(self, inbox_id: int, message_id: str) -> None:
         """Remember the first message a turn sent, so a re-run edits it instead of sending another."""
@@ -359,8 +263,14 @@ class Store:
 
     async def backup(self, target: Path) -> None:
         """A consistent copy of the database while it is in use (SQLite's online backup)."""
-        async with aiosqlite.connect(target) as copy:
-            await self._db.backup(copy)
+        def copy(db: sqlite3.Connection) -> None:
+            to = sqlite3.connect(target)
+            try:
+                db.backup(to)
+            finally:
+                to.close()
+
+        await self.read(copy)
 
     # -- sessions and transcripts ---------------------------------------------------------
 
@@ -371,8 +281,8 @@ class Store:
             return int(row["id"])
         now = time.time()
 
-        async def create(db: aiosqlite.Connection) -> int | None:
-            cur = await db.execute(
+        def create(db: sqlite3.Connection) -> int | None:
+            cur = db.execute(
                 "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now))
@@ -392,10 +302,10 @@ class Store:
 
     async def end_session(self, key: str) -> int | None:
         """End the key's active session; return its id (None: there was none)."""
-        async def end(db: aiosqlite.Connection) -> int | None:
-            rows = list(await db.execute_fetchall(
-                "UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL RETURNING id", (time.time(), key)))
-            return int(rows[0][0]) if rows else None
+        def end(db: sqlite3.Connection) -> int | None:
+            row = db.execute("UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL RETURNING id",
+                             (time.time(), key)).fetchone()
+            return int(row[0]) if row else None
 
         return await self.write(end, single=True)
 
@@ -406,20 +316,23 @@ class Store:
     async def history_window(self, session_id: int, limit: int = 200) -> tuple[list[dict[str, Any]], list[int | None]]:
         """What the model is sent of the session, and each message's id (None: a summary). After a
         compression: the first user message, the latest summary, and the messages after it."""
-        summary = await self.fetch_one("SELECT through_message_id, summary FROM session_summaries"
-                                       " WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,))
-        after = summary["through_message_id"] if summary else 0
-        rows = await self.fetch_all(
-            "SELECT id, role, content, tool_calls, tool_call_id, name FROM ("
-            " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' AND id > ? ORDER BY id DESC LIMIT ?"
-            ") ORDER BY id", (session_id, after, limit))
-        if summary:
-            first = await self.fetch_one("SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
-                                         " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id"
-                                         " LIMIT 1", (session_id,))
-            rows = [*([first] if first else []),
-                    {"id": None, "role": "user", "content": SUMMARY_PREFIX + summary["summary"], "tool_calls": None,
-                     "tool_call_id": None, "name": None}, *rows]
+        def window(db: sqlite3.Connection) -> list[Any]:
+            summary = db.execute("SELECT through_message_id, summary FROM session_summaries"
+                                 " WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,)).fetchone()
+            rows: list[Any] = db.execute(
+                "SELECT id, role, content, tool_calls, tool_call_id, name FROM ("
+                " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' AND id > ? ORDER BY id DESC LIMIT ?"
+                ") ORDER BY id", (session_id, summary["through_message_id"] if summary else 0, limit)).fetchall()
+            if summary:
+                first = db.execute("SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
+                                   " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id LIMIT 1",
+                                   (session_id,)).fetchone()
+                rows = [*([first] if first else []),
+                        {"id": None, "role": "user", "content": SUMMARY_PREFIX + summary["summary"],
+                         "tool_calls": None, "tool_call_id": None, "name": None}, *rows]
+            return rows
+
+        rows = await self.read(window)
         out: list[dict[str, Any]] = []
         ids: list[int | None] = []
         for r in rows:
@@ -458,24 +371,25 @@ class Store:
                  user_id if m["role"] == "user" else None, status, now) for m in messages]
         inbox_state = inbox_state or {"ok": "done"}.get(status, status)
 
-        async def commit(db: aiosqlite.Connection) -> int | None:
-            await db.executemany(
+        def commit(db: sqlite3.Connection) -> int | None:
+            db.executemany(
                 "INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id, name,"
                 " platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-            await db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
-                                 [(inbox_state, now, i) for i in inbox_ids])
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
+                           [(inbox_state, now, i) for i in inbox_ids])
             if also is not None:
-                await also(db)
-            return await self.insert_outbox(db, reply, now) if reply else None
+                also(db)
+            return self.insert_outbox(db, reply, now) if reply else None
 
         return await self.write(commit)
 
     # -- outbox ---------------------------------------------------------------------------
 
-    async def insert_outbox(self, db: aiosqlite.Connection, item: OutboxItem, now: float) -> int:
-        """Queue `item` inside a transaction the caller holds (`async with store.tx() as db`)."""
-        cur = await db.execute(
+    @staticmethod
+    def insert_outbox(db: sqlite3.Connection, item: OutboxItem, now: float) -> int:
+        """Queue `item` inside a unit of work of the caller's (`store.write`)."""
+        cur = db.execute(
             "INSERT INTO outbox (platform, chat_id, thread_id, inbox_id, payload, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
             (item.chat.platform, item.chat.chat_id, item.chat.thread_id, item.inbox_id, item.payload(), now))
@@ -486,10 +400,10 @@ class Store:
         """Queue a reply; optionally mark the inbox message it answers as done, atomically."""
         now = time.time()
 
-        async def add(db: aiosqlite.Connection) -> int:
+        def add(db: sqlite3.Connection) -> int:
             if done_inbox_id is not None:
-                await db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?", (now, done_inbox_id))
-            return await self.insert_outbox(db, item, now)
+                db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?", (now, done_inbox_id))
+            return self.insert_outbox(db, item, now)
 
         return await self.write(add, single=done_inbox_id is None)
 
@@ -530,14 +444,16 @@ class Store:
 
         Outbox rows a cron run points at are kept: they hold the ids of the messages it delivered.
         """
-        async with self.tx() as db:
-            inbox = await db.execute("DELETE FROM inbox WHERE state NOT IN ('received', 'processing')"
-                                     " AND updated_at < ?", (before,))
-            await db.execute("DELETE FROM dead_letters WHERE created_at < ?", (before,))
-            outbox = await db.execute(
+        def prune(db: sqlite3.Connection) -> tuple[int, int]:
+            inbox = db.execute("DELETE FROM inbox WHERE state NOT IN ('received', 'processing')"
+                               " AND updated_at < ?", (before,))
+            db.execute("DELETE FROM dead_letters WHERE created_at < ?", (before,))
+            outbox = db.execute(
                 "DELETE FROM outbox WHERE state IN ('sent', 'failed') AND created_at < ?"
                 " AND id NOT IN (SELECT outbox_id FROM cron_runs WHERE outbox_id IS NOT NULL)", (before,))
             return inbox.rowcount, outbox.rowcount
+
+        return await self.write(prune)
 
     # -- search and listings --------------------------------------------------------------
 

@@ -3,10 +3,9 @@ session and turn, and its transcript kept in a session of its own (ended when th
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
-
-import aiosqlite
 
 from agent.tools import ToolContext
 from gateway.store import Store
@@ -21,16 +20,16 @@ class SubagentRuns:
     async def started(self, ctx: ToolContext, task: str, depth: int) -> int:
         now = time.time()
 
-        async def start(db: aiosqlite.Connection) -> int:
-            cur = await db.execute(
+        def start(db: sqlite3.Connection) -> int:
+            cur = db.execute(
                 "INSERT INTO subagent_runs (parent_session_id, parent_inbox_id, depth, task, state, started_at)"
                 " VALUES (?, ?, ?, ?, 'running', ?)", (ctx.session_id, ctx.extras.get("inbox_id"), depth, task, now))
             run_id = int(cur.lastrowid)
-            cur = await db.execute(
+            cur = db.execute(
                 "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, 'subagent', ?, ?)",
                 (f"subagent:{run_id}", ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"), now, now))
-            await db.execute("UPDATE subagent_runs SET session_id = ? WHERE id = ?", (cur.lastrowid, run_id))
+            db.execute("UPDATE subagent_runs SET session_id = ? WHERE id = ?", (cur.lastrowid, run_id))
             return run_id
 
         return await self.store.write(start)
@@ -40,10 +39,10 @@ class SubagentRuns:
         assert row is not None
         now = time.time()
 
-        async def end(db: aiosqlite.Connection) -> None:
-            await db.execute("UPDATE subagent_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?",
+        def end(db: sqlite3.Connection) -> None:
+            db.execute("UPDATE subagent_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?",
                              (state, summary, now, run_id))
-            await db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", (now, row["session_id"]))
+            db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", (now, row["session_id"]))
 
         await self.store.commit_turn(row["session_id"], [], None, None, messages, None,
                                      status=TRANSCRIPT_STATUS.get(state, "failed"), also=end)
@@ -52,4 +51,4 @@ class SubagentRuns:
         """At start: children an earlier run left running were cut off with it."""
         await self.store.write(lambda db: db.execute(
             "UPDATE subagent_runs SET state = 'interrupted', ended_at = ? WHERE state = 'running'",
-            (time.time(),)), single=True)
+            (time.time(),)).rowcount, single=True)

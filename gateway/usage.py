@@ -19,7 +19,7 @@ class UsageLedger:
                int((usage or {}).get("prompt_tokens") or 0), int((usage or {}).get("completion_tokens") or 0))
         await self.store.write(lambda db: db.execute(
             "INSERT INTO llm_usage (at, loop, session_id, platform, user_id, model, prompt_tokens,"
-            " completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row), single=True)
+            " completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount, single=True)
 
     async def by_loop(self, where: str = "1", args: tuple[Any, ...] = ()) -> dict[str, dict[str, int]]:
         """{loop: {requests, prompt, completion}} over the rows `where` selects."""

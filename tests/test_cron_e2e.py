@@ -351,8 +351,8 @@ async def test_cron_in_a_dst_zone_keeps_the_local_time_across_the_change(tmp_pat
         jobs, ledger = CronJobs(store), RunLedger(store, new_instance_id())
         job = await jobs.create(name="morning", prompt="p", schedule="0 9 * * *", timezone="Europe/Berlin",
                                 target="none", owner_platform="cli", owner_id="operator")
-        async with store.tx() as db:
-            await db.execute("UPDATE cron_jobs SET next_run_at = ? WHERE id = ?", (ts(slot), job.id))
+        await store.write(lambda db: db.execute("UPDATE cron_jobs SET next_run_at = ? WHERE id = ?",
+                                                (ts(slot), job.id)))
         outcome = await ledger.claim_slot(job.id, ts(slot), ts(slot) + 0.2, on_time=1.0, grace=3600)
         assert outcome.claim is not None and outcome.claim.scheduled_at == ts(slot)
         assert outcome.next_run_at == ts(following)

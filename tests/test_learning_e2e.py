@@ -221,9 +221,9 @@ async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(t
         runner.curator.clock = lambda: time.time() + ahead[0]
         await runner.skills.create("old-notes", "how to tidy notes", "Steps.", provenance="agent")
         long_ago = time.time() - 100 * 86400
-        async with runner.store.tx() as db:
-            await db.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ?",
-                             (long_ago, long_ago, long_ago))
+        await runner.store.write(lambda db: db.execute(
+            "UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ?",
+            (long_ago, long_ago, long_ago)).rowcount, single=True)
         release = asyncio.Event()
 
         async def slow(body: dict[str, Any]) -> Reply:

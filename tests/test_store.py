@@ -5,42 +5,39 @@ import asyncio
 import sqlite3
 import time
 
-import aiosqlite
 import pytest
 
 from gateway.store import OutboxItem, Store
 from platforms.base import ChatRef, InboundMessage
 
 
-async def test_a_transaction_cancelled_while_it_begins_leaves_none_open(tmp_path):
+async def test_a_store_closed_while_a_batch_commits_finishes_it_and_tells_each_caller(tmp_path):
     store = await Store.open(tmp_path / "s.db")
-    try:
-        for _ in range(20):
-            async def write() -> None:
-                async with store.tx() as db:
-                    await db.execute("INSERT INTO gateway_instances (id, host, pid, started_at, seen_at)"
-                                     " VALUES ('x', 'h', 1, 0, 0)")
-            task = asyncio.create_task(write())
-            await asyncio.sleep(0)  # the task is now waiting for BEGIN on the database thread
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            async with store.tx() as db:  # raised "cannot start a transaction within a transaction" before
-                await db.execute("DELETE FROM gateway_instances")
-        assert await store.fetch_all("SELECT * FROM gateway_instances") == []
-    finally:
-        await store.close()
+    writes = [asyncio.create_task(store.inbox_add(_message(n), "k")) for n in range(10)]
+    await asyncio.sleep(0)  # queued
+    await asyncio.sleep(0)  # the batch is on the database thread
+    writes += [asyncio.create_task(store.inbox_add(_message(n), "k")) for n in range(10, 20)]
+    await asyncio.sleep(0)  # queued for the next batch
+    assert store.db._writer is not None
+    store.db._writer.cancel()  # as at a shutdown that does not wait
+    outcomes = await asyncio.gather(*writes, return_exceptions=True)
+    await store.close()
+    with sqlite3.connect(tmp_path / "s.db") as other:  # what a caller was told is stored, is; nothing else
+        stored = {row[0] for row in other.execute("SELECT id FROM inbox")}
+    assert stored == {x for x in outcomes if isinstance(x, int)}
+    assert len(stored) == 10
+    assert all(isinstance(x, RuntimeError) for x in outcomes[10:])
 
 
 async def test_data_version_changes_when_another_connection_commits(tmp_path):
     store = await Store.open(tmp_path / "s.db")
     try:
         before = await store.data_version()
-        async with store.tx() as db:
-            await db.execute("INSERT INTO gateway_instances (id, host, pid, started_at, seen_at) VALUES ('a','h',1,0,0)")
+        await store.write(lambda db: db.execute("INSERT INTO gateway_instances (id, host, pid, started_at, seen_at)"
+                                                " VALUES ('a','h',1,0,0)"))
         assert await store.data_version() == before  # our own writes do not count
-        async with aiosqlite.connect(tmp_path / "s.db") as other:
-            await other.execute("DELETE FROM gateway_instances")
-            await other.commit()
+        with sqlite3.connect(tmp_path / "s.db") as other:
+            other.execute("DELETE FROM gateway_instances")
         assert await store.data_version() != before
     finally:
         await store.close()
@@ -58,12 +55,13 @@ async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_poi
         sent, pending, kept = [await store.outbox_add(OutboxItem(chat, t)) for t in ("a", "b", "c")]
         for item_id in (sent, kept):
             await store.outbox_progress(OutboxItem(chat, "x", id=item_id), done=True)
-        async with store.tx() as db:
-            await db.execute("INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, target, owner_platform,"
-                             " owner_id, created_at, updated_at) VALUES (1, 'j', 'p', 'every 1h', 'UTC', 'none',"
-                             " 'web', 'u', 0, 0)")
-            await db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)",
-                             (kept,))
+        def job_that_sent(db: sqlite3.Connection) -> None:
+            db.execute("INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, target, owner_platform,"
+                       " owner_id, created_at, updated_at) VALUES (1, 'j', 'p', 'every 1h', 'UTC', 'none',"
+                       " 'web', 'u', 0, 0)")
+            db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)", (kept,))
+
+        await store.write(job_that_sent)
         assert await store.prune(time.time() - 3600) == (0, 0)  # nothing is old enough yet
         assert await store.prune(time.time() + 1) == (2, 1)
         inbox = [r["state"] for r in await store.fetch_all("SELECT state FROM inbox")]
@@ -99,8 +97,8 @@ async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_retur
 async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp_path):
     store = await Store.open(tmp_path / "state.db")
     try:
-        async def broken(db):
-            await db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
+        def broken(db):
+            db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
                              " VALUES (999999, 'user', 'x', 'ok', 0)")  # no such session: a foreign key error
 
         outcomes = await asyncio.gather(*(store.inbox_add(_message(n), "k") for n in range(5)), store.write(broken),

@@ -8,6 +8,7 @@ every ten minutes. Approved people are kept in the database beside `access.allow
 from __future__ import annotations
 
 import secrets
+import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -45,43 +46,49 @@ class Pairing:
     async def request(self, platform: str, user_id: str, user_name: str, chat_id: str) -> str | None:
         """The code to send this person now, or None when nothing should be sent."""
         now = time.time()
-        async with self.store.tx() as db:
-            await db.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (now,))
-            async with db.execute("SELECT code, last_sent_at FROM pairing_codes WHERE platform = ? AND user_id = ?",
-                                  (platform, user_id)) as cur:
-                row = await cur.fetchone()
+
+        def request(db: sqlite3.Connection) -> str | None:
+            db.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (now,))
+            row = db.execute("SELECT code, last_sent_at FROM pairing_codes WHERE platform = ? AND user_id = ?",
+                             (platform, user_id)).fetchone()
             if row is not None:
                 if now - row["last_sent_at"] < RESEND_AFTER:
                     return None
-                await db.execute("UPDATE pairing_codes SET last_sent_at = ? WHERE code = ?", (now, row["code"]))
+                db.execute("UPDATE pairing_codes SET last_sent_at = ? WHERE code = ?", (now, row["code"]))
                 return str(row["code"])
-            async with db.execute("SELECT count(*) FROM pairing_codes WHERE platform = ?", (platform,)) as cur:
-                if (await cur.fetchone())[0] >= MAX_PENDING:
-                    return None
+            if db.execute("SELECT count(*) FROM pairing_codes WHERE platform = ?", (platform,)).fetchone()[0] \
+                    >= MAX_PENDING:
+                return None
             code = new_code()
-            await db.execute("INSERT INTO pairing_codes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             (code, platform, user_id, user_name, chat_id, now, now + CODE_TTL, now))
+            db.execute("INSERT INTO pairing_codes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (code, platform, user_id, user_name, chat_id, now, now + CODE_TTL, now))
             return code
+
+        return await self.store.write(request)
 
     async def approve(self, platform: str, code: str) -> PendingCode | None:
         """Admit the person who was given `code`; None when it is unknown or expired."""
         now = time.time()
         code = code.strip().upper()
-        async with self.store.tx() as db:
-            async with db.execute("SELECT * FROM pairing_codes WHERE code = ? AND platform = ? AND expires_at > ?",
-                                  (code, platform, now)) as cur:
-                row = await cur.fetchone()
-            if row is None:
-                return None
-            await db.execute("INSERT OR REPLACE INTO paired_users VALUES (?, ?, ?, ?)",
-                             (platform, row["user_id"], row["user_name"], now))
-            await db.execute("DELETE FROM pairing_codes WHERE code = ?", (code,))
+
+        def approve(db: sqlite3.Connection) -> sqlite3.Row | None:
+            row = db.execute("SELECT * FROM pairing_codes WHERE code = ? AND platform = ? AND expires_at > ?",
+                             (code, platform, now)).fetchone()
+            if row is not None:
+                db.execute("INSERT OR REPLACE INTO paired_users VALUES (?, ?, ?, ?)",
+                           (platform, row["user_id"], row["user_name"], now))
+                db.execute("DELETE FROM pairing_codes WHERE code = ?", (code,))
+            return row
+
+        row = await self.store.write(approve)
+        if row is None:
+            return None
         return PendingCode(code, platform, row["user_id"], row["user_name"], row["expires_at"])
 
     async def revoke(self, platform: str, user_id: str) -> bool:
-        async with self.store.tx() as db:
-            cur = await db.execute("DELETE FROM paired_users WHERE platform = ? AND user_id = ?", (platform, user_id))
-            return cur.rowcount > 0
+        deleted = await self.store.write(lambda db: db.execute(
+            "DELETE FROM paired_users WHERE platform = ? AND user_id = ?", (platform, user_id)).rowcount, single=True)
+        return deleted > 0
 
     async def pending(self) -> list[PendingCode]:
         rows = await self.store.fetch_all("SELECT * FROM pairing_codes WHERE expires_at > ? ORDER BY created_at",
@@ -93,6 +100,5 @@ class Pairing:
         return [(r["platform"], r["user_id"], r["user_name"], r["approved_at"]) for r in rows]
 
     async def expire(self) -> int:
-        async with self.store.tx() as db:
-            cur = await db.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (time.time(),))
-            return cur.rowcount
+        return await self.store.write(lambda db: db.execute(
+            "DELETE FROM pairing_codes WHERE expires_at <= ?", (time.time(),)).rowcount, single=True)

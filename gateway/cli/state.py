@@ -85,9 +85,9 @@ async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
         if args.rule_id is None:
             print("usage: chatgate approvals rules remove RULE_ID", file=sys.stderr)
             return 2
-        async with store.tx() as db:
-            cur = await db.execute("DELETE FROM approval_rules WHERE id = ?", (args.rule_id,))
-        if not cur.rowcount:
+        removed = await store.write(lambda db: db.execute("DELETE FROM approval_rules WHERE id = ?",
+                                                          (args.rule_id,)).rowcount, single=True)
+        if not removed:
             print(f"no rule {args.rule_id}", file=sys.stderr)
             return 1
         print(f"removed rule {args.rule_id}")

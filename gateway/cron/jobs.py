@@ -7,6 +7,7 @@ the agent's `cron` tool and the scheduler all go through it, so they agree on ev
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -165,15 +166,19 @@ class CronJobs:
         if missed_policy not in MISSED_POLICIES:
             raise CronError(f"missed-run policy must be one of {', '.join(MISSED_POLICIES)}")
         first = parsed.first(utc(now))
-        async with self.store.tx() as db:
-            cur = await db.execute(
+        model_name = _model(model)  # checked first: a unit that raises rolls back its whole batch
+
+        def insert(db: sqlite3.Connection) -> int:
+            cur = db.execute(
                 "INSERT INTO cron_jobs (name, prompt, schedule, timezone, target, owner_platform, owner_id, owner_chat,"
                 " owner_key, missed_policy, next_run_at, created_at, updated_at, model)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (name.strip(), prompt.strip(), parsed.expression, parsed.timezone, format_target(chat),
                  owner_platform, owner_id, owner_chat, owner_key, missed_policy,
-                 first.timestamp() if first else None, now, now, _model(model)))
-            job_id = int(cur.lastrowid)
+                 first.timestamp() if first else None, now, now, model_name))
+            return int(cur.lastrowid)
+
+        job_id = await self.store.write(insert, single=True)
         job = await self.get(job_id)
         assert job is not None
         return job
@@ -250,17 +255,18 @@ class CronJobs:
 
     async def remove(self, job_id: int) -> bool:
         """Delete a job; its ledger rows stay for the record."""
-        async with self.store.tx() as db:
-            cur = await db.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
-            await db.execute("UPDATE cron_runs SET state = 'skipped', error = 'job removed' "
-                             "WHERE job_id = ? AND state = 'queued'", (job_id,))
+        def delete(db: sqlite3.Connection) -> bool:
+            cur = db.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
+            db.execute("UPDATE cron_runs SET state = 'skipped', error = 'job removed' "
+                       "WHERE job_id = ? AND state = 'queued'", (job_id,))
             return cur.rowcount > 0
+
+        return await self.store.write(delete)
 
     async def _set(self, job_id: int, changes: dict[str, Any], now: float) -> None:
         columns = ", ".join(f"{name} = ?" for name in changes)
-        async with self.store.tx() as db:
-            await db.execute(f"UPDATE cron_jobs SET {columns}, updated_at = ? WHERE id = ?",
-                             (*changes.values(), now, job_id))
+        await self.store.write(lambda db: db.execute(f"UPDATE cron_jobs SET {columns}, updated_at = ? WHERE id = ?",
+                                                     (*changes.values(), now, job_id)).rowcount, single=True)
 
     async def due_before(self, until: float) -> list[tuple[int, float]]:
         """(job id, next run) of enabled jobs due at or before `until`, soonest first."""

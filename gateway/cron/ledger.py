@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -79,15 +80,15 @@ class RunLedger:
     async def heartbeat(self) -> None:
         """Say this process is alive; an upsert, so a row a sibling dropped comes back."""
         now = time.time()
-        async with self.store.tx() as db:
-            await db.execute("INSERT INTO gateway_instances VALUES (?, ?, ?, ?, ?)"
-                             " ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at",
-                             (self.instance_id, socket.gethostname(), os.getpid(), now, now))
+        values = (self.instance_id, socket.gethostname(), os.getpid(), now, now)
+        await self.store.write(lambda db: db.execute("INSERT INTO gateway_instances VALUES (?, ?, ?, ?, ?)"
+                                                     " ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at",
+                                                     values).rowcount, single=True)
 
     async def unregister(self) -> None:
         _LIVE_HERE.discard(self.instance_id)
-        async with self.store.tx() as db:
-            await db.execute("DELETE FROM gateway_instances WHERE id = ?", (self.instance_id,))
+        await self.store.write(lambda db: db.execute("DELETE FROM gateway_instances WHERE id = ?",
+                                                     (self.instance_id,)).rowcount, single=True)
 
     async def live_instances(self, stale_after: float) -> list[dict[str, Any]]:
         """Gateway processes that beat their heartbeat within `stale_after` and have not exited."""
@@ -104,20 +105,26 @@ class RunLedger:
         dead = [r for r in rows if r["claimed_by"] != self.instance_id and (
             r["seen_at"] is None or r["seen_at"] < now - stale_after
             or _process_gone(r["host"], r["pid"], r["claimed_by"], self.instance_id))]
-        found: list[tuple[Job | None, int]] = []
-        async with self.store.tx() as db:
+
+        def interrupt(db: sqlite3.Connection) -> list[tuple[int, int]]:
+            """(job id, run id) of the runs it marked interrupted."""
+            found: list[tuple[int, int]] = []
             for r in dead:
-                cur = await db.execute(
+                cur = db.execute(
                     "UPDATE cron_runs SET state = 'interrupted', finished_at = ?, error = ? WHERE id = ?"
                     " AND state = 'running'", (now, "the gateway process stopped during the run", r["id"]))
                 if cur.rowcount:
-                    await db.execute("UPDATE cron_jobs SET last_status = 'interrupted', last_error = ?"
-                                     " WHERE id = ?", ("the gateway process stopped during the run", r["job_id"]))
-                    found.append((r["job_id"], r["id"]))  # type: ignore[arg-type]
-            gone = [i for i in await self.store.fetch_all("SELECT * FROM gateway_instances")
-                    if i["id"] != self.instance_id and (i["seen_at"] < now - stale_after
-                                                        or _process_gone(i["host"], i["pid"], i["id"], self.instance_id))]
-            await db.executemany("DELETE FROM gateway_instances WHERE id = ?", [(i["id"],) for i in gone])
+                    db.execute("UPDATE cron_jobs SET last_status = 'interrupted', last_error = ?"
+                               " WHERE id = ?", ("the gateway process stopped during the run", r["job_id"]))
+                    found.append((r["job_id"], r["id"]))
+            gone = [i for i in db.execute("SELECT * FROM gateway_instances").fetchall()
+                    if i["id"] != self.instance_id and (
+                        i["seen_at"] < now - stale_after
+                        or _process_gone(i["host"], i["pid"], i["id"], self.instance_id))]
+            db.executemany("DELETE FROM gateway_instances WHERE id = ?", [(i["id"],) for i in gone])
+            return found
+
+        found = await self.store.write(interrupt)
         jobs = []
         for job_id, run_id in found:
             row = await self.store.fetch_one("SELECT * FROM cron_jobs WHERE id = ?", (job_id,))
@@ -133,10 +140,9 @@ class RunLedger:
         when the job's policy is `run_once` and it is within `grace`; otherwise it is recorded
         as skipped (policy `skip`) or missed. Several missed slots run at most once: the newest.
         """
-        async with self.store.tx() as db:
-            async with db.execute("SELECT * FROM cron_jobs WHERE id = ? AND enabled = 1 AND next_run_at = ?",
-                                  (job_id, slot)) as cur:
-                row = await cur.fetchone()
+        def take(db: sqlite3.Connection) -> SlotOutcome:
+            row = db.execute("SELECT * FROM cron_jobs WHERE id = ? AND enabled = 1 AND next_run_at = ?",
+                             (job_id, slot)).fetchone()
             if row is None:
                 return SlotOutcome(None, None, "taken")
             job = Job.from_row(row)
@@ -154,34 +160,36 @@ class RunLedger:
             runs = late_by <= on_time or (job.missed_policy == "run_once" and late_by <= grace)
             not_run = "skipped" if job.missed_policy == "skip" else "missed"
             older = slots[:-1]
-            note = f"{len(older) - MAX_MISSED_ROWS} earlier slot(s) also not run" if len(older) > MAX_MISSED_ROWS else None
-            await db.executemany(
+            note = (f"{len(older) - MAX_MISSED_ROWS} earlier slot(s) also not run" if len(older) > MAX_MISSED_ROWS
+                    else None)
+            db.executemany(
                 "INSERT OR IGNORE INTO cron_runs (job_id, scheduled_at, state, finished_at, error)"
                 " VALUES (?, ?, ?, ?, ?)",
                 [(job_id, s, not_run, now, note if i == 0 and note else "the gateway was not running at that time")
                  for i, s in enumerate(older[-MAX_MISSED_ROWS:])])
             state = "running" if runs else not_run
-            cur = await db.execute(
+            cur = db.execute(
                 "INSERT OR IGNORE INTO cron_runs (job_id, scheduled_at, state, claimed_by, started_at, finished_at,"
                 " error) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (job_id, latest, state, self.instance_id if runs else None, now if runs else None,
                  None if runs else now, None if runs else f"{late_by:.0f}s late; policy {job.missed_policy}"))
             run_id = int(cur.lastrowid) if cur.rowcount else None
-            await db.execute(
+            db.execute(
                 "UPDATE cron_jobs SET next_run_at = ?, updated_at = ?, last_status = ?, last_run_at = ? WHERE id = ?",
                 (next_run, now, job.last_status if runs else not_run, job.last_run_at if runs else latest, job_id))
-        if not runs or run_id is None:
-            return SlotOutcome(None, next_run, not_run if run_id else "taken")
-        claim = Claim(run_id, job, latest, late_by, missed=len(older))
-        return SlotOutcome(claim, next_run, "running")
+            if not runs or run_id is None:
+                return SlotOutcome(None, next_run, not_run if run_id else "taken")
+            claim = Claim(run_id, job, latest, late_by, missed=len(older))
+            return SlotOutcome(claim, next_run, "running")
+
+        return await self.store.write(take)
 
     async def request_run(self, job_id: int) -> int:
         """Queue a run now ("run now"); the gateway that sees it first claims it."""
         now = time.time()
-        async with self.store.tx() as db:
-            cur = await db.execute("INSERT INTO cron_runs (job_id, scheduled_at, manual, state) VALUES (?, ?, 1, 'queued')",
-                                   (job_id, now))
-            return int(cur.lastrowid)
+        return await self.store.write(lambda db: int(db.execute(
+            "INSERT INTO cron_runs (job_id, scheduled_at, manual, state) VALUES (?, ?, 1, 'queued')",
+            (job_id, now)).lastrowid), single=True)
 
     async def claim_queued(self) -> list[Claim]:
         rows = await self.store.fetch_all(
@@ -190,11 +198,13 @@ class RunLedger:
         claims = []
         now = time.time()
         for row in rows:
-            async with self.store.tx() as db:
-                cur = await db.execute("UPDATE cron_runs SET state = 'running', claimed_by = ?, started_at = ?"
-                                       " WHERE id = ? AND state = 'queued'", (self.instance_id, now, row["run_id"]))
-            if cur.rowcount:
-                claims.append(Claim(row["run_id"], Job.from_row(row), row["scheduled_at"],
+            run_id = row["run_id"]
+            started = await self.store.write(lambda db: db.execute(
+                "UPDATE cron_runs SET state = 'running', claimed_by = ?, started_at = ?"
+                " WHERE id = ? AND state = 'queued'",
+                (self.instance_id, now, run_id)).rowcount, single=True)
+            if started:
+                claims.append(Claim(run_id, Job.from_row(row), row["scheduled_at"],
                                     now - row["scheduled_at"], manual=True))
         return claims
 
@@ -205,13 +215,16 @@ class RunLedger:
         """End a run and queue its message to the chat, in one transaction."""
         assert state in FINAL_STATES
         now = time.time()
-        async with self.store.tx() as db:
-            outbox_id = await self.store.insert_outbox(db, message, now) if message else None
-            await db.execute("UPDATE cron_runs SET state = ?, finished_at = ?, output = ?, error = ?, outbox_id = ?"
-                             " WHERE id = ? AND state = 'running'",
-                             (state, now, output, error, outbox_id, claim.run_id))
-            await db.execute("UPDATE cron_jobs SET last_status = ?, last_error = ?, last_run_at = ? WHERE id = ?",
-                             (state, error, claim.scheduled_at, claim.job.id))
+
+        def record(db: sqlite3.Connection) -> None:
+            outbox_id = self.store.insert_outbox(db, message, now) if message else None
+            db.execute("UPDATE cron_runs SET state = ?, finished_at = ?, output = ?, error = ?, outbox_id = ?"
+                       " WHERE id = ? AND state = 'running'",
+                       (state, now, output, error, outbox_id, claim.run_id))
+            db.execute("UPDATE cron_jobs SET last_status = ?, last_error = ?, last_run_at = ? WHERE id = ?",
+                       (state, error, claim.scheduled_at, claim.job.id))
+
+        await self.store.write(record)
 
     async def runs(self, job_id: int | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ledger rows (with the delivered message ids), newest first."""

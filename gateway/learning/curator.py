@@ -22,6 +22,7 @@ import asyncio
 import json
 import re
 import shutil
+import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,9 +80,11 @@ class Curator:
     async def first_started(self) -> float:
         """When the gateway first started (recorded once)."""
         now = self.clock()
-        async with self.store.tx() as db:
-            await db.execute("INSERT OR IGNORE INTO gateway_facts (key, value) VALUES ('first_started_at', ?)",
-                             (repr(now),))
+
+        def record_first_start(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR IGNORE INTO gateway_facts (key, value) VALUES ('first_started_at', ?)", (repr(now),))
+
+        await self.store.write(record_first_start, single=True)
         row = await self.store.fetch_one("SELECT value FROM gateway_facts WHERE key = 'first_started_at'")
         return float(row["value"]) if row else now
 
@@ -135,9 +138,12 @@ class Curator:
         async with self._lock:
             started = self.clock()
             run_id = self._new_id(started)
-            async with self.store.tx() as db:
-                await db.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
-                                 (run_id, started, int(dry_run), trigger))
+
+            def record_start(db: sqlite3.Connection) -> None:
+                db.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
+                           (run_id, started, int(dry_run), trigger))
+
+            await self.store.write(record_start, single=True)
             error, merged = None, None
             changes = await self.plan()
             try:
@@ -159,9 +165,12 @@ class Curator:
                 raise
             finally:
                 report = await asyncio.to_thread(self._report, run_id, started, dry_run, changes, error, merged)
-                async with self.store.tx() as db:
-                    await db.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
-                                     (self.clock(), json.dumps([_as_dict(c) for c in changes]), error, run_id))
+                outcome = (self.clock(), json.dumps([_as_dict(c) for c in changes]), error, run_id)
+
+                def record_finish(db: sqlite3.Connection) -> None:
+                    db.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?", outcome)
+
+                await self.store.write(record_finish, single=True)
             if changes and not dry_run and self.notify is not None:
                 stale = sum(c.after == "stale" for c in changes)
                 await self.notify(f"🧹 Skill curator run {run_id}: {stale} marked stale, {len(changes) - stale} archived "

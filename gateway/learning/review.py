@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from agent import usage as usage_scope
 from agent.learning_tools import TOOLSET
@@ -66,17 +66,17 @@ class TurnCount:
     memory_due: bool = False
     skill_due: bool = False
 
-    async def __call__(self, db: Any) -> None:
+    def __call__(self, db: sqlite3.Connection) -> None:
         now = time.time()
-        [(turns, iters)] = await db.execute_fetchall(
+        [(turns, iters)] = db.execute(
             "INSERT INTO review_counters (session_id, turns_since_memory, iters_since_skill, updated_at)"
             " VALUES (?, 1, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
             " turns_since_memory = turns_since_memory + 1, iters_since_skill = iters_since_skill + ?,"
             " updated_at = ? RETURNING turns_since_memory, iters_since_skill",
-            (self.session_id, self.tool_iterations, now, self.tool_iterations, now))
+            (self.session_id, self.tool_iterations, now, self.tool_iterations, now)).fetchall()
         self.memory_due, self.skill_due = turns >= self.memory_every, iters >= self.skill_every
         if self.memory_due or self.skill_due:
-            await db.execute(
+            db.execute(
                 "UPDATE review_counters SET turns_since_memory = CASE WHEN ? THEN 0 ELSE turns_since_memory END,"
                 " iters_since_skill = CASE WHEN ? THEN 0 ELSE iters_since_skill END WHERE session_id = ?",
                 (self.memory_due, self.skill_due, self.session_id))
@@ -116,9 +116,12 @@ class Learning:
         if row is not None and row["prompt"] is not None:
             return str(row["prompt"])
         block = await asyncio.to_thread(self.render_block, platform, user_id if personal else "")
-        rows = await self.store.write(lambda db: db.execute_fetchall(  # (the first snapshot kept wins)
-            "UPDATE sessions SET prompt = coalesce(prompt, ?) WHERE id = ? RETURNING prompt", (block, session_id)),
-            single=True)
+
+        def keep_block(db: sqlite3.Connection) -> list[sqlite3.Row]:  # (the first snapshot kept wins)
+            return db.execute("UPDATE sessions SET prompt = coalesce(prompt, ?) WHERE id = ? RETURNING prompt",
+                              (block, session_id)).fetchall()
+
+        rows = await self.store.write(keep_block, single=True)
         return str(rows[0][0]) if rows and rows[0][0] is not None else block
 
     def render_block(self, platform: str, user_id: str) -> str:
