@@ -13,6 +13,10 @@ means durable. A unit that fails rolls its batch back, and each unit of the batc
 in a transaction of its own in the same trip (the failing one reports its error; the others
 commit). A unit alone in its batch that is one statement (`single`) runs in SQLite's
 autocommit, without BEGIN/COMMIT.
+
+A record whose last moment may be lost at a power loss (token usage) needs no commit of its
+own: `later` puts it into the next group commit, or into one of its own after `LATER_SECONDS`
+when no other write comes first.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Callable, TypeVar
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
+LATER_SECONDS = 1.0  # the longest a `later` write waits for a group commit to join
 
 
 @dataclass(slots=True)
@@ -40,6 +45,12 @@ def _retrieved(done: asyncio.Future[Any]) -> None:
     """A write whose caller was cancelled: its outcome is not an unhandled error."""
     if not done.cancelled():
         done.exception()
+
+
+def _logged(done: asyncio.Future[Any]) -> None:
+    """A `later` write has no caller waiting: a failure is logged."""
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("a deferred write failed: %s", done.exception())
 
 
 def _alone(conn: sqlite3.Connection, unit: _Unit) -> tuple[bool, Any]:
@@ -82,6 +93,8 @@ class Database:
         self._conn = conn
         self._thread = thread
         self._queued: list[_Unit] = []
+        self._later: list[_Unit] = []  # `later` writes: they join the next group commit
+        self._later_timer: asyncio.TimerHandle | None = None
         self._writer: asyncio.Task[None] | None = None
         self.batches = 0  # group commits so far (the tests read it)
 
@@ -104,6 +117,7 @@ class Database:
         return cls(conn, thread)
 
     async def close(self) -> None:
+        self._flush_later()
         if self._writer is not None:
             await asyncio.gather(self._writer, return_exceptions=True)
         await self.read(lambda conn: conn.close())
@@ -121,20 +135,40 @@ class Database:
         unit = _Unit(work, single, asyncio.get_running_loop().create_future())
         unit.done.add_done_callback(_retrieved)
         self._queued.append(unit)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_batches(), name="group-commit")
+        self._start_writer()
         return await asyncio.shield(unit.done)
 
+    def later(self, work: Work) -> None:
+        """Put `work` into the next group commit, without waiting for it (see the module doc)."""
+        loop = asyncio.get_running_loop()
+        unit = _Unit(work, False, loop.create_future())
+        unit.done.add_done_callback(_logged)
+        self._later.append(unit)
+        if self._later_timer is None:
+            self._later_timer = loop.call_later(LATER_SECONDS, self._flush_later)
+
+    def _flush_later(self) -> None:
+        """No group commit came for the `later` writes in time: they get one."""
+        if self._later:
+            self._start_writer()
+
+    def _start_writer(self) -> None:
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_batches(), name="group-commit")
+
     async def _write_batches(self) -> None:
-        while self._queued:
-            batch, self._queued = self._queued, []
+        while self._queued or self._later:
+            if self._later_timer is not None:
+                self._later_timer.cancel()
+                self._later_timer = None
+            batch, self._queued, self._later = [*self._later, *self._queued], [], []
             self.batches += 1
             trip = asyncio.get_running_loop().run_in_executor(self._thread, _commit, self._conn, batch)
             try:
                 outcomes = await asyncio.shield(trip)
             except asyncio.CancelledError:  # closing: the trip still ends on the database thread
                 _settle(batch, await trip)
-                left, self._queued = self._queued, []
+                left, self._queued, self._later = [*self._later, *self._queued], [], []
                 closed = RuntimeError("the store closed before this was committed")
                 _settle(left, [(False, closed)] * len(left))
                 raise

@@ -320,7 +320,7 @@ class GatewayRunner:
         scope = usage_scope.CURRENT.get()
         self.metrics.observe_llm(seconds, usage, scope.loop)
         if self.usage is not None:
-            self.spawn(self.usage.record(scope, model, usage), name="usage")
+            self.usage.record(scope, model, usage)
 
     def _client(self, settings: LLMSettings) -> LLMClient:
         """The client for these settings (one per endpoint and model, sharing its connections)."""

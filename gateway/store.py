@@ -61,6 +61,16 @@ class Unfinished:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnStart:
+    """What a turn starts from (`Store.open_turn`)."""
+
+    session_id: int
+    history: list[dict[str, Any]]
+    ids: list[int | None]  # each history message's id (None: a summary)
+    prompt: str | None  # the session's frozen prompt snapshot, once it has one
+
+
+@dataclass(frozen=True, slots=True)
 class SearchHit:
     session_id: int
     role: str
@@ -113,6 +123,43 @@ def _migrate(db: sqlite3.Connection) -> None:
             raise
 
 
+def _window(db: sqlite3.Connection, session_id: int, limit: int) -> list[Any]:
+    """The rows of a session's history window (see `Store.history_window`)."""
+    summary = db.execute("SELECT through_message_id, summary FROM session_summaries"
+                         " WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,)).fetchone()
+    rows: list[Any] = db.execute(
+        "SELECT id, role, content, tool_calls, tool_call_id, name FROM ("
+        " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' AND id > ? ORDER BY id DESC LIMIT ?"
+        ") ORDER BY id", (session_id, summary["through_message_id"] if summary else 0, limit)).fetchall()
+    if summary:
+        first = db.execute("SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
+                           " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id LIMIT 1",
+                           (session_id,)).fetchone()
+        rows = [*([first] if first else []), {"id": None, "role": "user", "tool_calls": None, "tool_call_id": None,
+                                              "content": SUMMARY_PREFIX + summary["summary"], "name": None}, *rows]
+    return rows
+
+
+def _history(rows: list[Any]) -> tuple[list[dict[str, Any]], list[int | None]]:
+    """Window rows in chat-completions form, and each one's message id."""
+    out: list[dict[str, Any]] = []
+    ids: list[int | None] = []
+    for r in rows:
+        msg: dict[str, Any] = {"role": r["role"], "content": r["content"]}
+        if r["tool_calls"]:
+            msg["tool_calls"] = json.loads(r["tool_calls"])
+        if r["tool_call_id"]:
+            msg["tool_call_id"] = r["tool_call_id"]
+        if r["name"] and r["role"] == "tool":
+            msg["name"] = r["name"]
+        out.append(msg)
+        ids.append(r["id"])
+    while out and out[0]["role"] == "tool":  # the window must not start inside a tool exchange
+        out.pop(0)
+        ids.pop(0)
+    return out, ids
+
+
 class Store:
     """The gateway's SQLite store. Open with `await Store.open(path)`; close with `close()`."""
 
@@ -157,6 +204,10 @@ class Store:
     async def write(self, work: Callable[[sqlite3.Connection], T], *, single: bool = False) -> T:
         """Run `work` in the next group commit (see `gateway.database`); its result once durable."""
         return await self.db.write(work, single=single)
+
+    def later(self, work: Work) -> None:
+        """Put `work` into the next group commit without waiting (see `gateway.database`)."""
+        self.db.later(work)
 
     async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` on the database thread: several queries for one trip."""
@@ -316,39 +367,19 @@ class Store:
     async def history_window(self, session_id: int, limit: int = 200) -> tuple[list[dict[str, Any]], list[int | None]]:
         """What the model is sent of the session, and each message's id (None: a summary). After a
         compression: the first user message, the latest summary, and the messages after it."""
-        def window(db: sqlite3.Connection) -> list[Any]:
-            summary = db.execute("SELECT through_message_id, summary FROM session_summaries"
-                                 " WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,)).fetchone()
-            rows: list[Any] = db.execute(
-                "SELECT id, role, content, tool_calls, tool_call_id, name FROM ("
-                " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' AND id > ? ORDER BY id DESC LIMIT ?"
-                ") ORDER BY id", (session_id, summary["through_message_id"] if summary else 0, limit)).fetchall()
-            if summary:
-                first = db.execute("SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
-                                   " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id LIMIT 1",
-                                   (session_id,)).fetchone()
-                rows = [*([first] if first else []),
-                        {"id": None, "role": "user", "content": SUMMARY_PREFIX + summary["summary"],
-                         "tool_calls": None, "tool_call_id": None, "name": None}, *rows]
-            return rows
+        return _history(await self.read(lambda db: _window(db, session_id, limit)))
 
-        rows = await self.read(window)
-        out: list[dict[str, Any]] = []
-        ids: list[int | None] = []
-        for r in rows:
-            msg: dict[str, Any] = {"role": r["role"], "content": r["content"]}
-            if r["tool_calls"]:
-                msg["tool_calls"] = json.loads(r["tool_calls"])
-            if r["tool_call_id"]:
-                msg["tool_call_id"] = r["tool_call_id"]
-            if r["name"] and r["role"] == "tool":
-                msg["name"] = r["name"]
-            out.append(msg)
-            ids.append(r["id"])
-        while out and out[0]["role"] == "tool":  # the window must not start inside a tool exchange
-            out.pop(0)
-            ids.pop(0)
-        return out, ids
+    async def open_turn(self, key: str, chat: ChatRef, chat_type: str, limit: int = 200) -> TurnStart:
+        """What a turn starts from, in one trip: the key's session (created when there is none), its
+        history window and the prompt snapshot it keeps."""
+        def look(db: sqlite3.Connection) -> tuple[sqlite3.Row | None, list[Any]]:
+            row = db.execute("SELECT id, prompt FROM sessions WHERE key = ? AND ended_at IS NULL", (key,)).fetchone()
+            return row, _window(db, row["id"], limit) if row else []
+
+        row, rows = await self.read(look)
+        if row is None:
+            return TurnStart(await self.active_session(key, chat, chat_type), [], [], None)
+        return TurnStart(int(row["id"]), *_history(rows), row["prompt"])
 
     async def save_summary(self, session_id: int, through_message_id: int, summary: str) -> None:
         """A compression's summary of the session up to a message (the transcript stays whole)."""

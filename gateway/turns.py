@@ -177,9 +177,9 @@ class Turns:
                                       reply_to=msg.message_id, done_inbox_id=item.inbox_id if nothing_left else None)
             if nothing_left:
                 return "refused"
-        session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
+        start = await self.store.open_turn(item.key, msg.chat, msg.chat_type)
+        session_id, history, ids = start.session_id, start.history, start.ids
         usage_scope.serving("goal" if is_goal_turn(msg) else "main", session_id, msg.platform, msg.user_id)
-        history, ids = await self.store.history_window(session_id)
 
         async def summarised(summary: str, through: int) -> None:  # a compression's new starting point
             if through >= 0 and ids[through] is not None:
@@ -187,7 +187,7 @@ class Turns:
 
         context = session_context(msg)
         if self.learning is not None:
-            block = await self.learning.session_block(
+            block = start.prompt if start.prompt is not None else await self.learning.session_block(
                 session_id, platform=msg.platform, user_id=msg.user_id,
                 personal=personal_session(item.key, msg.chat_type, msg.user_id))
             context += f"\n\n{block}" if block else ""

@@ -14,12 +14,14 @@ class UsageLedger:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def record(self, scope: UsageScope, model: str, usage: dict[str, int] | None) -> None:
+    def record(self, scope: UsageScope, model: str, usage: dict[str, int] | None) -> None:
+        """One request's tokens, written with the next group commit (a record that may lose its last
+        second at a power loss: it needs no commit of its own)."""
         row = (time.time(), scope.loop, scope.session_id, scope.platform, scope.user_id, model,
                int((usage or {}).get("prompt_tokens") or 0), int((usage or {}).get("completion_tokens") or 0))
-        await self.store.write(lambda db: db.execute(
+        self.store.later(lambda db: db.execute(
             "INSERT INTO llm_usage (at, loop, session_id, platform, user_id, model, prompt_tokens,"
-            " completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount, single=True)
+            " completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount)
 
     async def by_loop(self, where: str = "1", args: tuple[Any, ...] = ()) -> dict[str, dict[str, int]]:
         """{loop: {requests, prompt, completion}} over the rows `where` selects."""

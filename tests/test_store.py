@@ -125,3 +125,28 @@ async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
         assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 2
     finally:
         await store.close()
+
+
+async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_close_keeps_it(tmp_path):
+    def usage_row(loop: str):
+        return lambda db: db.execute("INSERT INTO llm_usage (at, loop, model, prompt_tokens, completion_tokens)"
+                                     " VALUES (0, ?, 'm', 1, 1)", (loop,)).rowcount
+
+    async def loops() -> list[str]:
+        return [r["loop"] for r in await store.fetch_all("SELECT loop FROM llm_usage ORDER BY id")]
+
+    store = await Store.open(tmp_path / "s.db")
+    store.later(usage_row("rides"))
+    before = store.batches
+    await store.inbox_add(_message(1), "k")
+    assert store.batches == before + 1  # one commit for both
+    assert await loops() == ["rides"]
+    store.later(usage_row("alone"))
+    committed = asyncio.Event()
+    store.db._later[-1].done.add_done_callback(lambda _: committed.set())
+    await asyncio.wait_for(committed.wait(), 10)  # no other write came: it got a commit of its own
+    assert await loops() == ["rides", "alone"]
+    store.later(usage_row("at close"))
+    await store.close()
+    with sqlite3.connect(tmp_path / "s.db") as other:
+        assert [r[0] for r in other.execute("SELECT loop FROM llm_usage ORDER BY id")] == ["rides", "alone", "at close"]
