@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args, get_origin
+from typing import Any, Literal, Mapping
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, create_model, field_validator
 
-from platforms.config import Id, PlatformConfig
-from platforms.config import Section as _Section
+from platforms.config import PlatformConfig
 from platforms.registry import specs
+from platforms.sections import Invalid, Secret, Section, setting
 
 DEFAULT_IDENTITY = (
     "You are a helpful assistant reached through a chat app. Answer clearly and concisely; "
@@ -48,26 +48,41 @@ class ConfigError(Exception):
     """A configuration problem, phrased as one line for the person who wrote the config."""
 
 
-class AuxiliaryLLMConfig(_Section):
+def _known_zone(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            raise ValueError("unknown time zone; use an IANA name such as Europe/Berlin or UTC") from None
+    return value
+
+
+def _absolute_url(value: str | None) -> str | None:
+    if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname):
+        raise ValueError("must be an absolute http(s) URL, e.g. https://chat.example.org")
+    return value.rstrip("/") if value else value
+
+
+class AuxiliaryLLMConfig(Section):
     """The model for the agent's background work (reviews, the curator's consolidation); each
     setting left unset is the main one's."""
 
     base_url: str | None = None
-    api_key: SecretStr | None = None
+    api_key: Secret | None = None
     model: str | None = None
 
 
-class LLMConfig(_Section):
+class LLMConfig(Section):
     base_url: str | None = None
-    api_key: SecretStr | None = None
+    api_key: Secret | None = None
     model: str = "gpt-4o-mini"
-    timeout_seconds: float = Field(120.0, gt=0)
-    max_retries: int = Field(3, ge=0, le=10)
-    temperature: float | None = Field(None, ge=0, le=2)
+    timeout_seconds: float = setting(120.0, gt=0)
+    max_retries: int = setting(3, ge=0, le=10)
+    temperature: float | None = setting(None, ge=0, le=2)
     auxiliary: AuxiliaryLLMConfig = AuxiliaryLLMConfig()
     # tokens the model takes (compression keeps requests within); unset: what the endpoint's model
     # listing states, else 128000
-    context_window: int | None = Field(None, ge=1024)
+    context_window: int | None = setting(None, ge=1024)
 
     @property
     def configured(self) -> bool:
@@ -75,121 +90,105 @@ class LLMConfig(_Section):
         return bool(self.base_url or self.api_key)
 
 
-class GatewayConfig(_Section):
-    tick_seconds: float = Field(60.0, gt=0)
-    timezone: str | None = None
+class GatewayConfig(Section):
+    tick_seconds: float = setting(60.0, gt=0)
+    timezone: str | None = setting(None, check=_known_zone)
     busy_policy: Literal["queue", "interrupt", "steer"] = "queue"
     group_sessions: Literal["per_user", "shared"] = "per_user"
-    session_idle_seconds: float = Field(300.0, gt=0)
-    drain_seconds: float = Field(30.0, ge=0)
-    retention_days: float = Field(7.0, gt=0)  # finished inbox/outbox rows and received files older than this go
+    session_idle_seconds: float = setting(300.0, gt=0)
+    drain_seconds: float = setting(30.0, ge=0)
+    retention_days: float = setting(7.0, gt=0)  # finished inbox/outbox rows and received files older than this go
     durability: Literal["full", "normal"] = "full"  # full: acknowledged messages survive a power loss
-    max_message_chars: int = Field(32_000, ge=100)  # longer messages are refused with a clear reply
-    max_waiting_messages: int = Field(20, ge=1)  # per session, beyond the running turn; more are refused
+    max_message_chars: int = setting(32_000, ge=100)  # longer messages are refused with a clear reply
+    max_waiting_messages: int = setting(20, ge=1)  # per session, beyond the running turn; more are refused
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"  # json: one object per line, for journald/Docker log shippers
     event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"  # auto: uvloop when installed (chatgate[fast])
 
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                ZoneInfo(value)
-            except (ZoneInfoNotFoundError, ValueError, OSError):
-                raise ValueError("unknown time zone; use an IANA name such as Europe/Berlin or UTC") from None
-        return value
 
-
-class SandboxConfig(_Section):
+class SandboxConfig(Section):
     mode: Literal["auto", "bwrap", "off"] = "auto"  # auto: bubblewrap where it works, else unconfined (warned)
     network: Literal["off", "on"] = "off"  # whether sandboxed commands reach the network
 
 
-class AgentConfig(_Section):
+class AgentConfig(Section):
     identity: str = DEFAULT_IDENTITY
-    max_iterations: int = Field(60, ge=1, le=500)
+    max_iterations: int = setting(60, ge=1, le=500)
     workspace: Path | None = None  # where the terminal and file tools work; default $CHATGATE_HOME/workspace
-    command_timeout_seconds: float = Field(60.0, gt=0, le=3600)
+    command_timeout_seconds: float = setting(60.0, gt=0, le=3600)
     sandbox: SandboxConfig = SandboxConfig()
 
 
-class DelegationConfig(_Section):
+class DelegationConfig(Section):
     enabled: bool = True  # the delegate_task tool: subagents working side by side
-    max_concurrent: int = Field(3, ge=1, le=16)  # children of one call running at a time
-    max_iterations: int = Field(50, ge=1, le=500)  # steps each child may take
-    max_depth: int = Field(2, ge=1, le=5)  # children at this depth cannot delegate further
+    max_concurrent: int = setting(3, ge=1, le=16)  # children of one call running at a time
+    max_iterations: int = setting(50, ge=1, le=500)  # steps each child may take
+    max_depth: int = setting(2, ge=1, le=5)  # children at this depth cannot delegate further
 
 
-class ApprovalsConfig(_Section):
+class ApprovalsConfig(Section):
     mode: Literal["ask", "deny", "off"] = "ask"  # off: everything but hardline runs; deny: no prompts
-    timeout_seconds: float = Field(300.0, gt=0)
+    timeout_seconds: float = setting(300.0, gt=0)
     cron: Literal["deny", "ask-owner"] = "deny"  # scheduled runs: refuse, or ask the job's owner in their chat
     always_scope: Literal["user", "chat", "global"] = "user"  # what an admin's "Always allow" covers
     paired_may_approve: bool = False  # people admitted by pairing decide their own requests too (else: admins)
 
 
-class CronConfig(_Section):
-    grace_seconds: float = Field(3600.0, ge=0)  # a run missed while down still runs once if this recent
-    max_concurrent_runs: int = Field(4, ge=1, le=64)
-    run_timeout_seconds: float = Field(900.0, gt=0)
-    min_interval_seconds: float = Field(60.0, ge=1)  # the shortest `every`
-    max_jobs_per_person: int = Field(20, ge=1)  # (admins: no limit)
+class CronConfig(Section):
+    grace_seconds: float = setting(3600.0, ge=0)  # a run missed while down still runs once if this recent
+    max_concurrent_runs: int = setting(4, ge=1, le=64)
+    run_timeout_seconds: float = setting(900.0, gt=0)
+    min_interval_seconds: float = setting(60.0, ge=1)  # the shortest `every`
+    max_jobs_per_person: int = setting(20, ge=1)  # (admins: no limit)
 
 
-class CompressionConfig(_Section):
+class CompressionConfig(Section):
     enabled: bool = True
-    threshold: float = Field(0.5, gt=0, le=0.95)  # of llm.context_window: a request above it is compressed first
-    protect_last_n: int = Field(20, ge=2)  # the latest messages always sent word for word
+    threshold: float = setting(0.5, gt=0, le=0.95)  # of llm.context_window: a request above it is compressed first
+    protect_last_n: int = setting(20, ge=2)  # the latest messages always sent word for word
 
 
-class GoalsConfig(_Section):
-    max_turns: int = Field(20, ge=1, le=500)  # turns a /goal may take before it stops (/goal resume: as many more)
+class GoalsConfig(Section):
+    max_turns: int = setting(20, ge=1, le=500)  # turns a /goal may take before it stops (/goal resume: as many more)
 
 
-class ReviewConfig(_Section):
+class ReviewConfig(Section):
     enabled: bool = True
-    memory_every_turns: int = Field(10, ge=1)  # user turns between memory reviews of a session
-    skill_every_iterations: int = Field(10, ge=1)  # tool iterations between skill reviews of a session
-    max_concurrent: int = Field(2, ge=1, le=16)
-    max_iterations: int = Field(16, ge=1, le=64)
+    memory_every_turns: int = setting(10, ge=1)  # user turns between memory reviews of a session
+    skill_every_iterations: int = setting(10, ge=1)  # tool iterations between skill reviews of a session
+    max_concurrent: int = setting(2, ge=1, le=16)
+    max_iterations: int = setting(16, ge=1, le=64)
     model: str | None = None  # a cheaper model for reviews; default llm.model
     notify: bool = False  # post a one-line summary of what a review kept to the chat
 
 
-class CuratorConfig(_Section):
+class CuratorConfig(Section):
     enabled: bool = True
-    interval_hours: float = Field(168.0, gt=0)
-    min_idle_hours: float = Field(2.0, ge=0)  # no inbound message and no turn running for this long
-    stale_days: float = Field(30.0, gt=0)
-    archive_days: float = Field(90.0, gt=0)
-    keep_snapshots: int = Field(5, ge=1, le=100)
+    interval_hours: float = setting(168.0, gt=0)
+    min_idle_hours: float = setting(2.0, ge=0)  # no inbound message and no turn running for this long
+    stale_days: float = setting(30.0, gt=0)
+    archive_days: float = setting(90.0, gt=0)
+    keep_snapshots: int = setting(5, ge=1, le=100)
     consolidate: bool = False  # after the deterministic pass, let the LLM merge overlapping agent skills
     notify_admins: bool = True  # tell access.admins (in their direct chats) what a run changed
 
 
-class TrajectoriesConfig(_Section):
+class TrajectoriesConfig(Section):
     enabled: bool = False  # export finished sessions as ShareGPT JSONL under trajectories/
 
 
-class HttpConfig(_Section):
+class HttpConfig(Section):
     host: str = "127.0.0.1"
-    port: int = Field(8765, ge=0, le=65535)
-    public_url: str | None = None  # e.g. https://chat.example.org behind a reverse proxy: its host is accepted
-
-    @field_validator("public_url")
-    @classmethod
-    def _absolute_url(cls, value: str | None) -> str | None:
-        if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname):
-            raise ValueError("must be an absolute http(s) URL, e.g. https://chat.example.org")
-        return value.rstrip("/") if value else value
+    port: int = setting(8765, ge=0, le=65535)
+    # e.g. https://chat.example.org behind a reverse proxy: its host is accepted
+    public_url: str | None = setting(None, check=_absolute_url)
 
 
-class _Platforms(_Section):
+class _Platforms(Section):
     """`platforms:`; one section per platform package (see `platforms.registry`)."""
 
     def sections(self) -> dict[str, PlatformConfig]:
-        return {name: getattr(self, name) for name in type(self).model_fields}
+        return {name: getattr(self, name) for name in self.keys()}
 
     def require_mention(self, platform: str, chat_id: str) -> bool:
         """Whether the bot answers in this group only when addressed."""
@@ -197,19 +196,20 @@ class _Platforms(_Section):
         return section.require_mention_in(chat_id) if isinstance(section, PlatformConfig) else True
 
 
-PlatformsConfig = create_model(  # type: ignore[call-overload]
-    "PlatformsConfig", __base__=_Platforms, **{name: (spec.config, spec.config()) for name, spec in specs().items()})
+PlatformsConfig = type("PlatformsConfig", (_Platforms,), {
+    "__annotations__": {name: spec.config for name, spec in specs().items()},
+    **{name: spec.config() for name, spec in specs().items()}})
 
 
-class AccessConfig(_Section):
-    allowed_users: dict[str, list[Id]] = {}
-    admins: dict[str, list[Id]] = {}
+class AccessConfig(Section):
+    allowed_users: dict[str, list[str]] = {}
+    admins: dict[str, list[str]] = {}
     dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
     # shared notes and skills written in conversations of people who are not admins: wait for an admin / allow
     untrusted_learning: Literal["quarantine", "allow"] = "quarantine"
 
 
-class Config(_Section):
+class Config(Section):
     llm: LLMConfig = LLMConfig()
     gateway: GatewayConfig = GatewayConfig()
     agent: AgentConfig = AgentConfig()
@@ -225,7 +225,7 @@ class Config(_Section):
     curator: CuratorConfig = CuratorConfig()
     trajectories: TrajectoriesConfig = TrajectoriesConfig()
 
-    _home: Path = PrivateAttr(default_factory=lambda: default_home())
+    _home: Path = field(default_factory=lambda: default_home(), init=False, repr=False)
 
     @property
     def home(self) -> Path:
@@ -238,21 +238,6 @@ class Config(_Section):
     @property
     def workspace(self) -> Path:
         return (self.agent.workspace or self._home / "workspace").expanduser()
-
-    def secrets(self) -> list[str]:
-        """Every secret value in the config, for log redaction."""
-        found: list[str] = []
-
-        def walk(node: Any) -> None:
-            if isinstance(node, SecretStr):
-                if node.get_secret_value():
-                    found.append(node.get_secret_value())
-            elif isinstance(node, BaseModel):
-                for name in type(node).model_fields:
-                    walk(getattr(node, name))
-
-        walk(self)
-        return found
 
 
 def default_home(env: Mapping[str, str] | None = None) -> Path:
@@ -308,38 +293,19 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
     return sources
 
 
-def _expected_keys(loc: tuple[Any, ...]) -> list[str]:
-    model: Any = Config
-    parts = list(loc[:-1])
-    while parts:
-        field = getattr(model, "model_fields", {}).get(parts.pop(0))
-        annotation = field.annotation if field else None
-        if get_origin(annotation) is dict and parts:  # a mapping of sections, e.g. telegram.chats.<id>
-            annotation = get_args(annotation)[1]
-            parts.pop(0)
-        if not isinstance(annotation, type) or not issubclass(annotation, BaseModel):
-            return []
-        model = annotation
-    return list(getattr(model, "model_fields", {}))
-
-
-def _describe(error: ValidationError, origin: str, sources: dict[tuple[str, ...], str]) -> str:
-    first = error.errors()[0]
-    loc = tuple(first["loc"])
-    key = ".".join(str(p) for p in loc) or "(top level)"
-    if first["type"] == "extra_forbidden":
-        expected = _expected_keys(loc)
-        what = "unknown key" + (f"; expected one of: {', '.join(expected)}" if expected else "")
+def _describe(error: Invalid, origin: str, sources: dict[tuple[str, ...], str]) -> str:
+    key = ".".join(error.loc) or "(top level)"
+    if error.expected_keys is not None:
+        what = "unknown key" + (f"; expected one of: {', '.join(error.expected_keys)}" if error.expected_keys else "")
     else:
-        what = first["msg"][0].lower() + first["msg"][1:]
-        if "input" in first and not isinstance(first["input"], (dict, list)) and "secret" not in key \
+        what = error.message
+        if error.given is not None and not isinstance(error.given, (dict, list)) and "secret" not in key \
                 and "token" not in key and "key" not in key:
-            what += f" (got {first['input']!r})"
-    loc_path = tuple(str(p) for p in loc)
+            what += f" (got {error.given!r})"
     # the variable that set this key, a key inside it, or the section it is in
-    where = next((var for path, var in sources.items() if path[: len(loc_path)] == loc_path
-                  or loc_path[: len(path)] == path), origin)
-    more = len(error.errors()) - 1
+    where = next((var for path, var in sources.items() if path[: len(error.loc)] == error.loc
+                  or error.loc[: len(path)] == path), origin)
+    more = len(error.all) - 1
     return f"config error: {key}: {what} [{where}]" + (f" (and {more} more)" if more else "")
 
 
@@ -364,8 +330,8 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
         raise ConfigError(f"config error: {file} must hold a mapping of sections (llm:, gateway:, …)")
     sources = _apply_env(data, env)
     try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
+        config = Config.parse(data)
+    except Invalid as exc:
         raise ConfigError(_describe(exc, str(file), sources)) from None
     config._home = home
     return config

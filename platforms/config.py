@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import BaseModel, BeforeValidator, ConfigDict
-
-# Platform user and chat ids are strings; YAML writes Telegram's numeric ids as numbers.
-Id = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
-
-
-class Section(BaseModel):
-    """A config section: unknown keys are errors; numbers are welcome where text is expected
-    (`token: 123456`, CHATGATE_..._TOKEN=123456)."""
-
-    model_config = ConfigDict(extra="forbid", validate_default=True, coerce_numbers_to_str=True)
+from platforms.sections import Section
 
 
 class PlatformConfig(Section):
@@ -41,7 +29,7 @@ class GroupChatConfig(PlatformConfig):
     """A platform with group chats: mention gating, with overrides per chat id."""
 
     require_mention: bool = True  # in groups, answer only when addressed
-    chats: dict[Id, ChatOverrides] = {}  # per chat id, e.g. {"-100123": {"require_mention": false}}
+    chats: dict[str, ChatOverrides] = {}  # per chat id, e.g. {"-100123": {"require_mention": false}}
 
     def require_mention_in(self, chat_id: str) -> bool:
         override = self.chats[chat_id].require_mention if chat_id in self.chats else None

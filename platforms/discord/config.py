@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
-
-from platforms.config import ChatOverrides, Id, PlatformConfig
+from platforms.config import ChatOverrides, PlatformConfig
+from platforms.sections import Secret, setting
 
 
 class DiscordConfig(PlatformConfig):
-    token: SecretStr | None = None
+    token: Secret | None = None
     api_base: str = "https://discord.com/api/v10"  # REST; another value points at a proxy or a test fake
     gateway_url: str | None = None  # the gateway websocket; None: Discord's own
     require_mention: bool = True  # in server channels, answer only when mentioned (or replied to)
-    channels: dict[Id, ChatOverrides] = {}  # per channel id, e.g. {"1234": {"require_mention": false}}
+    channels: dict[str, ChatOverrides] = {}  # per channel id, e.g. {"1234": {"require_mention": false}}
     auto_thread: bool = False  # a mention in a channel opens a thread, and the conversation goes on there
-    max_file_mb: float = Field(25.0, gt=0)
+    max_file_mb: float = setting(25.0, gt=0)
 
     @property
     def configured(self) -> bool:
