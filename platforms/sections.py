@@ -208,28 +208,20 @@ def _text(value: Any, loc: tuple[str, ...]) -> str:
     raise Invalid(loc, "input should be a valid string", value)
 
 
-def _integer(value: Any, loc: tuple[str, ...]) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            raise Invalid(loc, "input should be a valid integer, unable to parse the text as one", value) from None
-    raise Invalid(loc, "input should be a valid integer", value)
+def _numeric(kind: type[int] | type[float], word: str) -> Callable[[Any, tuple[str, ...]], Any]:
+    """A converter to int or float: from a number (an int only from a whole one), or from text."""
+    def convert(value: Any, loc: tuple[str, ...]) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if kind is float or isinstance(value, int) or value.is_integer():
+                return kind(value)
+        elif isinstance(value, str):
+            try:
+                return kind(value.strip())
+            except ValueError:
+                raise Invalid(loc, f"input should be a valid {word}, unable to parse the text as one", value) from None
+        raise Invalid(loc, f"input should be a valid {word}", value)
 
-
-def _number(value: Any, loc: tuple[str, ...]) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            raise Invalid(loc, "input should be a valid number, unable to parse the text as one", value) from None
-    raise Invalid(loc, "input should be a valid number", value)
+    return convert
 
 
 def _boolean(value: Any, loc: tuple[str, ...]) -> bool:
@@ -241,7 +233,7 @@ def _boolean(value: Any, loc: tuple[str, ...]) -> bool:
 
 
 _SCALARS: dict[Any, Callable[[Any, tuple[str, ...]], Any]] = {
-    str: _text, int: _integer, float: _number, bool: _boolean,
+    str: _text, int: _numeric(int, "integer"), float: _numeric(float, "number"), bool: _boolean,
     Path: lambda value, loc: Path(_text(value, loc)),
     Secret: lambda value, loc: Secret(_text(value, loc)),
 }
