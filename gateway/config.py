@@ -160,6 +160,7 @@ class ReviewConfig(Section):
     max_iterations: int = setting(16, ge=1, le=64)
     model: str | None = None  # a cheaper model for reviews; default llm.model
     notify: bool = False  # post a one-line summary of what a review kept to the chat
+    after_pause_seconds: float = setting(2.0, ge=0)  # a review waits until its conversation pauses this long
 
 
 class CuratorConfig(Section):

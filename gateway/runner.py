@@ -153,7 +153,8 @@ class GatewayRunner:
         self.learning = Learning(self.store, self.memory, self.skills, self.tools, review_agent=self._review_agent(),
                                  delivery=self.delivery, memory_every=cfg.review.memory_every_turns,
                                  skill_every=cfg.review.skill_every_iterations,
-                                 max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify)
+                                 max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify,
+                                 after_pause=cfg.review.after_pause_seconds)
         self.approvals = Approvals(self.store, self.delivery, self.adapters, mode=cfg.approvals.mode,
                                    timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(),
                                    is_admin=lambda platform, user: platform in TRUSTED_PLATFORMS or admin(platform, user),

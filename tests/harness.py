@@ -24,7 +24,8 @@ from tests.fakes.telegram import FakeTelegram
 
 def gateway_env(home: Path, llm_url: str | None, **settings: Any) -> dict[str, str]:
     """Environment for a gateway on a free port; extra settings as section__key=value."""
-    env = {"CHATGATE_HOME": str(home), "CHATGATE_HTTP__PORT": "0", "CHATGATE_GATEWAY__DRAIN_SECONDS": "2"}
+    env = {"CHATGATE_HOME": str(home), "CHATGATE_HTTP__PORT": "0", "CHATGATE_GATEWAY__DRAIN_SECONDS": "2",
+           "CHATGATE_REVIEW__AFTER_PAUSE_SECONDS": "0"}  # (reviews at once; tested with a pause on its own)
     if llm_url:
         env.update({"CHATGATE_LLM__BASE_URL": llm_url, "CHATGATE_LLM__API_KEY": "test-key",
                     "CHATGATE_LLM__MAX_RETRIES": "2"})

@@ -160,6 +160,22 @@ async def test_review_runs_after_delivery_with_learning_tools_only_and_never_blo
                    for r in llm.requests)  # a review is never itself reviewed
 
 
+async def test_a_due_review_waits_until_the_conversation_pauses_and_then_reads_all_of_it(tmp_path, llm: FakeLLM):
+    # every turn makes a review due; the conversation goes on faster than the pause (3 s here, so
+    # that a slow machine still keeps the three turns within it)
+    async with gateway(tmp_path, llm, review__memory_every_turns="1", review__after_pause_seconds="3") as runner, \
+            Tab(runner) as tab:
+        for n in (1, 2, 3):
+            await tab.say(f"burst {n}")
+            assert await tab.reply(n) == f"echo: burst {n}"
+        assert not any(is_review(r) for r in llm.requests)  # none ran beside the conversation
+        await asyncio.wait_for(_until(lambda: runner.learning.reviews_done == 1), 15)
+        reviews = [r for r in llm.requests if is_review(r)]
+        assert len(reviews) == 1  # the three due reviews are one, after the burst
+        seen = json.dumps(reviews[0]["messages"])
+        assert all(f"burst {n}" in seen for n in (1, 2, 3))
+
+
 async def test_review_counters_survive_a_restart(tmp_path, llm: FakeLLM):
     settings = {"review__memory_every_turns": "3", "review__skill_every_iterations": "100"}
     async with gateway(tmp_path, llm, **settings) as runner, Tab(runner, "tab-0001") as tab:

@@ -12,6 +12,10 @@
   the transcript with only the learning tools (the registry refuses any other call), at most
   `review.max_iterations` steps, writing with provenance "review". It is not a session: it has
   no counters and is never reviewed itself.
+* **When.** A review waits until its conversation pauses (`review.after_pause_seconds` without a
+  finished turn, at most `MAX_PAUSE_WAIT`): run beside the next turn, it delayed that reply (the
+  slowest replies of a fast conversation were the ones after a review), and a review that waits
+  reads the whole burst at once.
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ class TurnCount:
 
 
 MAX_WAITING_REVIEWS = 256  # reviews queued or running at once; more are skipped (and logged)
+MAX_PAUSE_WAIT = 60.0  # the longest a review waits for its conversation to pause
 REVIEW_REQUEST = ("Review the conversation above for what to keep in memory{skills}. Use the tools, "
                   "then answer with one line.")
 
@@ -90,7 +95,7 @@ REVIEW_REQUEST = ("Review the conversation above for what to keep in memory{skil
 class Learning:
     def __init__(self, store: Store, memory: Memory, skills: SkillLibrary, tools: ToolRegistry, *,
                  review_agent: Agent | None, delivery: Delivery, memory_every: int = 10, skill_every: int = 10,
-                 max_concurrent: int = 2, notify: bool = False) -> None:
+                 max_concurrent: int = 2, notify: bool = False, after_pause: float = 0.0) -> None:
         self.store = store
         self.memory = memory
         self.skills = skills
@@ -102,7 +107,9 @@ class Learning:
         self.notify = notify
         self._slots = asyncio.Semaphore(max_concurrent)
         self._reviews: set[asyncio.Task[None]] = set()
-        self._queued: set[int] = set()  # sessions whose review waits for a slot
+        self._queued: set[int] = set()  # sessions whose review waits for a pause or a slot
+        self.after_pause = after_pause
+        self._last_turn: dict[int, float] = {}  # session with a waiting review → when its last turn finished
         self.reviews_done = 0
 
     @property
@@ -138,9 +145,11 @@ class Learning:
 
     def review_if_due(self, count: TurnCount, chat: ChatRef, *, platform: str, user_id: str) -> None:
         """Start a review in the background when the committed count made one due (call after delivery)."""
+        session_id = count.session_id
+        if session_id in self._queued:
+            self._last_turn[session_id] = time.monotonic()  # not paused yet
         if not (count.memory_due or count.skill_due):
             return
-        session_id = count.session_id
         if session_id in self._queued:  # the review already waiting will read the newer transcript
             log.debug("review of session %s is already waiting; not queued twice", session_id)
             return
@@ -148,6 +157,7 @@ class Learning:
             log.warning("%d reviews are waiting; the review of session %s is skipped", len(self._reviews), session_id)
             return
         self._queued.add(session_id)
+        self._last_turn[session_id] = time.monotonic()
         task = asyncio.create_task(self._review(session_id, chat, platform, user_id, count.skill_due),
                                    name=f"review:{session_id}")
         self._reviews.add(task)
@@ -160,8 +170,10 @@ class Learning:
 
     async def _review(self, session_id: int, chat: ChatRef, platform: str, user_id: str, skills: bool) -> None:
         assert self.review_agent is not None
+        await self._pause(session_id)
         async with self._slots:
             self._queued.discard(session_id)  # from here on, a newer threshold may queue another
+            self._last_turn.pop(session_id, None)
             usage_scope.serving("review", session_id, platform, user_id)
             try:
                 history = await self.store.history(session_id)  # the snapshot this review works on
@@ -179,6 +191,12 @@ class Learning:
                 raise
             except Exception:
                 log.exception("review of session %s failed", session_id)
+
+    async def _pause(self, session_id: int) -> None:
+        """Until the session has had no finished turn for `after_pause` seconds (or MAX_PAUSE_WAIT)."""
+        deadline = time.monotonic() + MAX_PAUSE_WAIT
+        while (wait := min(self._last_turn.get(session_id, 0.0) + self.after_pause, deadline) - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
 
     async def stop(self, timeout: float) -> None:
         await finish_or_cancel(self._reviews, timeout)
