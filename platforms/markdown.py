@@ -8,6 +8,7 @@ rules a short line, raw HTML from the source escaped text.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Callable
@@ -167,8 +168,15 @@ def _align(cell: str, width: int, style: str) -> str:
     return cell.ljust(width)
 
 
+# One line of words and plain punctuation that starts with a letter: nothing in it Markdown would read as
+# syntax (no `*_[]<&#>|~\`, no list number, no line break, no space at either end): it is that text, escaped.
+_PLAIN = re.compile(r"[^\W\d_](?:[^\W_]|[ ,.;:?!'\"()/%@$])*(?<! )")
+
+
 def render(markdown: str, dialect: Dialect) -> str:
     """`markdown` written in `dialect` (not yet split, not stripped)."""
+    if _PLAIN.fullmatch(markdown):  # a short plain answer needs no parser (nor its import at the first reply)
+        return dialect.escape(markdown)
     from markdown_it.tree import SyntaxTreeNode
 
     return _Writer(dialect).blocks(SyntaxTreeNode(_parser().parse(markdown)).children)
