@@ -328,19 +328,19 @@ class Store:
     async def active_session(self, key: str, chat: ChatRef, chat_type: str) -> int:
         """The id of the key's current session, created when there is none."""
         row = await self.fetch_one("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
-        if row:
-            return int(row["id"])
+        return int(row["id"]) if row else await self._new_session(key, chat, chat_type)
+
+    async def _new_session(self, key: str, chat: ChatRef, chat_type: str) -> int:
+        """Create the key's session, or take the one another writer made first: one write."""
         now = time.time()
 
-        def create(db: sqlite3.Connection) -> int | None:
-            cur = db.execute(
-                "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now))
-            return int(cur.lastrowid) if cur.rowcount else None
+        def create(db: sqlite3.Connection) -> int:
+            db.execute("INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                       (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now))
+            return int(db.execute("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,)).fetchone()[0])
 
-        created = await self.write(create, single=True)
-        return created if created is not None else await self.active_session(key, chat, chat_type)
+        return await self.write(create)
 
     async def in_thread(self, platform: str, chat_id: str, thread_id: str, key: str) -> bool:
         """Whether the agent is in this thread: it took the message that opened it, or the
@@ -378,7 +378,7 @@ class Store:
 
         row, rows = await self.read(look)
         if row is None:
-            return TurnStart(await self.active_session(key, chat, chat_type), [], [], None)
+            return TurnStart(await self._new_session(key, chat, chat_type), [], [], None)
         return TurnStart(int(row["id"]), *_history(rows), row["prompt"])
 
     async def save_summary(self, session_id: int, through_message_id: int, summary: str) -> None:

@@ -119,9 +119,8 @@ class Learning:
     # -- the frozen block -----------------------------------------------------------------
 
     async def session_block(self, session_id: int, *, platform: str, user_id: str, personal: bool) -> str:
-        row = await self.store.fetch_one("SELECT prompt FROM sessions WHERE id = ?", (session_id,))
-        if row is not None and row["prompt"] is not None:
-            return str(row["prompt"])
+        """The block of a session that has none kept yet (`Store.open_turn` reads a kept one), rendered
+        and kept; when another turn kept one first, that one."""
         block = await asyncio.to_thread(self.render_block, platform, user_id if personal else "")
 
         def keep_block(db: sqlite3.Connection) -> list[sqlite3.Row]:  # (the first snapshot kept wins)
@@ -146,12 +145,10 @@ class Learning:
     def review_if_due(self, count: TurnCount, chat: ChatRef, *, platform: str, user_id: str) -> None:
         """Start a review in the background when the committed count made one due (call after delivery)."""
         session_id = count.session_id
-        if session_id in self._queued:
-            self._last_turn[session_id] = time.monotonic()  # not paused yet
-        if not (count.memory_due or count.skill_due):
+        if session_id in self._queued:  # not paused yet; the review waiting will read this turn too
+            self._last_turn[session_id] = time.monotonic()
             return
-        if session_id in self._queued:  # the review already waiting will read the newer transcript
-            log.debug("review of session %s is already waiting; not queued twice", session_id)
+        if not (count.memory_due or count.skill_due):
             return
         if len(self._reviews) >= MAX_WAITING_REVIEWS:
             log.warning("%d reviews are waiting; the review of session %s is skipped", len(self._reviews), session_id)
