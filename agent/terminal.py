@@ -80,7 +80,9 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = ()) -> ToolHandler
             if ctx.approvals is None:
                 return (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
                         "and nobody can approve here. The command was NOT run.")
-            outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(subject), reasons))
+            confinement = "sandbox" if sandboxed and not outside else "unconfined"
+            outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(subject), reasons,
+                                                                       confinement))
             if not outcome.approved:
                 return f"{outcome.message}\nThe command was NOT run."
             return f"{outcome.message}\n{await shell.run(command, seconds, confined=not outside)}"

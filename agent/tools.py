@@ -27,9 +27,10 @@ class TranscriptSearch(Protocol):
 class ApprovalRequest:
     """What a tool wants to do that needs a person's consent."""
 
-    kind: str  # "command" | "file"
+    kind: str  # "command" | "file" | "job"
     subject: str  # the command line, or the path
     reasons: tuple[str, ...]
+    confinement: str = ""  # a command's: "sandbox" (inside bubblewrap) or "unconfined" (chatgate's own rights)
 
 
 @dataclass(frozen=True, slots=True)
