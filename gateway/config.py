@@ -109,6 +109,9 @@ class GatewayConfig(Section):
 class SandboxConfig(Section):
     mode: Literal["auto", "bwrap", "off"] = "auto"  # auto: bubblewrap where it works, else unconfined (warned)
     network: Literal["off", "on"] = "off"  # whether sandboxed commands reach the network
+    # without a sandbox: "allowlist" runs only short read-only commands on workspace files unasked;
+    # "classifier" (an explicit, loudly logged opt-in) runs whatever the classifier calls safe
+    unconfined: Literal["allowlist", "classifier"] = "allowlist"
 
 
 class AgentConfig(Section):
