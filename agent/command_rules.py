@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Union
 
+from agent.command_flow import find_pattern
+
 SAFE, DANGEROUS, HARDLINE = 0, 1, 2
 
 
@@ -153,7 +155,7 @@ _SYSTEM_DIRS = ("/etc/", "/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64
 def is_critical(p: str) -> bool:
     """`/`, home, a top-level system directory, or a glob over one of them (`/*`, `~/*`)."""
     n = norm_path(p)
-    if n in CRITICAL or re.fullmatch(r"~[\w.-]+", n):
+    if n in CRITICAL or re.fullmatch(r"~[\w.-]+|/(?:home|Users)/[^/]+|(?:\.\./){4,}\.\.", n):
         return True
     head, sep, last = n.rpartition("/")
     return bool(sep and _GLOB.search(last) and (head or "/") in CRITICAL)
@@ -219,6 +221,22 @@ def sensitive_label(p: str) -> str | None:
     return None
 
 
+_CODE_FILES = re.compile(r"(^|/)\.git/(hooks(/[^/]*)?|config)$|(^|/)\.envrc$|(^|/)(sitecustomize|usercustomize)\.py$"
+                         r"|\.pth$|^~/\.(vimrc|exrc|gvimrc|gdbinit|tmux\.conf|screenrc|emacs|xsessionrc|xsession|wgetrc"
+                         r"|curlrc|pythonrc|perldb|inputrc)$|^~/\.(config/nvim|vim|emacs\.d)/|^/var/log/"
+                         r"|(^|/)\.(bash|zsh|sh|python|psql|mysql|node_repl|sqlite|rediscli)_?history$"
+                         r"|^/(var/)?run/docker\.sock$")
+
+
+def _code_file(n: str) -> str | None:
+    """Files that make code run later (hooks, startup files of editors and interpreters) or hold the record."""
+    m = _CODE_FILES.search(n)
+    if not m:
+        return None
+    return ("system logs" if n.startswith("/var/log/") else "shell history" if n.endswith("history") else
+            "the docker socket" if n.endswith("docker.sock") else "a file that runs code later")
+
+
 def write_risk(p: str) -> tuple[int, str] | None:
     """How bad writing to path `p` is, or None when it is an ordinary file."""
     n = norm_path(p)
@@ -230,7 +248,9 @@ def write_risk(p: str) -> tuple[int, str] | None:
         return HARDLINE, "kernel sysrq trigger"
     if n.startswith("/dev/"):
         return None
-    label = sensitive_label(n)
+    if n == "/sys/power/state" or n.startswith("/sys/firmware/efi/efivars/"):
+        return HARDLINE, "power off / suspend through /sys" if "power" in n else "overwrite of firmware variables"
+    label = sensitive_label(n) or _code_file(n)
     if label:
         return DANGEROUS, f"write to {label}"
     if is_critical(n):
@@ -277,7 +297,8 @@ def r_find(c: Call) -> Iterator[Finding]:
     roots = roots or ["."]
     expr = args[i:]
     roots = [c.at(r) for r in roots]
-    wipe = any(is_critical(r) for r in roots) and not (_FIND_FILTERS & set(expr))
+    filters = {a for k, a in enumerate(expr) if a in _FIND_FILTERS and expr[k + 1:k + 2] not in (["*"], ["*/*"])}
+    wipe = any(is_critical(r) for r in roots) and not filters
     if "-delete" in expr:
         yield Hit(HARDLINE if wipe else DANGEROUS, "wipe of / or home" if wipe else "recursive delete", c.shown)
     j = 0
@@ -290,6 +311,8 @@ def r_find(c: Call) -> Iterator[Finding]:
             if wipe:
                 root = next(r for r in roots if is_critical(r))
                 sub = [w.replace("{}", root) for w in sub]
+            elif pattern := find_pattern(expr):  # find ~ -name '*.pem' -exec curl -F f=@{}: {} is a *.pem
+                sub = [w.replace("{}", pattern) for w in sub]
             if sub:
                 yield Recurse("argv", tuple(sub), f"find {expr[j]}", bulk=True)
             j = k
@@ -376,9 +399,6 @@ def r_tar(c: Call) -> Iterator[Finding]:
         target = args[k + 1] if a == "-C" and k + 1 < len(args) else a.partition("=")[2] if a.startswith("--directory=") else None
         if extract and target and is_system(target):
             yield Hit(DANGEROUS, "extract into a system directory", c.shown)
-        for opt in ("--to-command=", "--checkpoint-action=exec=", "--use-compress-program="):
-            if a.startswith(opt):
-                yield Recurse("shell", a[len(opt):], f"tar {opt.rstrip('=')}")
 
 
 def r_shred(c: Call) -> Iterator[Finding]:
@@ -398,7 +418,9 @@ def r_disk(c: Call) -> Iterator[Finding]:
     if n.startswith(("mkfs", "mke2fs", "mkntfs", "mkdosfs", "newfs")) or n in ("blkdiscard", "mkswap"):
         yield Hit(HARDLINE, "formatting a disk", c.shown)
     elif n == "wipefs":
-        if not any(a in ("-n", "--no-act") for a in args):
+        if not any(a in ("-n", "--no-act") for a in args) and any(
+                a in ("--all", "--offset") or re.fullmatch(r"-[a-zA-Z]*[ao][a-zA-Z]*", a) or a.startswith(
+                    ("--offset=", "-o")) for a in args):
             yield Hit(HARDLINE, "wiping disk signatures", c.shown)
     elif n == "cryptsetup":
         if any(a.lower() in ("luksformat", "erase", "luksErase") for a in args):
@@ -410,7 +432,7 @@ def r_disk(c: Call) -> Iterator[Finding]:
         elif any(is_device(a) for a in args) and not (listing & set(args)):
             yield Hit(HARDLINE, "rewriting a partition table", c.shown)
     elif n in ("lvremove", "vgremove", "pvremove") or (n in ("zfs", "zpool") and "destroy" in args):
-        yield Hit(DANGEROUS, "destroying a volume", c.shown)
+        yield Hit(HARDLINE, "destroying a volume", c.shown)
 
 
 def r_power(c: Call) -> Iterator[Finding]:
@@ -456,10 +478,13 @@ def r_kill(c: Call) -> Iterator[Finding]:
     sig = (sig or "TERM").upper()
     if sig in ("0", "SIG0"):
         return
-    if "-1" in pids or ("1" in pids and sig in _KILL_SIGS | {"TERM", "15", "SIGTERM", "INT", "2"}):
+    if "-1" in pids or ("1" in pids and sig.removeprefix("SIG") not in ("HUP", "1", "CONT", "18", "WINCH", "USR1",
+                                                                        "USR2")):
         yield Hit(HARDLINE, "killing every process / init", c.shown)
-    elif sig in _KILL_SIGS:
-        yield Hit(DANGEROUS, "force kill (SIGKILL)", c.shown)
+    elif sig in _KILL_SIGS or sig.removeprefix("SIG") in ("STOP", "19", "TSTP"):
+        yield Hit(DANGEROUS, "force kill (SIGKILL)" if sig in _KILL_SIGS else "stopping a process", c.shown)
+    elif any(p in ("$PPID", "${PPID}") for p in pids):
+        yield Hit(DANGEROUS, "killing the parent process (chatgate itself)", c.shown)
 
 
 _SYSTEMCTL_HARD = {"poweroff", "reboot", "halt", "kexec", "rescue", "emergency", "soft-reboot", "default"}
@@ -490,7 +515,7 @@ def r_service(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "stopping or restarting a service", c.shown)
 
 
-_DOCKER_BAD = {"stop", "kill", "rm", "rmi", "prune", "down", "pause"}
+_DOCKER_BAD = {"stop", "kill", "rm", "rmi", "prune", "down", "pause", "restart", "reset"}
 _DOCKER_GROUPS = {"container", "image", "volume", "network", "system", "builder", "buildx", "service", "stack",
                   "secret", "config", "node", "plugin", "swarm", "compose"}
 
@@ -614,7 +639,7 @@ def r_admin(c: Call) -> Iterator[Finding]:
             yield Hit(DANGEROUS, "firewall flush / lockout", c.shown)
     elif n == "nft" and "flush" in a:
         yield Hit(DANGEROUS, "firewall flush / lockout", c.shown)
-    elif n == "ufw" and a[:1] in (["disable"], ["reset"]):
+    elif n == "ufw" and [x for x in a if not x.startswith("-")][:1] in (["disable"], ["reset"]):
         yield Hit(DANGEROUS, "firewall flush / lockout", c.shown)
     elif (n == "ip" and "link" in a[:2] and "down" in a) or (n == "ifconfig" and "down" in a) or n == "ifdown" or (
             n == "nmcli" and "off" in a):
@@ -653,7 +678,7 @@ def r_sql_client(c: Call) -> Iterator[Finding]:
         return
     if n in ("mongo", "mongosh"):
         js = " ".join(v for v in parse(a, long=("eval",)).longs.get("eval", [])) + (c.stdin or "")
-        if re.search(r"dropDatabase\(|\.drop\(\s*\)|(?:deleteMany|remove)\(\s*\{\s*\}\s*\)", js):
+        if re.search(r"dropDatabase\(|shutdownServer\(|\.drop\(\s*\)|(?:deleteMany|remove)\(\s*\{\s*\}\s*\)", js):
             yield Hit(DANGEROUS, "dropping mongo data", c.shown)
         return
     spec = {"psql": ("c", ("command",)), "mysql": ("e", ("execute",)), "mariadb": ("e", ("execute",)),
@@ -681,238 +706,10 @@ def r_sql_client(c: Call) -> Iterator[Finding]:
         if n == "duckdb":
             sql += o.pos[1:]
         via = f"{n} -{spec[0][0]}"
-        if not sql and c.stdin and not o.has("f", "file"):
+        if not sql and c.stdin and (not o.has("f", "file") or o.val("f", "file") == "-"):
             sql, via = [c.stdin], f"stdin of {n}"
     for s in sql:
         yield Recurse("sql", s, via)
-
-
-def _strip_sql(sql: str) -> str:
-    out, i, n = [], 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if ch == "'":
-            j = i + 1
-            while j < n and (sql[j] != "'" or sql[j + 1:j + 2] == "'"):
-                j += 2 if sql[j] == "'" else 1
-            out.append("''")
-            i = j + 1
-        elif sql.startswith("--", i) or (ch == "#" and (i == 0 or sql[i - 1] in " \t\n")):
-            j = sql.find("\n", i)
-            i = n if j < 0 else j
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-        elif ch == "$" and (m := re.match(r"\$\w*\$", sql[i:i + 40])):
-            j = sql.find(m.group(), i + m.end())
-            out.append("''")
-            i = n if j < 0 else j + m.end()
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def _no_where(up: str) -> bool:
-    m = re.search(r"\bWHERE\s+(.*)", up)
-    return not m or bool(re.match(r"(?:1\s*=\s*1|TRUE|1|'' = '')\s*(?:$|\bLIMIT\b|\bRETURNING\b|\bORDER\b)",
-                                  m.group(1)))
-
-
-def scan_sql(sql: str) -> Iterator[Hit]:
-    for stmt in _strip_sql(sql).split(";"):
-        flat = " ".join(stmt.split())
-        up = flat.upper()
-        if not up:
-            continue
-        rule = None
-        if m := re.search(r"\bDROP\s+(TABLE|DATABASE|SCHEMA)\b", up):
-            rule = f"SQL DROP {m.group(1)}"
-        elif re.search(r"(?:^|\s)TRUNCATE\b", up):
-            rule = "SQL TRUNCATE"
-        elif re.search(r"\bDELETE\s+FROM\b", up) and _no_where(up):
-            rule = "SQL DELETE without WHERE"
-        elif re.search(r"(?:^|\s)UPDATE\s+\S+(?:\s+(?:AS\s+)?\w+)?\s+SET\b", up) and _no_where(up):
-            rule = "SQL UPDATE without WHERE"
-        elif re.search(r"\bALTER\s+TABLE\b.*\bDROP\s+COLUMN\b", up):
-            rule = "SQL DROP COLUMN"
-        if rule:
-            yield Hit(DANGEROUS, rule, flat)
-
-
-# ---------------------------------------------------------------- code one-liners (python, perl, ruby, node, ...)
-
-_LIT = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
-_ESC = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
-
-
-def _literals(text: str) -> list[str]:
-    return [re.sub(r"\\(.)", lambda m: _ESC.get(m.group(1), "\\" + m.group(1)), m.group(1) if m.group(1) is not None
-                   else m.group(2)) for m in _LIT.finditer(text)]
-
-
-def _region(code: str, start: int) -> str:
-    """The argument text of a call whose name ends just before `start`."""
-    if start < len(code) and code[start] == "(":
-        depth, i, n = 0, start, len(code)
-        while i < n:
-            ch = code[i]
-            if ch in "'\"":
-                m = _LIT.match(code, i)
-                i = m.end() if m else i + 1
-                continue
-            depth += ch in "([{"
-            depth -= ch in ")]}"
-            if depth == 0:
-                return code[start + 1:i]
-            i += 1
-        return code[start + 1:]
-    m = re.match(r"[^;\n]*", code[start:])
-    return m.group() if m else ""
-
-
-def _split_args(region: str) -> list[str]:
-    parts, depth, cur, i = [], 0, [], 0
-    while i < len(region):
-        ch = region[i]
-        if ch in "'\"" and (m := _LIT.match(region, i)):
-            cur.append(m.group())
-            i = m.end()
-            continue
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-        i += 1
-    parts.append("".join(cur))
-    return [p for p in parts if p.strip()]
-
-
-_SHELL_CALL = re.compile(r"(?<![\w$])(system|popen[234]?|spawn(?:Sync)?|exec(?:Sync|File(?:Sync)?|[lv]p?e?)?|"
-                         r"check_output|check_call|call|run|Popen|getoutput|getstatusoutput|shell_exec|passthru|"
-                         r"proc_open|capture[23]e?|eval|Function)\s*(\(|(?=['\"\[]))")
-_RMTREE = re.compile(r"(?<![\w$])(rmtree|rm_rf|rm_r|remove_dir|remove_entry(?:_secure)?|remove_tree|rimraf(?:\.sync|Sync)?"
-                     r"|rmSync|rmdirSync|rm|rmdir)\s*(\(|(?=['\"]))")
-_HOME_EXPR = re.compile(r"expanduser|Path\.home|homedir\(|Dir\.home|\bHOME\b")
-_OPEN = re.compile(r"(?<![\w$])(open|fopen|writeFileSync|writeFile|appendFileSync|appendFile|createWriteStream|"
-                   r"file_put_contents|File\.write)\s*\(")
-_PATH_WRITE = re.compile(r"Path\(\s*[rbfu]*(['\"])([^'\"]+)\1\s*\)\s*\.\s*(?:expanduser\(\)\s*\.\s*)?"
-                         r"(?:write_text|write_bytes)")
-_DECODE = re.compile(r"b64decode|decodebytes|decode_base64|atob\s*\(|Base64\.decode64|unpack1?\s*\(\s*['\"]m|"
-                     r"Buffer\.from\([^)]*base64|base64_decode|codecs\.decode|bytes\.fromhex|unhexlify|"
-                     r"zlib\.decompress|marshal\.loads")
-_FETCH = re.compile(r"urlopen|urlretrieve|requests\.(?:get|post)|httpx\.(?:get|post)|fetch\s*\(|LWP::|HTTP::Tiny|"
-                    r"Net::HTTP|open-uri|URI\.open|https?\.get\s*\(|file_get_contents\s*\(\s*['\"]https?:|curl_exec")
-_EVAL = re.compile(r"(?<![\w.$])(?:exec|eval|execfile|Function|instance_eval)\s*[(\s'\"]")
-_B64_LIT = re.compile(r"['\"]([A-Za-z0-9+/]{8,}={0,2})['\"]")
-
-
-def scan_code(lang: str, code: str, decode: Callable[[str], str | None]) -> Iterator[Finding]:
-    """Findings in a one-liner of `lang` (python, perl, ruby, node, php, lua, awk, applescript)."""
-    if re.search(r"\bfork\b", code) and re.search(r"\bwhile\b|\bloop\b|for\s*\(\s*;\s*;", code):
-        yield Hit(HARDLINE, "fork bomb", _clip(code))
-    if lang == "python" and re.search(r"os\.kill\(\s*-1\b", code):
-        yield Hit(HARDLINE, "killing every process / init", _clip(code))
-    for m in _SHELL_CALL.finditer(code):
-        name, region = m.group(1), _region(code, m.end() - len(m.group(2)))
-        as_code = name in ("eval", "Function") or (name == "exec" and lang == "python")
-        args = [a for a in _split_args(region) if not re.match(r"\s*\*{0,2}[A-Za-z_]\w*\s*=(?!=)", a)
-                and not a.strip().startswith("{")]
-        if not args:
-            continue
-        if as_code:
-            for lit in _literals(args[0]):
-                yield Recurse("code", lit, f"{lang} {name}", lang=lang)
-        elif len(args) == 1 and not args[0].strip().startswith("["):
-            lits = _literals(args[0])
-            if lits:
-                yield Recurse("shell", " ".join(lits), f"{lang} {name}()")
-        else:
-            words = [w for a in args for w in _literals(a)]
-            if words:
-                yield Recurse("argv", tuple(words), f"{lang} {name}()")
-    if lang in ("perl", "ruby", "php"):
-        for m in re.finditer(r"`([^`]*)`|(?:\bqx|%x)\s*(?:\{([^}]*)\}|\(([^)]*)\)|/([^/]*)/)", code):
-            yield Recurse("shell", next(g for g in m.groups() if g is not None), f"{lang} backticks")
-    if lang == "applescript":
-        for m in re.finditer(r'do shell script\s+"((?:[^"\\]|\\.)*)"', code):
-            yield Recurse("shell", m.group(1), "do shell script")
-    if lang == "awk":
-        for m in re.finditer(r'print[^|;}]*\|\s*"(?:/bin/)?(?:ba|z|da|k)?sh"', code):
-            yield Hit(DANGEROUS, "awk output piped to a shell", _clip(m.group()))
-            for lit in _literals(m.group()[:m.group().rfind("|")]):
-                yield Recurse("shell", lit, "awk | sh")
-    for m in _RMTREE.finditer(code):
-        region = _region(code, m.end() - len(m.group(2)))
-        if m.group(1) in ("rm", "rmdir", "rmSync", "rmdirSync") and not re.search(r"recursive\s*:\s*true", region):
-            continue
-        first = (_split_args(region) or [""])[0]
-        lits = _literals(first)
-        if _HOME_EXPR.search(first) and all(x in ("~", "~/", "/", "HOME", "") for x in lits):
-            target = "~"
-        else:
-            target = lits[0] if lits else "<dynamic path>"
-        part = _clip(f"{m.group(1)}({region})")
-        if is_critical(target):
-            yield Hit(HARDLINE, "wipe of / or home", part)
-        else:
-            yield Hit(DANGEROUS, "recursive delete", part)
-    for m in _OPEN.finditer(code):
-        region = _region(code, m.end() - 1)
-        writes, path = m.group(1) not in ("open", "fopen"), None
-        for lit in _literals(region):
-            s = lit.strip()
-            if s[:1] in "<>+" and (">" in s or "+" in s):
-                writes = True
-                path = path or s.lstrip("+<>").strip() or None
-            elif re.fullmatch(r"[rwaxbt+]{1,3}", s):
-                writes = writes or bool(set(s) & set("wax+"))
-            elif path is None and s:
-                path = s
-        if writes and path and (risk := write_risk(path)):
-            yield Hit(risk[0], risk[1], _clip(f"{m.group(1)}({region})"))
-    for m in _PATH_WRITE.finditer(code):
-        if risk := write_risk(m.group(2)):
-            yield Hit(risk[0], risk[1], _clip(m.group()))
-    for m in re.finditer(r"(?<![\w$])(execute|executescript|executemany|query)\s*\(", code):
-        lits = _literals((_split_args(_region(code, m.end() - 1)) or [""])[0])
-        if lits:
-            yield Recurse("sql", " ".join(lits), f"{lang} {m.group(1)}()")
-    runs = bool(_EVAL.search(code) or _SHELL_CALL.search(code))
-    if runs and _DECODE.search(code):
-        yield Hit(DANGEROUS, "decoded payload executed", _clip(code))
-        for m in _B64_LIT.finditer(code):
-            text = decode(m.group(1))
-            if text:
-                yield Recurse("code", text, f"{lang} decoded payload", lang=lang)
-                yield Recurse("shell", text, f"{lang} decoded payload")
-    if _EVAL.search(code) and _FETCH.search(code):
-        yield Hit(DANGEROUS, "downloaded code executed", _clip(code))
-
-
-def _clip(s: str, limit: int = 200) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= limit else s[:limit - 3] + "..."
-
-
-# ---------------------------------------------------------------- shell text patterns
-
-_FUNC_DEF = re.compile(r"(?:\bfunction\s+([^\s(){}|;&<>]{1,40})\s*(?:\(\s*\))?|([^\s(){}|;&<>]{1,40})\s*\(\s*\))"
-                       r"\s*\{([^{}]{0,200})\}")
-
-
-def fork_bombs(text: str) -> Iterator[str]:
-    """Function definitions that call themselves through a pipe or in the background."""
-    if "{" in text and "}" in text:
-        for m in _FUNC_DEF.finditer(text):
-            name, body = m.group(1) or m.group(2), m.group(3)
-            if name in re.split(r"[\s|&;]+", body) and ("|" in body or "&" in body):
-                yield m.group()
-    if re.search(r"%0\s*\|\s*%0", text):
-        yield "%0|%0"
 
 
 # ---------------------------------------------------------------- downloads
