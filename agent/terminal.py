@@ -1,7 +1,9 @@
 """The `terminal` tool: each command is classified first (`agent.command_guard`). Hardline commands
-never run; dangerous ones wait for a person's approval through the `ApprovalPort`; without a
-sandbox (or outside it) a command that reaches chatgate's own state or runs code from the
-workspace asks too, showing that code. No consent port means no consent."""
+never run; dangerous ones wait for a person's approval through the `ApprovalPort`. Without a
+sandbox (or outside it) a command also asks unless it is on the short read-only list
+(`agent.readonly_commands`) — or, where the operator opted into `unconfined="classifier"`, unless
+the classifier calls it safe; either way one that reaches chatgate's own state or runs code from
+the workspace asks, showing that code. No consent port means no consent."""
 
 from __future__ import annotations
 
@@ -11,16 +13,20 @@ import re
 from pathlib import Path
 from typing import Any
 
+from agent.readonly_commands import not_read_only
 from agent.shell import Shell
 from agent.tools import ApprovalRequest, ToolContext, ToolHandler
 from agent.workspace_code import files_run, show_code
 
 MAX_TIMEOUT = 600.0  # seconds; a model asking for more gets this
+UNCONFINED = ("allowlist", "classifier")  # what decides without a sandbox: the read-only list, or the classifier
 _UP_AND_OUT = re.compile(r"(^|[\s'\"=:<>|;&(])\.\.(/|$|[\s'\";&|)])")  # a path that starts by leaving the workspace
+_WORDS = re.compile(r"[^\s'\"=:,;&|()<>`]+")  # the path-like pieces of a command line, as near as text allows
 
 
 def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]) -> str | None:
-    """A protected folder the command names, by path or by `..` out of the workspace."""
+    """A protected folder the command names: by its name, by `..` out of the workspace, or by a
+    word that resolves into it now (links and `..` followed: `d/config.yaml` with `d` a link)."""
     workspace = Path(os.path.realpath(workspace))
     for folder in protected:
         for named in re.findall(re.escape(str(folder)) + r"[^\s'\";&|)]*", command):
@@ -28,6 +34,15 @@ def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]
                 return str(folder)
         if workspace.is_relative_to(folder) and _UP_AND_OUT.search(command):
             return f"{folder} (through ..)"
+    for word in dict.fromkeys(_WORDS.findall(command)):
+        try:
+            real = Path(os.path.realpath(os.path.join(workspace, word)))
+        except (OSError, ValueError):
+            continue
+        if not real.is_relative_to(workspace):
+            for folder in protected:
+                if real.is_relative_to(folder):
+                    return f"{folder} (through {word})"
     return None
 
 
@@ -41,8 +56,22 @@ def _as_timeout(value: Any, default: float) -> float | str:
     return min(max(seconds, 1.0), max(MAX_TIMEOUT, default))
 
 
-def terminal_tool(shell: Shell, protected: tuple[Path, ...] = ()) -> ToolHandler:
-    """The `terminal` handler: classify, decide whether a person must say yes, run."""
+def _unconfined(command: str, workspace: Path, protected: tuple[Path, ...],
+                allowlist: bool) -> tuple[str | None, list[Path], str | None]:
+    """What running `command` with chatgate's own rights would reach: a protected folder, workspace
+    code, and (with `allowlist`) why it is not on the read-only list. Reads the disk: run in a thread."""
+    return (touches_protected(command, workspace, protected), files_run(command, workspace),
+            not_read_only(command, workspace, protected) if allowlist else None)
+
+
+def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: str = "allowlist") -> ToolHandler:
+    """The `terminal` handler: classify, decide whether a person must say yes, run.
+
+    `unconfined`: what lets a command run unasked without a sandbox — "allowlist" (only the
+    read-only list, `agent.readonly_commands`) or "classifier" (whatever the classifier calls safe).
+    """
+    if unconfined not in UNCONFINED:
+        raise ValueError(f"unconfined must be one of {', '.join(UNCONFINED)}, not {unconfined!r}")
 
     async def terminal(ctx: ToolContext, command: str, timeout: int | None = None,
                        outside_sandbox: bool = False) -> str:
@@ -54,29 +83,31 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = ()) -> ToolHandler
         from agent.command_guard import classify  # its tables load at the first command, not at start
 
         verdict = classify(command)
-        reasons = tuple(shell.redact(r) for r in verdict.reasons) or ("no reason given",)  # reasons quote the command
+        findings = tuple(shell.redact(r) for r in verdict.reasons)  # reasons quote the command
         if verdict.verdict == "hardline":
-            return (f"refused: this command is never run here ({'; '.join(reasons)}). "
+            return (f"refused: this command is never run here ({'; '.join(findings or ('no reason given',))}). "
                     "The command was NOT run. Do not try to get around this; tell the user instead.")
         sandboxed = await shell.sandbox.ready()
         outside = bool(outside_sandbox) and sandboxed
         if not sandboxed and shell.sandbox.required:
             return (f"refused: commands run only in the sandbox, and it does not work here "
                     f"({shell.sandbox.describe()}). The command was NOT run; tell the user.")
-        if outside:  # whatever the verdict: leaving the sandbox is a person's decision
-            reasons = ("runs OUTSIDE the sandbox: with chatgate's own access to files, secrets and the network",
-                       *(reasons if verdict.verdict != "safe" else ()))
-        subject = command
-        state = touches_protected(command, shell.workspace, protected) if not sandboxed or outside else None
-        if state:  # unconfined, chatgate's own state (config, database, tokens) is only a path away
-            reasons = (f"reaches {state} (chatgate's own state) with no sandbox around it", *reasons)
-        code = await asyncio.to_thread(files_run, command, shell.workspace) if not sandboxed or outside else []
-        if code:  # unconfined: the code a script holds is what runs, not the harmless-looking command line
-            names = ", ".join(p.name for p in code)
-            reasons = (f"runs code from the workspace ({names}) with no sandbox around it",
-                       *(reasons if verdict.verdict != "safe" or outside else ()))
-            subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
-        if verdict.verdict != "safe" or outside or code or state:  # "dangerous", or what the guard adds later: ask
+        state, code, unlisted = None, [], None
+        if not sandboxed or outside:  # unconfined: chatgate's own state is a path away, workspace code runs as is
+            state, code, unlisted = await asyncio.to_thread(_unconfined, command, shell.workspace, protected,
+                                                            unconfined == "allowlist")
+        reasons = (*([f"runs code from the workspace ({', '.join(p.name for p in code)}) with no sandbox around it"]
+                     if code else []),
+                   *([f"reaches {state} (chatgate's own state) with no sandbox around it"] if state else []),
+                   *(["runs OUTSIDE the sandbox: with chatgate's own access to files, secrets and the network"]
+                     if outside else []),
+                   *((findings or ("no reason given",)) if verdict.verdict != "safe" else ()),
+                   *([f"not on the read-only list ({shell.redact(unlisted)}): with no sandbox it would run with "
+                      "chatgate's own rights"] if unlisted else []))
+        if reasons:  # "dangerous", unconfined and not plainly read-only, or what the guard adds later: ask
+            subject = command
+            if code:  # the code a script holds is what runs, not the harmless-looking command line
+                subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
             if ctx.approvals is None:
                 return (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
                         "and nobody can approve here. The command was NOT run.")
@@ -89,4 +120,3 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = ()) -> ToolHandler
         return await shell.run(command, seconds)
 
     return terminal
-

@@ -167,7 +167,7 @@ async def test_hardline_never_asks_never_runs(ws: Path, command: str) -> None:
 
 
 async def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
-    call = make(ws, sandbox=Sandbox("off"))  # host pids (the sandboxed case: tests/test_sandbox.py)
+    call = make(ws, sandbox=Sandbox("off"), unconfined="classifier")  # host pids, no asking (see test_sandbox.py)
     out = await asyncio.wait_for(  # it returns at the timeout, not when the sleeps end
         call("terminal", command="sleep 30 & echo $! > child.pid; echo started; sleep 30", timeout=1), 5)
     assert out == "timed out after 1 s; the process was killed\nstarted\n"
@@ -175,7 +175,7 @@ async def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
 
 
 async def test_background_leftovers_do_not_hang_or_survive(ws: Path) -> None:
-    call = make(ws, sandbox=Sandbox("off"))  # host pids (the sandboxed case: tests/test_sandbox.py)
+    call = make(ws, sandbox=Sandbox("off"), unconfined="classifier")  # host pids, no asking (see test_sandbox.py)
     out = await asyncio.wait_for(  # the left-over sleep does not hold the result back
         call("terminal", command="sleep 30 & echo $! > child.pid; echo started", timeout=20), 5)
     assert out == "exit code 0\nstarted\n"
@@ -183,7 +183,7 @@ async def test_background_leftovers_do_not_hang_or_survive(ws: Path) -> None:
 
 
 async def test_cancellation_kills_the_process_group(ws: Path) -> None:
-    call = make(ws, sandbox=Sandbox("off"))  # host pids (the sandboxed case: tests/test_sandbox.py)
+    call = make(ws, sandbox=Sandbox("off"), unconfined="classifier")  # host pids, no asking (see test_sandbox.py)
     task = asyncio.create_task(call("terminal", command="echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait"))
     child = int(await wait_file(ws / "child.pid"))
     shell = int(await wait_file(ws / "shell.pid"))
