@@ -6,7 +6,8 @@ cannot carry a write out of the workspace, and there is no gap between checking 
 using it for a swapped link to slip through. Only regular files are read or replaced: a FIFO
 (which would block a read for ever) or a device is refused. `..` is resolved by the caller
 before, and links are resolved by the caller too (`realpath`): what is opened here is the real
-path, so a link found on the way was put there since — and is refused.
+path, so a link found on the way was put there since — and is refused. A file can also be refused
+by identity (device and inode), whatever its name: chatgate's own database, say, through a hard link.
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ import os
 import stat
 from contextlib import contextmanager
 from pathlib import PurePosixPath
-from typing import Iterator
+from typing import Collection, Iterable, Iterator
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # (non-blocking: a FIFO swapped in cannot hang the open)
+_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a handle that names a file without opening it
+_CHUNK = 1 << 20
+Identity = tuple[int, int]  # (st_dev, st_ino)
 
 
 class Refused(Exception):
@@ -73,18 +78,57 @@ class Beneath:
             raise Refused(f"{'/'.join(parts)} is {kind}")
         return fd
 
-    def read(self, relative: str, limit: int) -> bytes:
-        """The whole file, if it is a regular file of at most `limit` bytes."""
+    def read(self, relative: str, limit: int, refuse: Collection[Identity] = ()) -> bytes:
+        """The whole file, if it is a regular file of at most `limit` bytes and not in `refuse`."""
+        fd = self.open_regular(relative, refuse)
+        with os.fdopen(fd, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise TooLarge(size)
+            return fh.read(limit + 1)
+
+    def open_regular(self, relative: str, refuse: Collection[Identity] = ()) -> int:
+        """A read-only descriptor of the regular file `relative`, reached with no link on the way.
+
+        A file whose identity is in `refuse` is refused before it is opened for reading: closing any
+        descriptor of a file drops every POSIX lock the process holds on it (SQLite's, on its
+        database), and a hard link has the same identity under another name."""
         parts = parts_of(relative)
         if not parts:
             raise Refused(f"{relative or '.'} is a directory")
         with self._folder(parts[:-1], create=False) as folder:
-            fd = self._open_file(parts, folder)
-            with os.fdopen(fd, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size > limit:
-                    raise TooLarge(size)
-                return fh.read(limit + 1)
+            return _open_checked(parts[-1], folder, "/".join(parts), refuse)
+
+    def head(self, relative: str, limit: int) -> tuple[bytes, int]:
+        """The first `limit` bytes of a regular file (no link on the way), and its size."""
+        fd = self.open_regular(relative)
+        try:
+            return os.pread(fd, limit, 0), os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+
+    def listing(self, relative: str, limit: int = 200) -> list[str]:
+        """The names in the folder `relative` (the first `limit` found, sorted), reached with no
+        link on the way."""
+        with self._folder(parts_of(relative), create=False) as folder:
+            with os.scandir(folder) as entries:
+                return sorted(entry.name for _, entry in zip(range(limit), entries))
+
+    def kind(self, relative: str) -> str | None:
+        """What is at `relative` without following anything: "file", "dir", "link", "other", or
+        None when nothing is; a link on the way reads as "link"."""
+        parts = parts_of(relative)
+        if not parts:
+            return "dir"
+        try:
+            with self._folder(parts[:-1], create=False) as folder:
+                mode = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False).st_mode
+        except ThroughLink:
+            return "link"
+        except (Refused, OSError):
+            return None
+        return ("link" if stat.S_ISLNK(mode) else "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode)
+                else "other")
 
     def is_file(self, relative: str) -> bool:
         parts = parts_of(relative)
@@ -132,6 +176,101 @@ class Beneath:
                 raise
 
 
+def identities(paths: Iterable[str | os.PathLike[str]]) -> frozenset[Identity]:
+    """(st_dev, st_ino) of each path that is a regular file, and of the regular files at the top of
+    each that is a folder (a state folder: its database with -wal and -shm, its config, its tokens)."""
+    found: set[Identity] = set()
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found.add((info.st_dev, info.st_ino))
+        elif stat.S_ISDIR(info.st_mode):
+            try:
+                with os.scandir(path) as entries:
+                    for entry in entries:
+                        try:
+                            inner = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if stat.S_ISREG(inner.st_mode):
+                            found.add((inner.st_dev, inner.st_ino))
+            except OSError:
+                continue
+    return frozenset(found)
+
+
+def copy_bounded(source: int, dest: int, limit: int) -> int:
+    """Copy the file open as `source` (from its start) into `dest`, a chunk at a time, and return
+    how many bytes; more than `limit` (the file grew meanwhile, too) raises `TooLarge`."""
+    size = os.fstat(source).st_size
+    if size > limit:
+        raise TooLarge(size)
+    copied = 0
+    while chunk := os.pread(source, min(_CHUNK, limit + 1 - copied), copied):
+        copied += len(chunk)
+        if copied > limit:
+            raise TooLarge(max(copied, os.fstat(source).st_size))
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dest, view):]
+    return copied
+
+
+def _open_checked(name: str, dir_fd: int, shown: str, refuse: Collection[Identity]) -> int:
+    """Open `name` in the folder `dir_fd` for reading: a regular file, not a link, not in `refuse`.
+    Where the system allows, the file is looked at through an O_PATH handle (which opens nothing)
+    and then reopened through that handle, so what is opened is what was checked."""
+    if _O_PATH:
+        try:
+            handle = os.open(name, _O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError as exc:
+            raise _refusal(exc, shown, False) from None
+        try:
+            seen = os.fstat(handle)
+            _check(seen, shown, refuse)
+            try:
+                fd = os.open(f"/proc/self/fd/{handle}", _READ)
+            except FileNotFoundError:  # no /proc: the check and the open below are two steps
+                fd = None
+        finally:
+            os.close(handle)
+    else:
+        fd = None
+    if fd is None:
+        try:
+            seen = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError as exc:
+            raise _refusal(exc, shown, False) from None
+        _check(seen, shown, refuse)
+        try:
+            fd = os.open(name, _READ | os.O_NOFOLLOW, dir_fd=dir_fd)
+        except OSError as exc:
+            raise _refusal(exc, shown, _is_link(name, dir_fd)) from None
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino) or not stat.S_ISREG(opened.st_mode):
+        os.close(fd)
+        raise Refused(f"{shown} was replaced while it was being opened")
+    return fd
+
+
+def _check(info: os.stat_result, shown: str, refuse: Collection[Identity]) -> None:
+    if stat.S_ISLNK(info.st_mode):
+        raise ThroughLink(f"{shown} is a symbolic link; file tools do not follow links (use the real path)")
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, socket or device)"
+        raise Refused(f"{shown} is {kind}")
+    if (info.st_dev, info.st_ino) in refuse:
+        raise Refused(f"{shown} is one of chatgate's own files (its database, configuration or tokens); "
+                      "it is never opened by the file tools")
+
+
+class ThroughLink(Refused):
+    """A symbolic link is on the way."""
+
+
 class TooLarge(Refused):
     def __init__(self, size: int) -> None:
         super().__init__(f"{size} bytes")
@@ -147,8 +286,8 @@ def _is_link(name: str, dir_fd: int) -> bool:
 
 def _refusal(exc: OSError, shown: str, link: bool) -> Exception:
     if link or exc.errno == errno.ELOOP:
-        return Refused(f"{shown} goes through a symbolic link; file tools do not follow links "
-                       "(use the terminal, or the real path)")
+        return ThroughLink(f"{shown} goes through a symbolic link; file tools do not follow links "
+                           "(use the terminal, or the real path)")
     if exc.errno == errno.ENOTDIR:
         return Refused(f"{shown}: a part of the path is not a folder")
     return exc

@@ -14,8 +14,9 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Collection
 
-from agent.beneath import Beneath, Refused, TooLarge
+from agent.beneath import Beneath, Identity, Refused, TooLarge, identities
 from agent.redaction import Redactor
 from agent.tools import ApprovalRequest, ToolContext, ToolHandler
 
@@ -46,6 +47,13 @@ class Files:
     workspace: Path
     output_limit: int
     redact: Redactor
+    protected: tuple[Path, ...] = ()  # chatgate's state: its files are never opened, under any name
+
+    def own(self) -> frozenset[Identity]:
+        """Identities of chatgate's own files (the database with -wal and -shm, the config, tokens):
+        opening and closing the database as a plain file would drop the daemon's SQLite locks, and
+        a hard link carries them under any name."""
+        return identities(self.protected)
 
     def root(self) -> Path:
         self.workspace.mkdir(parents=True, exist_ok=True)
@@ -86,15 +94,12 @@ class Files:
         shown = target.shown
         try:
             if target.relative is not None:
-                data = Beneath(self.root()).read(target.relative, MAX_READ_BYTES)
+                data = Beneath(self.root()).read(target.relative, MAX_READ_BYTES, self.own())
             else:
                 assert target.outside is not None
                 if target.outside.is_dir():
                     return (f"error: {shown} is a directory",)
-                size = target.outside.stat().st_size
-                if size > MAX_READ_BYTES:
-                    raise TooLarge(size)
-                data = target.outside.read_bytes()
+                data = Beneath("/").read(os.path.relpath(target.outside, "/"), MAX_READ_BYTES, self.own())
         except TooLarge as big:
             return (f"error: {shown} is {big.size:,} bytes; files over {MAX_READ_BYTES // 1_000_000} MB are not "
                     "read whole — use the terminal (head, tail, grep, sed -n) to look at parts of it",)
@@ -270,22 +275,56 @@ def patch_file_tool(files: Files) -> ToolHandler:
     return patch_file
 
 
+MAX_SEND_BYTES = 50 * 1024 * 1024  # send_file refuses larger files (Telegram's upload limit)
+
+
+def _open_to_send(files: Files, target: _Target, refuse: Collection[Identity]) -> int:
+    """A read descriptor of the file to send: beneath the workspace with no link on the way, or an
+    approved outside path walked from / the same way (its real path, resolved before it was asked
+    about: a link there now was put there since). Never one of the files in `refuse`."""
+    if target.relative is not None:
+        return Beneath(files.root()).open_regular(target.relative, refuse)
+    assert target.outside is not None
+    return Beneath("/").open_regular(os.path.relpath(target.outside, "/"), refuse)
+
+
 def send_file_tool(files: Files) -> ToolHandler:
     async def send_file(ctx: ToolContext, path: str) -> str:
-        if ctx.files is None:
+        sink = ctx.files
+        if sink is None:
             return "error: files cannot be sent from this conversation; tell the person where the file is instead"
         target = await files.resolve(ctx, path, "send")
         if isinstance(target, str):
             return target
-        if target.relative is not None:
-            if not await asyncio.to_thread(Beneath(files.root()).is_file, target.relative):
-                return f"error: {target.shown} is not a regular file (or goes through a symbolic link)"
-            ctx.files.attach(files.root() / target.relative)
-        else:
-            assert target.outside is not None
-            if not target.outside.is_file():
-                return f"error: {target.shown} is not a file"
-            ctx.files.attach(target.outside)
-        return f"{target.shown} will be sent to the person right after your reply"
+        shown = target.shown
+        try:  # captured now: what is sent is what the file holds now, whatever happens to its path later
+            fd = await asyncio.to_thread(lambda: _open_to_send(files, target, files.own()))
+        except TooLarge as big:
+            return _too_large(shown, big.size)
+        except Refused as exc:
+            return f"error: {exc}"
+        except FileNotFoundError:
+            return f"error: no such file: {shown}"
+        except OSError as exc:
+            return f"error: cannot read {shown}: {exc.strerror or exc}"
+        name = Path(path).name if Path(path).name not in ("", ".", "..") else Path(shown).name
+        where = str(files.root() / target.relative) if target.relative is not None else shown
+        try:
+            await sink.keep(fd, name, where, MAX_SEND_BYTES)
+        except TooLarge as big:
+            return _too_large(shown, big.size)
+        except Refused as exc:
+            return f"error: {exc}"
+        except OSError as exc:
+            return f"error: could not keep a copy of {shown} to send: {exc.strerror or exc}"
+        finally:
+            os.close(fd)
+        return (f"{shown} will be sent to the person right after your reply (as it is now: a change to it "
+                "from here on is not sent)")
 
     return send_file
+
+
+def _too_large(shown: str, size: int) -> str:
+    return (f"error: {shown} is {size:,} bytes; at most {MAX_SEND_BYTES // (1024 * 1024)} MB can be sent — "
+            "compress or split it first")

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Awaitable, Callable, Iterator, Mapping, TypeVar
 
+from gateway.files import OutgoingFile, discard
 from gateway.ops.metrics import Metrics
 from gateway.preview import StreamPreview, Typing
 from gateway.store import OutboxItem, Store
@@ -108,7 +109,7 @@ class Delivery:
                                  reply_to=item.reply_to if index == 0 else None, key=f"o{item.id}.{index}")
                     message_id = await self._send_one(adapter, item, part, edit_draft=index == 0)
                 else:
-                    message_id = await self._send_file(adapter, item, Path(item.files[index - len(parts)]))
+                    message_id = await self._send_file(adapter, item, item.files[index - len(parts)])
             except ChatUnavailable as exc:  # not an attempt: the chat says when it is back
                 if exc.retry_after is not None:  # (or it may be there, only slow: try again later)
                     self._wait((item.chat.platform, item.chat.chat_id), exc.retry_after)
@@ -125,6 +126,7 @@ class Delivery:
             if index < total - 1:
                 await self.store.outbox_progress(item, done=False)
         await self.store.outbox_progress(item, done=True)
+        await self._discard(item)
         return True
 
     async def _send_one(self, adapter: PlatformAdapter, item: OutboxItem, part: Reply, *, edit_draft: bool) -> str:
@@ -138,12 +140,21 @@ class Delivery:
                 log.info("could not edit draft %s (%s); sending a new message", item.draft_message_id, exc)
         return await adapter.send_buttons(item.chat, part)
 
-    async def _send_file(self, adapter: PlatformAdapter, item: OutboxItem, path: Path) -> str:
-        if not path.is_file():
-            return await adapter.send(item.chat, Reply(text=f"📎 {path.name} is no longer there to send."))
+    async def _send_file(self, adapter: PlatformAdapter, item: OutboxItem, entry: object) -> str:
+        """Send the copy `send_file` captured (never the path the agent named: it may point
+        elsewhere by now); a platform without files is told the name and where it was."""
+        sent = OutgoingFile.of(entry)
+        if sent is None or not await asyncio.to_thread(sent.ready):
+            name = sent.name if sent is not None else Path(str(entry)).name
+            return await adapter.send(item.chat, Reply(text=f"📎 {name} is no longer there to send."))
         if adapter.capabilities.can_files:
-            return await adapter.send_file(item.chat, path)
-        return await adapter.send(item.chat, Reply(text=f"📎 {path.name} — saved at {path}"))
+            return await adapter.send_file(item.chat, Path(sent.copy))
+        return await adapter.send(item.chat, Reply(text=f"📎 {sent.name} — saved at {sent.where}"))
+
+    async def _discard(self, item: OutboxItem) -> None:
+        """The reply's file copies, once it is sent or given up."""
+        if item.files:
+            await asyncio.to_thread(discard, item.files)
 
     async def _failed(self, item: OutboxItem, exc: DeliveryError) -> None:
         chat: ChatKey = (item.chat.platform, item.chat.chat_id)
@@ -163,6 +174,8 @@ class Delivery:
             log.warning("delivery of outbox %s to %s failed (%s); retry in %.0fs", item.id, item.chat.platform,
                         error, backoff)
         await self.store.outbox_progress(item, done=False, error=error, failed=give_up)
+        if give_up:
+            await self._discard(item)
 
     async def patiently(self, call: Callable[[], Awaitable[T]], *, limit: float = MAX_RATE_WAIT) -> T:
         """Run a direct send/edit (not through the outbox), waiting out rate limits up to `limit` s."""

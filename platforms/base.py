@@ -362,7 +362,8 @@ class PlatformAdapter(abc.ABC):
         """Replace the text (and buttons) of a message this adapter sent."""
 
     async def send_file(self, chat: ChatRef, path: Path, caption: str = "") -> str:
-        """Send a file from disk; return the platform's message id."""
+        """Send a file chatgate keeps (the copy made when the agent handed it over; its name is the
+        name it goes out as); return the platform's message id."""
         raise DeliveryError(f"{self.name} cannot send files", retryable=False)
 
     async def fetch(self, attachment: Attachment, folder: Path) -> Attachment:
