@@ -4,7 +4,8 @@ One request is one POST of `/chat/completions` with `stream: true`, read as serv
 Before the answer starts, 408/409/429/5xx and connection failures are retried with backoff
 (`max_retries`, honouring `retry-after`), as the official SDK does; a stream that breaks after
 it started is retried too (the sink is told to start over). What is left becomes an `LLMError`
-whose `user_message` is honest and short.
+whose `user_message` is honest and short and names no address (`llm.base_url` may hold
+credentials: see `agent.endpoint`); its message, for the log, shows the address redacted.
 
 Why not the `openai` package: measured on the shared benchmark, importing it took 0.8 s and
 48 MB of the gateway's 80 MB idle RSS, and building each request through it was half of the
@@ -26,6 +27,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import aiohttp
 
+from agent.endpoint import for_logs, for_people, redacted
 from agent.tools import Schemas
 
 log = logging.getLogger(__name__)
@@ -184,7 +186,8 @@ class LLMClient:
             if attempt > retries:
                 raise failure
             pause = _backoff(attempt, asked)
-            log.info("LLM request failed (%s); retry %d in %.1fs", failure, attempt, pause)
+            log.info("LLM request failed (%s); retry %d in %.1fs", for_logs(str(failure), self.base_url), attempt,
+                     pause)
             await asyncio.sleep(pause)
 
     async def probe(self) -> str | None:
@@ -211,7 +214,7 @@ class LLMClient:
         try:
             listing = await self._listing()
         except Exception as exc:
-            log.info("could not ask %s for the context window of %s: %s", self.settings.base_url,
+            log.info("could not ask %s for the context window of %s: %s", redacted(self.base_url),
                      self.settings.model, self._explain(exc))
             return None
         entry = next((m for m in listing if m.get("id") == self.settings.model), None) or {}
@@ -233,8 +236,9 @@ class LLMClient:
             except _StreamBroke as exc:
                 attempt += 1
                 if attempt > self.settings.max_retries:
-                    raise LLMError(str(exc.__cause__), self._explain(exc.__cause__)) from exc.__cause__
-                log.warning("LLM stream broke (%s); retry %d", exc.__cause__, attempt)
+                    raise LLMError(for_logs(str(exc.__cause__), self.base_url),
+                                   self._explain(exc.__cause__)) from exc.__cause__
+                log.warning("LLM stream broke (%s); retry %d", for_logs(str(exc.__cause__), self.base_url), attempt)
                 if emitted[0]:
                     await _call(on_restart)
                 await asyncio.sleep(_backoff(attempt, None))
@@ -246,7 +250,7 @@ class LLMClient:
                     log.info("the LLM endpoint refuses stream_options; asking without it from now on")
                     self.ask_usage = False
                     continue
-                raise LLMError(str(exc), self._explain(exc)) from exc
+                raise LLMError(for_logs(str(exc), self.base_url), self._explain(exc)) from exc
             if self.observer is not None:
                 self.observer(time.monotonic() - started, completion.usage, self.settings.model)
             return completion
@@ -270,7 +274,7 @@ class LLMClient:
                     chunk = json.loads(data)
                     usage = chunk.get("usage") or usage
                     if "error" in chunk:
-                        raise LLMError(f"error in stream: {chunk['error']}",
+                        raise LLMError(for_logs(f"error in stream: {chunk['error']}", self.base_url),
                                        "The language model reported an error while answering. Please try again.")
                     for choice in chunk.get("choices") or ():
                         finish = choice.get("finish_reason") or finish
@@ -299,8 +303,7 @@ class LLMClient:
         return Completion(content="".join(content), tool_calls=tool_calls, finish_reason=finish, usage=usage)
 
     def _explain(self, exc: BaseException | None) -> str:
-        """A short, honest sentence for the person in the chat."""
-        where = self.base_url
+        """A short, honest sentence for the person in the chat, naming no address."""
         if isinstance(exc, EndpointError):
             code = exc.status_code
             if code in (401, 403):
@@ -311,11 +314,14 @@ class LLMClient:
                 return "The language model is rate-limiting requests (HTTP 429) and did not recover. Please try again in a minute."
             if code >= 500:
                 return f"The language model service failed (HTTP {code}) and did not recover after retries. Please try again shortly."
-            return f"The language model rejected the request (HTTP {code}): {exc.message}"[:400]
+            said = for_people(exc.message, self.base_url)
+            return f"The language model rejected the request (HTTP {code}): {said}"[:400]
         if isinstance(exc, TimeoutError):
             return f"The language model did not answer within {self.settings.timeout:.0f} s. Please try again."
+        if isinstance(exc, ValueError):  # (aiohttp's InvalidURL too) the address itself
+            return "The model endpoint's address cannot be used as it is. Check llm.base_url."
         if isinstance(exc, aiohttp.ClientError):
-            return f"I could not reach the language model at {where}. Is it running?"
+            return "I could not reach the model endpoint. Is it running? Check llm.base_url."
         return "The connection to the language model broke repeatedly while answering. Please try again."
 
 

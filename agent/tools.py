@@ -11,7 +11,6 @@ import json
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 log = logging.getLogger(__name__)
@@ -27,10 +26,11 @@ class TranscriptSearch(Protocol):
 class ApprovalRequest:
     """What a tool wants to do that needs a person's consent."""
 
-    kind: str  # "command" | "file" | "job"
+    kind: str  # "command" | "file" | "job" (create or rewrite one) | "job_change" (pause, resume, remove, run)
     subject: str  # the command line, or the path
-    reasons: tuple[str, ...]
-    confinement: str = ""  # a command's: "sandbox" (inside bubblewrap) or "unconfined" (chatgate's own rights)
+    reasons: tuple[str, ...]  # plain words; they may quote the model, so they are shown as quoted text
+    confinement: str = ""  # a command's: "sandbox" (inside bubblewrap) or "unconfined" (chatgate's own rights);
+    # part of what a person allows: a grant for one never covers a command that runs with more
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +48,17 @@ class ApprovalPort(Protocol):
 
 class AskingFor:
     """An approval port that asks through another, saying first on whose behalf (a scheduled job,
-    a subagent): the person deciding sees who wants it."""
+    a subagent): the person deciding sees who wants it. The words may hold a model's text (a task,
+    a job's name): they become one line, and the port shows every reason as quoted text."""
 
     def __init__(self, port: ApprovalPort, on_behalf_of: str) -> None:
         self.port = port
-        self.on_behalf_of = on_behalf_of
+        self.on_behalf_of = " ".join(on_behalf_of.split())
 
     async def request(self, ctx: "ToolContext", request: ApprovalRequest) -> ApprovalOutcome:
         reasons = (self.on_behalf_of, *request.reasons)
-        return await self.port.request(ctx, ApprovalRequest(request.kind, request.subject, reasons))
+        return await self.port.request(ctx, ApprovalRequest(request.kind, request.subject, reasons,
+                                                            request.confinement))
 
 
 class ToolJournal(Protocol):
@@ -67,9 +69,13 @@ class ToolJournal(Protocol):
 
 
 class FileSink(Protocol):
-    """Files the agent hands to the person, sent after the turn's reply."""
+    """Files the agent hands to the person, sent after the turn's reply. The agent opens a file under
+    its own rules and hands it over open; the sink keeps a private copy, and only that is sent."""
 
-    def attach(self, path: Path) -> None: ...
+    async def keep(self, source: int, name: str, where: str, limit: int) -> None:
+        """Copy the regular file open as `source` (at most `limit` bytes, else `agent.beneath.TooLarge`)
+        to go out as `name`; `where` says where it came from. Refuses with `agent.beneath.Refused`."""
+        ...
 
 
 @dataclass(slots=True)

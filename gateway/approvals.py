@@ -5,6 +5,11 @@ Each request is a row that moves once, by compare-and-set, from `pending` to one
 is also written to `approval_events`. Whatever ends a request — a button, `/approve`, `/deny`,
 a bare yes/no, `/stop`, the timeout, a shutdown or a restart — edits the prompt to say so and
 removes its buttons, and the waiting tool gets the outcome in plain words for the model.
+
+"Allow for this session" and "Always allow" cover the same kind and subject run with no more
+power: a command allowed inside the sandbox is asked again before it runs outside it (the prompt
+says where it runs). What the model or a person wrote (a command in a reason, a subagent's task,
+a job's name) is shown as one line of quoted text that no platform renders as markup.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import re
 import secrets
 import sqlite3
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
@@ -35,10 +41,41 @@ APPROVED = frozenset({"once", "session", "always"})
 YES = frozenset({"yes", "y", "ok", "approve", "allow"})
 NO = frozenset({"no", "n", "deny", "stop"})
 MAX_SHOWN = 1500
+MAX_REASON = 300  # characters of one reason shown (a classifier's reason quotes the command)
+# What a grant made for one confinement covers: a command allowed to run unconfined may also run in the
+# sandbox (less power), never the other way round. A command that does not say is taken as unconfined.
+COVERS = {"sandbox": ("sandbox", "unconfined"), "unconfined": ("unconfined",)}
+WHERE = {"sandbox": "Where it runs: inside the sandbox (only the workspace is writable; chatgate's own files "
+                    "and secrets are hidden).",
+         "unconfined": "Where it runs: **outside any sandbox**, with chatgate's own access to files, secrets "
+                       "and the network."}
 
 
 def subject_hash(kind: str, subject: str) -> str:
+    """With the request's confinement, the key of session grants and "always allow" rules. The reasons
+    are not in it: they explain the same command (the classifier's words, on whose behalf), and a rule
+    must not lapse when that wording changes; where the command runs is what changes its power."""
     return hashlib.sha256(f"{kind}\0{subject}".encode()).hexdigest()
+
+
+def confinement_of(request: ApprovalRequest) -> str:
+    """Where the request's command runs ("sandbox" | "unconfined"); "" for anything but a command."""
+    if request.kind != "command":
+        return ""
+    return "sandbox" if request.confinement == "sandbox" else "unconfined"
+
+
+def quoted(text: str) -> str:
+    """Text that may come from the model or a person, as one line of inline code: no line break (nor a
+    character a client shows as one), no control or bidi character, no backtick, at most `MAX_REASON`
+    characters. Every renderer (Telegram, Slack, Discord, the web chat) shows a code span as it is, so
+    it cannot add markup or a line that reads as the prompt's own."""
+    kept = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text
+                   if unicodedata.category(c) != "Cf")
+    line = " ".join(kept.replace("`", "\u02cb").split())
+    if len(line) > MAX_REASON:
+        line = line[:MAX_REASON - 1] + "…"
+    return f"`{line}`" if line else ""
 
 
 @dataclass(slots=True)
@@ -49,6 +86,7 @@ class _Waiting:
 
 
 def _status_line(state: str, who: str, note: str | None, timeout: float) -> str:
+    who = " ".join(who.split())  # (a person's name: one line)
     if state == "once":
         return f"✅ Allowed once by {who}."
     if state == "session":
@@ -56,7 +94,7 @@ def _status_line(state: str, who: str, note: str | None, timeout: float) -> str:
     if state == "always":
         return f"✅ Always allowed by {who} (rule added)."
     if state == "denied":
-        return f"❌ Denied by {who}" + (f": {note}" if note else ".")
+        return f"❌ Denied by {who}" + (f": {quoted(note)}" if note else ".")  # (their words, quoted)
     if state == "cancelled":
         return "⏹ Cancelled: the request was stopped."
     return f"⌛ Expired: {note or f'nobody answered within {timeout / 60:.0f} min'}. Treated as denied."
@@ -87,14 +125,17 @@ def shown_subject(subject: str, secrets: list[str]) -> tuple[str, bool]:
     return f"{shown[:MAX_SHOWN]}\n[… {len(shown) - MAX_SHOWN:,} more characters NOT shown …]", True
 
 
-def prompt_text(kind: str, subject: str, reasons: list[str], approval_id: str) -> str:
+def prompt_text(kind: str, subject: str, reasons: list[str], approval_id: str, confinement: str = "") -> str:
     """The prompt's Markdown. The subject is in a fence longer than any run of backticks inside it,
-    so a line of backticks in a command cannot close the block and pose as the prompt's own text."""
-    what = {"command": "run this command", "job": "schedule this job"}.get(kind, "touch this file")
+    so a line of backticks in a command cannot close the block and pose as the prompt's own text;
+    each reason is `quoted` (it may hold the model's words); a command says where it runs."""
+    what = {"command": "run this command", "job": "schedule this job",
+            "job_change": "change or run a scheduled job"}.get(kind, "touch this file")
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", subject)), default=0))
+    where = f"{WHERE[confinement]}\n" if confinement in WHERE else ""
+    why = "; ".join(q for q in map(quoted, reasons) if q) or "it needs consent"
     return (f"⚠️ **Approval needed** — the agent wants to {what}:\n{fence}\n{subject}\n{fence}\n"
-            f"Why it asks: {'; '.join(reasons) or 'it needs consent'}\nOnly the person who asked (or an admin) "
-            f"can decide. id `{approval_id}`")
+            f"{where}Why it asks: {why}\nOnly the person who asked (or an admin) can decide. id `{approval_id}`")
 
 
 class Approvals:
@@ -134,19 +175,23 @@ class Approvals:
         if self.mode == "deny":
             return ApprovalOutcome(False, "refused", f"Refused without asking: {reasons}; approvals.mode is deny. "
                                    "It was NOT run. Tell the user what you wanted to do and why.")
-        digest = subject_hash(request.kind, request.subject)
+        digest, confinement = subject_hash(request.kind, request.subject), confinement_of(request)
+        covering = COVERS.get(confinement, (confinement,))
+        marks = ", ".join("?" * len(covering))
         if await self.store.fetch_one(
-                "SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ? AND (scope = 'global'"
-                " OR (scope = 'chat' AND platform = ? AND chat_id = ?) OR (scope = 'user' AND platform = ?"
-                " AND user_id = ?))", (request.kind, digest, ctx.platform, ctx.chat_id, ctx.platform, ctx.user_id)):
+                f"SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ? AND confinement IN ({marks})"
+                " AND (scope = 'global' OR (scope = 'chat' AND platform = ? AND chat_id = ?) OR (scope = 'user'"
+                " AND platform = ? AND user_id = ?))",
+                (request.kind, digest, *covering, ctx.platform, ctx.chat_id, ctx.platform, ctx.user_id)):
             return ApprovalOutcome(True, "always", "Allowed by an 'always allow' rule.")
         if ctx.session_id is not None and await self.store.fetch_one(
-                "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'",
-                (ctx.session_id, digest)):
+                "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'"
+                f" AND confinement IN ({marks})", (ctx.session_id, digest, *covering)):
             return ApprovalOutcome(True, "session", "Allowed for this session earlier.")
-        return await self._ask(ctx, request, digest)
+        return await self._ask(ctx, request, digest, confinement)
 
-    async def _ask(self, ctx: ToolContext, request: ApprovalRequest, digest: str) -> ApprovalOutcome:
+    async def _ask(self, ctx: ToolContext, request: ApprovalRequest, digest: str,
+                   confinement: str) -> ApprovalOutcome:
         approval_id = secrets.token_urlsafe(12)
         chat = ChatRef(ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
         shown, cut = shown_subject(request.subject, self.secrets)
@@ -158,9 +203,10 @@ class Approvals:
         def request_it(db: sqlite3.Connection) -> None:
             db.execute(
                 "INSERT INTO approvals (id, session_key, session_id, platform, chat_id, thread_id, requester_id, kind,"
-                " subject, subject_hash, reasons, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " subject, subject_hash, confinement, reasons, created_at, expires_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (approval_id, ctx.extras.get("session_key", ""), ctx.session_id, chat.platform, chat.chat_id,
-                 chat.thread_id, ctx.user_id, request.kind, shown, digest, json.dumps(reasons), now,
+                 chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, json.dumps(reasons), now,
                  now + self.timeout))
             self._event(db, approval_id, "requested", ctx.user_id, shown)
 
@@ -198,8 +244,9 @@ class Approvals:
             if state == "always":
                 scope = self.always_scope
                 db.execute(
-                    "INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, scope, platform, chat_id,"
-                    " user_id, created_by, created_at) SELECT kind, subject, subject_hash, ?, CASE WHEN ? = 'global'"
+                    "INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, confinement, scope, platform,"
+                    " chat_id, user_id, created_by, created_at) SELECT kind, subject, subject_hash, confinement, ?,"
+                    " CASE WHEN ? = 'global'"
                     " THEN '' ELSE platform END, CASE WHEN ? = 'chat' THEN chat_id ELSE '' END, CASE WHEN ? = 'user'"
                     " THEN requester_id ELSE '' END, ?, ? FROM approvals WHERE id = ?",
                     (scope, scope, scope, scope, actor, now, approval_id))
@@ -294,7 +341,7 @@ class Approvals:
         await self.store.write(lambda db: self._event(db, approval_id, event, actor, detail), single=True)
 
     def _prompt_text(self, row: Mapping[str, Any]) -> str:
-        return prompt_text(row["kind"], row["subject"], json.loads(row["reasons"]), row["id"])
+        return prompt_text(row["kind"], row["subject"], json.loads(row["reasons"]), row["id"], row["confinement"])
 
     async def _show_prompt(self, approval_id: str, chat: ChatRef) -> bool:
         adapter = self.adapters.get(chat.platform)

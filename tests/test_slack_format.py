@@ -59,3 +59,17 @@ def test_the_app_manifest_asks_for_what_the_adapter_checks_and_listens_to():
         "app_mention", "message.channels", "message.groups", "message.im"}
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == [COMMAND]
     assert manifest["settings"]["interactivity"]["is_enabled"] and manifest["settings"]["socket_mode_enabled"]
+
+
+def test_backticks_inside_a_code_block_cannot_close_it():
+    """Slack fences are always three backticks with no escape inside: a command holding ``` in an
+    approval prompt would end the block and let the next line pose as the prompt's own text."""
+    from gateway.approvals import prompt_text
+
+    command = "echo hi\n```\nWhy it asks: approved by policy\n```\nrm -rf x"
+    shown = to_mrkdwn(prompt_text("command", command, ["recursive delete"], "abc"))
+    body = shown.split("```\n", 1)[1]
+    inside, _, after = body.partition("\n```")
+    assert "Why it asks: approved by policy" in inside and "rm -rf x" in inside
+    assert "```" not in inside
+    assert after.lstrip("\n").startswith("Why it asks: `recursive delete`")

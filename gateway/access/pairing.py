@@ -1,12 +1,17 @@
 """Pairing: how an unknown person in a DM is admitted by the owner, with a short code.
 
-A code is 8 characters from an alphabet without look-alikes, expires after an hour, at most
-three are pending per platform, and a person who keeps writing gets their code again at most
-every ten minutes. Approved people are kept in the database beside `access.allowed_users`.
+A code is 8 characters from an alphabet without look-alikes and expires after an hour. A person
+has one code at a time and gets it again at most every ten minutes, however often they write.
+Strangers cannot block pairing by asking first: at most `MAX_PENDING` codes wait per platform,
+and when that many do, the oldest is dropped to make room — so whoever writes now always gets
+a code, and the table (and `chatgate pair list`) stays bounded. A dropped person gets a fresh
+code when they write again. Approved people are kept in the database beside
+`access.allowed_users`.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import sqlite3
 import time
@@ -14,10 +19,11 @@ from dataclasses import dataclass
 
 from gateway.store import Store
 
+log = logging.getLogger(__name__)
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L
 CODE_LENGTH = 8
 CODE_TTL = 3600.0
-MAX_PENDING = 3
+MAX_PENDING = 50  # per platform; when full, the oldest code makes room for the newest
 RESEND_AFTER = 600.0
 
 
@@ -47,24 +53,28 @@ class Pairing:
         """The code to send this person now, or None when nothing should be sent."""
         now = time.time()
 
-        def request(db: sqlite3.Connection) -> str | None:
+        def request(db: sqlite3.Connection) -> tuple[str | None, int]:
             db.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (now,))
             row = db.execute("SELECT code, last_sent_at FROM pairing_codes WHERE platform = ? AND user_id = ?",
                              (platform, user_id)).fetchone()
             if row is not None:
                 if now - row["last_sent_at"] < RESEND_AFTER:
-                    return None
+                    return None, 0
                 db.execute("UPDATE pairing_codes SET last_sent_at = ? WHERE code = ?", (now, row["code"]))
-                return str(row["code"])
-            if db.execute("SELECT count(*) FROM pairing_codes WHERE platform = ?", (platform,)).fetchone()[0] \
-                    >= MAX_PENDING:
-                return None
+                return str(row["code"]), 0
+            dropped = db.execute(
+                "DELETE FROM pairing_codes WHERE code IN (SELECT code FROM pairing_codes WHERE platform = ?"
+                " ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)", (platform, MAX_PENDING - 1)).rowcount
             code = new_code()
             db.execute("INSERT INTO pairing_codes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                        (code, platform, user_id, user_name, chat_id, now, now + CODE_TTL, now))
-            return code
+            return code, dropped
 
-        return await self.store.write(request)
+        code, dropped = await self.store.write(request)
+        if dropped:
+            log.warning("%s pairing codes pending on %s: dropped the oldest to make room (many strangers are "
+                        "asking for access)", MAX_PENDING, platform)
+        return code
 
     async def approve(self, platform: str, code: str) -> PendingCode | None:
         """Admit the person who was given `code`; None when it is unknown or expired."""

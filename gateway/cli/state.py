@@ -73,6 +73,13 @@ def with_store(handler: Callable[[Config, Any, argparse.Namespace], Awaitable[in
     return run
 
 
+def one_line(text: str, limit: int) -> str:
+    """Text from a chat (a name, a command with its script) as one line of at most `limit` characters,
+    without control characters: a listing line cannot be broken, faked or recoloured by it."""
+    line = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
 def check_command(command: str) -> int:
     from agent.command_guard import classify
 
@@ -96,7 +103,9 @@ async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
         when = datetime.fromtimestamp(rule["created_at"]).strftime("%Y-%m-%d %H:%M")
         scope = {"user": f"user {rule['platform']}:{rule['user_id']}", "chat": f"chat {rule['platform']}:"
                  f"{rule['chat_id']}"}.get(rule["scope"], "everyone")
-        print(f"{rule['id']:>4}  {rule['kind']:<8} {when}  for {scope}, by {rule['created_by']}: {rule['subject']}")
+        where = {"sandbox": "in the sandbox", "unconfined": "UNCONFINED"}.get(rule["confinement"], "")
+        print(f"{rule['id']:>4}  {rule['kind']:<10} {where:<14} {when}  for {scope}, by "
+              f"{one_line(rule['created_by'], 40)}: {one_line(rule['subject'], 200)}")
     return 0
 
 
@@ -107,10 +116,11 @@ async def pair(config: Config, store: Any, args: argparse.Namespace) -> int:
     if args.action == "approve":
         admitted = await pairing.approve(args.platform, args.code)
         if admitted is None:
-            print(f"no pending {args.platform} code {args.code.upper()} (wrong, or expired after an hour)",
-                  file=sys.stderr)
+            print(f"no pending {args.platform} code {one_line(args.code.upper(), 20)} (wrong, expired after an hour, "
+                  "or replaced: the person gets a new one by writing again)", file=sys.stderr)
             return 1
-        print(f"approved {admitted.user_name or admitted.user_id} ({args.platform} user {admitted.user_id})")
+        print(f"approved {one_line(admitted.user_name or admitted.user_id, 60)} ({args.platform} user "
+              f"{admitted.user_id})")
     elif args.action == "revoke":
         if not await pairing.revoke(args.platform, args.user_id):
             print(f"{args.platform} user {args.user_id} was not approved", file=sys.stderr)
@@ -119,9 +129,11 @@ async def pair(config: Config, store: Any, args: argparse.Namespace) -> int:
     else:
         for code in await pairing.pending():
             left = (code.expires_at - datetime.now().timestamp()) / 60
-            print(f"pending   {code.platform:<9} {code.code}  {code.user_name} ({code.user_id}), {left:.0f} min left")
+            print(f"pending   {code.platform:<9} {code.code}  {one_line(code.user_name, 40)} ({code.user_id}), "
+                  f"{left:.0f} min left")
         for platform, user_id, name, when in await pairing.approved():
-            print(f"approved  {platform:<9} {user_id}  {name}  since {datetime.fromtimestamp(when):%Y-%m-%d %H:%M}")
+            print(f"approved  {platform:<9} {user_id}  {one_line(name, 40)}  since "
+                  f"{datetime.fromtimestamp(when):%Y-%m-%d %H:%M}")
     return 0
 
 

@@ -3,7 +3,9 @@
 A person sees and changes only their own jobs (an admin: all of them), sends results only to
 the chat they ask from (an admin: anywhere), and has at most `cron.max_jobs_per_person`. A job
 the agent creates or rewrites (through its `cron` tool) runs later with nobody watching, so a
-person approves it first, seeing its schedule, target and prompt. A job created from a chat
+person approves it first, seeing its schedule, target and prompt; so does every other change the
+agent makes to a job (pause, resume, remove, run now), showing the job. A person's own `/cron`
+command and `chatgate cron` ask nobody. A job created from a chat
 delivers to that chat and thread unless told otherwise. Every change reaches the running
 scheduler at once.
 """
@@ -18,9 +20,16 @@ from gateway.cron.ledger import RunLedger
 from platforms.base import ChatRef
 
 TOOLSET = "cron"  # scheduled runs get every toolset but this one
-Consent = Callable[[str], Awaitable[str | None]]  # what to approve → None (approved) or the refusal
+Consent = Callable[[str, str, str], Awaitable[str | None]]  # (kind, what, why) → None (approved) or the refusal
 CHAT_ACTIONS = ("list", "pause", "resume", "remove", "run")
 TOOL_ACTIONS = ("create", "list", "update", "pause", "resume", "remove", "run")
+UNATTENDED = "a scheduled job runs later, unattended, with the agent's tools"
+WHY = {"update": UNATTENDED,  # what a person is told when the agent wants to act on an existing job
+       "pause": "pausing stops the job's runs until someone resumes it",
+       "resume": "a resumed job runs again on its schedule, unattended, with the agent's tools",
+       "remove": "removing deletes the job for good (its past runs stay in the ledger)",
+       "run": "it runs the job's prompt now, unattended, with the agent's tools, and sends the result to its chat"}
+DONE = {"update": "changed", "pause": "paused", "resume": "resumed", "remove": "removed", "run": "run"}
 
 
 class CronManager:
@@ -54,7 +63,7 @@ class CronManager:
             if not admin and len(await self.jobs.list(owner=owner)) >= self.max_jobs:
                 raise CronError(f"you have {self.max_jobs} jobs already (cron.max_jobs_per_person); remove one first")
             if consent is not None:
-                refusal = await consent(_job_text("create", fields, format_target(chat)))
+                refusal = await consent("job", _job_text("create", fields, format_target(chat)), UNATTENDED)
                 if refusal:
                     return f"{refusal}\nThe job was NOT created."
             return await self._create(platform, user_id, chat, session_key, fields)
@@ -63,13 +72,18 @@ class CronManager:
         if not ref:
             raise CronError(f"say which job to {action}: its number or name")
         job = await self.jobs.find(str(ref), owner=owner)
+        if action == "update" and not any(v is not None for v in fields.values()):
+            raise CronError("nothing to change: give name, prompt, schedule, timezone, deliver_to, missed or model")
+        if consent is not None:  # the agent acts on a job that runs unattended: a person says yes, seeing it
+            what = _job_text(f"change job #{job.id} to", fields, job.target) + f"\n\nthe job now: {job.describe()}" \
+                if action == "update" else _job_text(f"{action} job #{job.id}", _fields(job), job.target)
+            refusal = await consent("job_change", what, WHY[action])
+            if refusal:
+                return f"{refusal}\nThe job was NOT {DONE[action]}."
+            now = await self.jobs.find(str(job.id), owner=owner)
+            if (_fields(now), now.target) != (_fields(job), job.target):  # what was approved is what is done
+                raise CronError(f"job #{job.id} changed while the approval was asked; it was NOT {DONE[action]}")
         if action == "update":
-            if not any(v is not None for v in fields.values()):
-                raise CronError("nothing to change: give name, prompt, schedule, timezone, deliver_to, missed or model")
-            if consent is not None and any(fields.get(k) for k in ("prompt", "schedule", "deliver_to")):
-                refusal = await consent(_job_text(f"change job #{job.id} {job.name}", fields, job.target))
-                if refusal:
-                    return f"{refusal}\nThe job was NOT changed."
             changed = await self.jobs.update(job.id, name=fields.get("name"), prompt=fields.get("prompt"),
                                              schedule=fields.get("schedule"), timezone=fields.get("timezone"),
                                              target=fields.get("deliver_to"), missed_policy=fields.get("missed"),
@@ -129,11 +143,10 @@ class CronManager:
         async def cron(ctx: ToolContext, action: str, job: str | int | None = None, **fields: Any) -> str:
             chat = ChatRef(ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
 
-            async def consent(subject: str) -> str | None:  # a job runs later, unattended: a person says yes
+            async def consent(kind: str, subject: str, why: str) -> str | None:  # a person says yes
                 if ctx.approvals is None:
                     return "refused: a scheduled job needs a person's approval and nobody can approve here."
-                outcome = await ctx.approvals.request(ctx, ApprovalRequest(
-                    "job", subject, ("a scheduled job runs later, unattended, with the agent's tools",)))
+                outcome = await ctx.approvals.request(ctx, ApprovalRequest(kind, subject, (why,)))
                 return None if outcome.approved else outcome.message
 
             return await self.act(action, platform=ctx.platform, user_id=ctx.user_id, chat=chat,
@@ -173,6 +186,12 @@ def _job_text(what: str, fields: dict[str, Any], target: str) -> str:
     if fields.get("prompt"):
         lines += ["prompt:", str(fields["prompt"])]
     return "\n".join(lines)
+
+
+def _fields(job: Job) -> dict[str, Any]:
+    """A job as the fields `_job_text` shows."""
+    return {"name": job.name, "schedule": job.schedule, "timezone": job.timezone, "model": job.model,
+            "prompt": job.prompt}
 
 
 def describe_jobs(jobs: list[Job]) -> str:

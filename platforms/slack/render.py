@@ -30,6 +30,15 @@ def _link(href: str, label: str) -> str:
     return f"<{url}|{label}>" if label and label != escape(href) else f"<{url}>"
 
 
+def _pre(body: str, _lang: str) -> str:
+    """A fenced block. Slack has no longer fence and no escape inside one, so a run of backticks in
+    the body is broken with zero-width spaces: it cannot close the block early and let what follows
+    pose as the message's own text (an approval prompt's command, say)."""
+    while "``" in body:
+        body = body.replace("``", "`\u200b`")
+    return f"```\n{body}\n```"
+
+
 def _quote(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
 
@@ -41,7 +50,7 @@ MRKDWN = Dialect(
     strike=lambda text: f"~{text}~",
     code=lambda text: f"`{text}`",
     link=_link,
-    pre=lambda body, _lang: f"```\n{body}\n```",
+    pre=_pre,
     quote=_quote,
 )
 
