@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agent.learning_tools import SEVERAL_PEOPLE
 from agent.tools import Tool, ToolContext
 
 
@@ -24,11 +25,14 @@ async def session_search(ctx: ToolContext, query: str, limit: int = 5) -> str:
         return "error: conversation search is not available here"
     hits = await ctx.transcripts.search(query, platform=ctx.platform, user_id=ctx.user_id,
                                         limit=max(1, min(int(limit), 20)))
+    shared = bool(ctx.extras.get(SEVERAL_PEOPLE))  # the gateway lends a search of this conversation only
     if not hits:
-        return f"No past messages match {query!r}."
+        return f"No {'earlier messages of this conversation' if shared else 'past messages'} match {query!r}."
     lines = [f"- session {h.session_id}, {datetime.fromtimestamp(h.created_at, timezone.utc):%Y-%m-%d %H:%M} UTC,"
              f" {h.role}: {h.snippet}" for h in hits]
-    return "Matches from your past conversations:\n" + "\n".join(lines)
+    where = ("this conversation (several people's words drive this run, so only what they share is searched)"
+             if shared else "your past conversations")
+    return f"Matches from {where}:\n" + "\n".join(lines)
 
 
 BUILTIN_TOOLS = (

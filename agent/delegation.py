@@ -3,9 +3,12 @@
 Each child starts with a fresh context (its task, and what the parent chose to tell it), a
 toolset no wider than the parent's (narrowed further to the toolsets the parent names), and the
 parent's ports: its approvals are asked in the parent's chat, its side-effecting calls are
-journalled with the parent's turn, files it hands over go out with the parent's reply. Children
-run at most `max_concurrent` at a time and `max_iterations` steps each; a child at `max_depth`
-is a leaf and cannot delegate. Cancelling the parent's turn (`/stop`) cancels its children. Each
+journalled with the parent's turn, files it hands over go out with the parent's reply. Each
+child takes at most `max_iterations` steps; a child at `max_depth` is a leaf and cannot delegate.
+At most `max_concurrent` subagents of one person work at once, over all the calls of all their
+turns (the rest wait for a place; a subagent that waits for its own children gives its place back
+meanwhile), and one turn starts at most `max_per_turn` in all, at every depth: a task beyond that
+is refused in the tool's result. Cancelling the parent's turn (`/stop`) cancels its children. Each
 child's transcript goes to the `SubagentLog` the gateway lends, linked to the parent's turn;
 the parent gets one summary per task back.
 """
@@ -26,6 +29,8 @@ log = logging.getLogger(__name__)
 
 NAME = "delegate_task"
 DEPTH = "delegation_depth"  # ToolContext.extras: how deep in delegation this run is (the main agent: 0)
+SEAT = "delegation_seat"  # ToolContext.extras: a subagent's place among its person's working subagents
+TURN = "delegation_turn"  # ToolContext.extras: what a turn's calls share (`_Turn`), copied to its subagents
 MAX_TASKS = 10
 SUMMARY_CHARS = 4000
 SUBAGENT_IDENTITY = (
@@ -46,8 +51,49 @@ class SubagentLog(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_concurrent: int = 3
+    max_concurrent: int = 3  # subagents of one person working at once
     max_depth: int = 2
+    max_per_turn: int = 20  # subagents one turn starts in all
+
+
+class _Places:
+    """One person's places for working subagents, shared by all their turns while any of them delegates."""
+
+    def __init__(self, size: int) -> None:
+        self.free = asyncio.Semaphore(size)
+        self.users = 0  # delegate_task calls using these places now
+
+
+class _Seat:
+    """A subagent's place: held while it works, given back while it waits for subagents of its own."""
+
+    def __init__(self, places: _Places) -> None:
+        self.places = places
+        self.held = False
+
+    async def take(self) -> None:
+        await self.places.free.acquire()
+        self.held = True
+
+    def give_back(self) -> None:
+        if self.held:
+            self.held = False
+            self.places.free.release()
+
+    async def __aenter__(self) -> "_Seat":
+        await self.take()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.give_back()
+
+
+@dataclass(slots=True)
+class _Turn:
+    """What the calls of one turn (and of its subagents) share: whose places they use, how many started."""
+
+    person: tuple[str, str]  # (platform, user id) the turn acted for at its first call
+    started: int = 0
 
 
 class Delegation:
@@ -55,13 +101,15 @@ class Delegation:
         self.agent = agent  # the children's agent: SUBAGENT_IDENTITY, delegation.max_iterations
         self.log = log_
         self.limits = limits
+        self._places: dict[tuple[str, str], _Places] = {}  # per (platform, user id), while in use
 
     def tool(self) -> Tool:
         return Tool(
             NAME,
             "Hand independent pieces of work to subagents that run in parallel, each with a fresh context and "
             f"your tools (or only the toolsets you name). Up to {MAX_TASKS} tasks; {self.limits.max_concurrent} "
-            "run at a time. Each gets only its task and the context you write, so say everything it needs. You "
+            f"run at a time, at most {self.limits.max_per_turn} per turn in all. Each gets only its task and the "
+            "context you write, so say everything it needs. You "
             "get back one report per task. Use it for parallel research or independent subtasks, not for one "
             "quick step.",
             {"type": "object", "properties": {
@@ -84,8 +132,26 @@ class Delegation:
         depth = int(ctx.extras.get(DEPTH, 0)) + 1
         if depth > self.limits.max_depth or ctx.tools is None:
             return "error: a subagent at the deepest level cannot delegate further; do the work yourself"
-        gate = asyncio.Semaphore(self.limits.max_concurrent)
-        reports = await asyncio.gather(*(self._child(ctx, t, depth, gate) for t in tasks))
+        turn = ctx.extras.setdefault(TURN, _Turn((ctx.platform, ctx.user_id)))  # (in the turn's own extras)
+        granted = max(0, min(len(tasks), self.limits.max_per_turn - turn.started))
+        turn.started += granted
+        key = turn.person
+        places = self._places.get(key) or self._places.setdefault(key, _Places(self.limits.max_concurrent))
+        places.users += 1
+        seat = ctx.extras.get(SEAT)  # a subagent delegating: its place is free while its children work
+        if isinstance(seat, _Seat):
+            seat.give_back()
+        try:
+            reports = await asyncio.gather(*(self._child(ctx, t, depth, places) for t in tasks[:granted]))
+        finally:
+            places.users -= 1
+            if places.users == 0 and self._places.get(key) is places:
+                del self._places[key]
+        if isinstance(seat, _Seat):
+            await seat.take()
+        refused = (f"status: refused\nnot started: this turn has started {self.limits.max_per_turn} subagents "
+                   "already, as many as delegation.max_children_per_turn allows; do this part yourself")
+        reports = [*reports, *[refused] * (len(tasks) - granted)]
         return "\n\n".join(f"## Task {n}: {t['task'][:200]}\n{report}"
                            for n, (t, report) in enumerate(zip(tasks, reports), 1))
 
@@ -98,17 +164,17 @@ class Delegation:
             allowed.discard(NAME)
         return ToolScope(parent.registry, frozenset(allowed))
 
-    async def _child(self, ctx: ToolContext, spec: dict[str, Any], depth: int, gate: asyncio.Semaphore) -> str:
+    async def _child(self, ctx: ToolContext, spec: dict[str, Any], depth: int, places: _Places) -> str:
         task = spec["task"].strip()
         context = str(spec.get("context") or "").strip()
-        async with gate:
+        async with _Seat(places) as seat:
             run_id = await self.log.started(ctx, task, depth)
             assert ctx.tools is not None
             scope = self._scope(ctx.tools, spec.get("toolsets"), depth)
             shown = task if len(task) <= 120 else task[:119] + "…"
             child = replace(ctx, approvals=AskingFor(ctx.approvals, f"asked by a subagent working on: {shown}")
                             if ctx.approvals else None,
-                            extras={**ctx.extras, DEPTH: depth}, tools=None)
+                            extras={**ctx.extras, DEPTH: depth, SEAT: seat}, tools=None)
             record: list[dict[str, Any]] = []
             state, report = "failed", ""
             try:

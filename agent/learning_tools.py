@@ -2,6 +2,7 @@
 
 They form the toolset "learning", the only tools a background review may use. Writes carry
 the provenance in `ctx.extras["provenance"]` ("agent" in a conversation, "review" in a review).
+A run on the words of several people (`ctx.extras[SEVERAL_PEOPLE]`) keeps no notes about one person.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from agent.tools import Tool, ToolContext
 
 TOOLSET = "learning"
 SKILL_ACTIONS = ("create", "patch", "edit", "archive", "write_file", "remove_file")
+SEVERAL_PEOPLE = "several_people"  # ToolContext.extras: the run acts on the words of several people
 
 
 Untrusted = Callable[[str, str], bool]  # (platform, user) → their writes wait for an admin
@@ -35,6 +37,9 @@ def _untrusted(ctx: ToolContext, untrusted: Untrusted) -> bool:
 def memory_tool(memory: Memory, untrusted: Untrusted = lambda platform, user: False) -> Tool:
     async def handle(ctx: ToolContext, action: str, target: str, text: str = "", old_text: str = "") -> str:
         try:
+            if target == "user" and ctx.extras.get(SEVERAL_PEOPLE):
+                return ("error: several people spoke in this conversation, so no notes about one of them are kept "
+                        "from it; such notes are kept in a conversation with that person alone")
             if target == "memory" and _untrusted(ctx, untrusted):
                 if action != "add":
                     return ("error: shared notes change only in conversations of an admin; add a note instead "

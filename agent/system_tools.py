@@ -34,21 +34,23 @@ def _redacting(handler: ToolHandler, redact: Redactor) -> ToolHandler:
 
 def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float = 60.0,
                  output_limit: int = 16_000, sandbox: Sandbox | None = None,
-                 protected: Sequence[Path] = ()) -> list[Tool]:
+                 protected: Sequence[Path] = (), unconfined: str = "allowlist") -> list[Tool]:
     """The "system" toolset: `terminal`, `read_file`, `write_file`, `patch_file`, `send_file`, rooted at `workspace`.
 
     `secrets` are values (API keys, bot tokens) that must never reach the model: environment
     variables containing one are not passed to commands, and every result has them as ``***``.
     Values shorter than MIN_SECRET_LEN characters are ignored. Commands run in `sandbox`
     (default: bubblewrap where it works, see `agent.sandbox`); without one, a command that names
-    a `protected` folder (chatgate's home), or leaves the workspace with `..` into it, asks first.
+    a `protected` folder (chatgate's home), or leaves the workspace with `..` into it, asks first;
+    so does any other command not on the read-only list (`agent.readonly_commands`), unless
+    `unconfined` is "classifier" (then whatever the classifier calls safe runs unasked).
     """
     workspace = Path(workspace).expanduser().absolute()
     redact = Redactor(secrets)
     sandbox = sandbox if sandbox is not None else Sandbox()
     shell = Shell(workspace, redact, tuple(secrets), float(timeout), int(output_limit), sandbox)
     protected = tuple(Path(os.path.realpath(p)) for p in protected)
-    files = Files(workspace, int(output_limit), redact)
+    files = Files(workspace, int(output_limit), redact, protected)
     cap = int(max(MAX_TIMEOUT, timeout))
     tools = [
         Tool("terminal",
@@ -60,7 +62,10 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
              f"person's approval (if refused, the result says the command was NOT run); some are never run. "
              f"Commands run in a sandbox when one is available: only the workspace can be written, there is "
              f"no network and no access to the user's home; if a command needs those, run it again with "
-             f"outside_sandbox=true, which always asks a person first.",
+             f"outside_sandbox=true, which always asks a person first."
+             + (" Where there is no sandbox, only simple read-only commands on workspace files (ls, cat, head, "
+                "tail, wc, grep, find, sort, git status/diff/log) run without asking." if unconfined == "allowlist"
+                else ""),
              {"type": "object", "required": ["command"],
               "properties": {
                   "command": {"type": "string", "description": "the command line, run by bash"},
@@ -68,7 +73,7 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
                               "description": f"seconds before the command is killed (default {timeout:g})"},
                   "outside_sandbox": {"type": "boolean",
                                       "description": "run it outside the sandbox (asks a person first)"}}},
-             terminal_tool(shell, protected), TOOLSET, side_effects=True),
+             terminal_tool(shell, protected, unconfined), TOOLSET, side_effects=True),
         Tool("read_file",
              "Read a text file, as numbered lines ('     1<TAB>text'). Paths are relative to the workspace; "
              "a path outside it needs a person's approval. Long files come in pages: the result then ends "
@@ -103,8 +108,9 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
              patch_file_tool(files), TOOLSET, side_effects=True),
         Tool("send_file",
              "Send a file to the person you are talking to (a report, an image, an archive you made); it "
-             "arrives right after your reply. Paths are relative to the workspace; a file outside it needs a "
-             "person's approval.",
+             "arrives right after your reply, as it is when you call this (a copy is taken now). At most 50 MB "
+             "and 10 files per reply; a regular file only, not through a symbolic link. Paths are relative to "
+             "the workspace; a file outside it needs a person's approval.",
              {"type": "object", "required": ["path"],
               "properties": {"path": {"type": "string", "description": "file path, relative to the workspace"}}},
              send_file_tool(files), TOOLSET),

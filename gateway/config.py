@@ -124,7 +124,8 @@ class AgentConfig(Section):
 
 class DelegationConfig(Section):
     enabled: bool = True  # the delegate_task tool: subagents working side by side
-    max_concurrent: int = setting(3, ge=1, le=16)  # children of one call running at a time
+    max_concurrent: int = setting(3, ge=1, le=16)  # subagents of one person working at once (all their turns)
+    max_children_per_turn: int = setting(20, ge=1, le=500)  # subagents one turn may start in all (any depth)
     max_iterations: int = setting(50, ge=1, le=500)  # steps each child may take
     max_depth: int = setting(2, ge=1, le=5)  # children at this depth cannot delegate further
 
@@ -153,6 +154,7 @@ class CompressionConfig(Section):
 
 class GoalsConfig(Section):
     max_turns: int = setting(20, ge=1, le=500)  # turns a /goal may take before it stops (/goal resume: as many more)
+    max_resumes_per_day: int = setting(10, ge=0, le=1000)  # /goal resume giving more turns, per person per 24 h
 
 
 class ReviewConfig(Section):
@@ -230,10 +232,39 @@ class Config(Section):
     trajectories: TrajectoriesConfig = TrajectoriesConfig()
 
     _home: Path = field(default_factory=lambda: default_home(), init=False, repr=False)
+    _file: Path | None = field(default=None, init=False, repr=False)  # the one named with --config
 
     @property
     def home(self) -> Path:
         return self._home
+
+    @property
+    def file(self) -> Path:
+        """The config file: the one named with `--config`, else `$CHATGATE_HOME/config.yaml`."""
+        return (self._file or self._home / "config.yaml").absolute()
+
+    def private_paths(self) -> list[Path]:
+        """What the agent's commands must neither see nor reach (resolved): the home, and the config
+        file's folder — or only the file, when that folder holds the workspace or is shared with the
+        rest of the system (`/`, `/etc`, `/usr/...`, the user's home)."""
+        home, file = Path(os.path.realpath(self._home)), Path(os.path.realpath(self.file))
+        if file.is_relative_to(home):
+            return [home]
+        folder, workspace = file.parent, Path(os.path.realpath(self.workspace))
+        shared = len(folder.parts) <= 2 or folder.is_relative_to("/usr") or folder == Path.home().resolve() \
+            or workspace.is_relative_to(folder)
+        return [home, file if shared else folder]
+
+    def workspace_problem(self) -> str | None:
+        """Why the agent cannot work in the workspace (it holds chatgate's state or its config file:
+        the file tools would reach both unasked), or None."""
+        workspace = Path(os.path.realpath(self.workspace))
+        for what, path in (("chatgate's state (CHATGATE_HOME={})", self._home), ("the config file {}", self.file)):
+            if Path(os.path.realpath(path)).is_relative_to(workspace):
+                return (f"agent.workspace {workspace} contains {what.format(os.path.realpath(path))}, which the "
+                        "agent's tools would then reach unasked; choose a folder of its own "
+                        "(the default is $CHATGATE_HOME/workspace)")
+        return None
 
     @property
     def db_path(self) -> Path:
@@ -338,4 +369,5 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
     except Invalid as exc:
         raise ConfigError(_describe(exc, str(file), sources)) from None
     config._home = home
+    config._file = file if path else None
     return config

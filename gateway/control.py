@@ -33,8 +33,8 @@ class Control:
             ended = await r.store.end_session(item.key)
             text = ("Started a new session. The previous conversation is saved and still searchable."
                     if ended is not None else "This is already a fresh session.")
-            if r.goals is not None and await r.goals.clear(item.key) is not None:
-                text += " Its goal was cleared."
+            if r.goals is not None:
+                text += await r.goals.session_reset(item)
             if ended is not None:
                 r.session_ended(ended)
             await r.delivery.reply(item.msg.reply_chat, text, done_inbox_id=item.inbox_id)

@@ -8,6 +8,13 @@ a turn the judge (`agent.goal_judge`, on the auxiliary model) reads what the tur
 verdict, the goal's counters, the notice to the chat and the next turn's row are committed in one
 transaction. A goal whose latest turn finished but was not judged (the gateway stopped in
 between) is judged at the next start, so a goal in progress always carries on.
+
+Who may do what: anyone in the conversation may set a goal, see it and pause it (as anyone may
+`/stop`); only its creator or an admin may add to it (`/subgoal`), resume or clear it (`/new` by
+anyone else pauses it). A turn is nobody's request of the moment: it acts for the least trusted of
+the creator, whoever added criteria and everyone whose messages are in its session
+(`gateway.access.trust`). A resume that gives a goal more turns counts against the person's
+`goals.max_resumes_per_day`.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any, Callable
 
 from agent.goal_judge import Judge, Verdict
 from agent.llm import LLMError
+from gateway.access.trust import ADMIN, Acting, Person, Trust, speakers
 from gateway.delivery import Delivery
 from gateway.sessions import WorkItem
 from gateway.store import OutboxItem, Store, decode_inbound, encode_inbound
@@ -33,6 +41,7 @@ OPEN = ("active", "paused", "exhausted")
 UNFINISHED = ("received", "processing")
 MAX_OBJECTIVE = 2000
 MAX_CRITERIA = 20
+DAY = 86400.0
 
 
 def is_goal_turn(msg: InboundMessage) -> bool:
@@ -58,12 +67,17 @@ class Goal:
     seq: int
     judged: int
     reason: str | None
+    people: tuple[Person, ...] = ()  # whoever added criteria (besides the creator)
 
     @classmethod
     def of(cls, row: sqlite3.Row) -> "Goal":
         return cls(row["id"], row["session_key"], decode_inbound(row["origin"]), row["objective"],
                    json.loads(row["criteria"]), row["state"], row["turns"], row["max_turns"], row["seq"],
-                   row["judged"], row["reason"])
+                   row["judged"], row["reason"], tuple((p, u) for p, u in json.loads(row["people"])))
+
+    @property
+    def creator(self) -> Person:
+        return self.origin.platform, self.origin.user_id
 
     def describe(self) -> str:
         lines = [f"🎯 Goal: {self.objective}"]
@@ -78,21 +92,22 @@ class Goal:
 
 class Goals:
     def __init__(self, store: Store, delivery: Delivery, judge: Judge | None, *, max_turns: int,
-                 dispatch: Callable[[WorkItem], None], spawn: Callable[..., Any]) -> None:
+                 dispatch: Callable[[WorkItem], None], spawn: Callable[..., Any], trust: Trust,
+                 max_resumes_per_day: int = 10) -> None:
         self.spawn = spawn  # a background task the runner keeps (and waits for at stop)
         self.store = store
         self.delivery = delivery
         self.judge = judge
         self.max_turns = max_turns
         self.dispatch = dispatch
+        self.trust = trust
+        self.max_resumes = max_resumes_per_day
 
     # -- the chat commands ----------------------------------------------------------------
 
     async def command(self, name: str, args: str, item: WorkItem) -> str:
         """`/goal [objective|status|pause|resume|clear]` and `/subgoal <criterion>`."""
         key = item.key
-        if name == "subgoal":
-            return await self._add_criterion(key, args)
         word = args.lower()
         if word in ("", "status"):
             goal = await self.latest(key)
@@ -100,12 +115,35 @@ class Goals:
         if word == "pause":
             goal = await self.pause(key, "paused by you")
             return "⏸ Goal paused. /goal resume to go on." if goal else "No goal is running here."
+        if name == "subgoal" or word in ("resume", "clear"):
+            goal = await self.open_goal(key)
+            if goal is not None and not await self.may_steer(goal, item.msg):
+                who = goal.origin.user_name or goal.origin.user_id
+                return (f"Only {who}, who set this goal, or an admin can add to it, resume it or clear it. "
+                        "Anyone here can pause it (/goal pause or /stop).")
+        if name == "subgoal":
+            return await self._add_criterion(key, args, item.msg)
         if word == "resume":
-            return await self._resume(key)
+            return await self._resume(key, item.msg)
         if word == "clear":
             goal = await self._set_state(key, OPEN, "cleared", "cleared by you")
             return "Goal cleared." if goal else "No goal to clear."
         return await self._start(item, args)
+
+    async def may_steer(self, goal: Goal, msg: InboundMessage) -> bool:
+        """Whether the author of `msg` may add to, resume or clear `goal`: its creator or an admin."""
+        return (msg.platform, msg.user_id) == goal.creator or await self.trust.rank(msg.platform, msg.user_id) == ADMIN
+
+    async def session_reset(self, item: WorkItem) -> str:
+        """`/new`: the session's goal is cleared — or, asked by someone who may not clear it, paused."""
+        goal = await self.open_goal(item.key)
+        if goal is None:
+            return ""
+        if await self.may_steer(goal, item.msg):
+            return " Its goal was cleared." if await self.clear(item.key) is not None else ""
+        paused = await self.pause(item.key, "the session was reset") is not None
+        return (" Its goal stays" + (" (paused)" if paused else "") +
+                ": only the person who set it or an admin can resume or clear it.")
 
     async def _start(self, item: WorkItem, objective: str) -> str:
         if self.judge is None:
@@ -131,7 +169,7 @@ class Goals:
                 "each turn a judge checks whether it is reached. /goal status shows where it stands, /subgoal "
                 "adds a criterion, /stop or /goal pause stops it.")
 
-    async def _add_criterion(self, key: str, criterion: str) -> str:
+    async def _add_criterion(self, key: str, criterion: str, msg: InboundMessage) -> str:
         if not criterion:
             return "Say what must also hold: /subgoal <criterion>."
         goal = await self.open_goal(key)
@@ -140,26 +178,41 @@ class Goals:
         if len(goal.criteria) >= MAX_CRITERIA:
             return f"This goal already has {MAX_CRITERIA} criteria."
         criteria = [*goal.criteria, criterion[:MAX_OBJECTIVE]]
-        await self.store.write(lambda db: db.execute("UPDATE goals SET criteria = ?, updated_at = ? WHERE id = ?",
-                                                     (json.dumps(criteria), time.time(), goal.id)).rowcount,
-                               single=True)
+        people = list(dict.fromkeys([*goal.people, (msg.platform, msg.user_id)]))
+        await self.store.write(lambda db: db.execute(
+            "UPDATE goals SET criteria = ?, people = ?, updated_at = ? WHERE id = ?",
+            (json.dumps(criteria), json.dumps(people), time.time(), goal.id)).rowcount, single=True)
         return f"Added to the goal: {criterion}. The judge now checks {len(criteria)} criteria besides the objective."
 
-    async def _resume(self, key: str) -> str:
+    async def _resume(self, key: str, msg: InboundMessage) -> str:
         goal = await self.open_goal(key)
         if goal is None or goal.state == "active":
             return "No paused goal here." if goal is None else "The goal is already running."
-        max_turns = goal.max_turns + self.max_turns if goal.state == "exhausted" else goal.max_turns
+        more = goal.state == "exhausted"  # (a paused goal goes on within the turns it had)
+        max_turns = goal.max_turns + self.max_turns if more else goal.max_turns
         pending = await self._row_state(goal, goal.seq) in UNFINISHED  # its next turn still waits in the queue
         seq = goal.seq if pending else goal.seq + 1
         resumed = replace(goal, state="active", max_turns=max_turns, seq=seq)
 
-        def resume(db: sqlite3.Connection) -> WorkItem | None:
+        def resume(db: sqlite3.Connection) -> WorkItem | None | bool:
+            now = time.time()
+            if more:
+                db.execute("DELETE FROM goal_resumes WHERE at < ?", (now - DAY,))
+                done = db.execute("SELECT count(*) FROM goal_resumes WHERE platform = ? AND user_id = ?",
+                                  (msg.platform, msg.user_id)).fetchone()[0]
+                if done >= self.max_resumes:
+                    return False
+                db.execute("INSERT INTO goal_resumes (goal_id, platform, user_id, at) VALUES (?, ?, ?, ?)",
+                           (goal.id, msg.platform, msg.user_id, now))
             db.execute("UPDATE goals SET state = 'active', max_turns = ?, seq = ?, judged = ?, updated_at = ?"
-                             " WHERE id = ?", (max_turns, seq, seq - 1, time.time(), goal.id))
+                       " WHERE id = ?", (max_turns, seq, seq - 1, now, goal.id))
             return None if pending else self._insert_turn(db, resumed, seq, self._next_text(resumed, None))
 
-        self._dispatch(await self.store.write(resume))
+        turn = await self.store.write(resume)
+        if turn is False:
+            return (f"You have given goals more turns {self.max_resumes} time(s) in the last 24 hours, as many as "
+                    "goals.max_resumes_per_day allows; try again later, or /goal clear this one.")
+        self._dispatch(turn if isinstance(turn, WorkItem) else None)
         return f"▶️ Goal resumed (turn {goal.turns} of {max_turns} so far)."
 
     async def pause(self, key: str, why: str) -> Goal | None:
@@ -203,6 +256,13 @@ class Goals:
         return row["state"] if row else None
 
     # -- the turns ------------------------------------------------------------------------
+
+    async def acting_for(self, msg: InboundMessage, session_id: int) -> Acting | None:
+        """Whom a goal turn acts for: the least trusted of the goal's creator, whoever added criteria and
+        everyone whose messages are in the session the turn reads (see `gateway.access.trust`)."""
+        goal = await self._get(_turn_of(msg)[0])
+        shaped = [goal.creator, *goal.people] if goal is not None else [(msg.platform, msg.user_id)]
+        return await self.trust.acting_for([*shaped, *await speakers(self.store, session_id)])
 
     async def turn_starting(self, item: WorkItem) -> bool:
         """Whether a goal turn that comes up in its session's queue should run (its goal still active,

@@ -33,6 +33,7 @@ from agent.system_tools import system_tools
 from agent.tools import Tool, ToolRegistry
 from gateway.access.pairing import Pairing
 from gateway.access.policy import TRUSTED_PLATFORMS, is_admin
+from gateway.access.trust import Trust
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.approvals import Approvals
 from gateway.commands import COMMANDS
@@ -45,7 +46,7 @@ from gateway.cron.manage import CronManager
 from gateway.cron.runs import CronRuns
 from gateway.cron.timers import CronTimers
 from gateway.delivery import Delivery
-from gateway.files import prune_files
+from gateway.files import OUTGOING, prune_files
 from gateway.goals import Goals
 from gateway.inbound import Inbound
 from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
@@ -116,10 +117,13 @@ class GatewayRunner:
             return
         if not self.adapters:
             raise RuntimeError("no platform is enabled: enable platforms.webchat or configure a chat platform")
+        if problem := self.config.workspace_problem():
+            raise RuntimeError(problem)
         self.state = "starting"
         cfg = self.config
         self.store = await Store.open(cfg.db_path, durability=cfg.gateway.durability)
         self.pairing = Pairing(self.store)
+        trust = Trust(cfg.access, self.pairing)  # whom goal turns and reviews act for
         self.usage = UsageLedger(self.store)
         if cfg.llm.configured:
             self.llm = self._client(LLMSettings(
@@ -143,15 +147,16 @@ class GatewayRunner:
                 and not admin(platform, user) and platform != "cron"
 
         self.sandbox = Sandbox(cfg.agent.sandbox.mode, network=cfg.agent.sandbox.network == "on",
-                               hidden=[cfg.home, Path.home()])
+                               hidden=[*cfg.private_paths(), Path.home()])
         self.tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
                                                                  timeout=cfg.agent.command_timeout_seconds,
-                                                                 sandbox=self.sandbox, protected=[cfg.home]),
+                                                                 sandbox=self.sandbox, protected=cfg.private_paths(),
+                                                                 unconfined=cfg.agent.sandbox.unconfined),
                                    self.cron.tool(), *learning_tools(self.memory, self.skills, untrusted),
                                    *await self._delegation()])
         self.delivery = Delivery(self.store, self.adapters, self.metrics)
         self.learning = Learning(self.store, self.memory, self.skills, self.tools, review_agent=self._review_agent(),
-                                 delivery=self.delivery, memory_every=cfg.review.memory_every_turns,
+                                 delivery=self.delivery, trust=trust, memory_every=cfg.review.memory_every_turns,
                                  skill_every=cfg.review.skill_every_iterations,
                                  max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify,
                                  after_pause=cfg.review.after_pause_seconds)
@@ -190,7 +195,8 @@ class GatewayRunner:
         self.button_handlers[APPROVAL_PREFIX] = self.approvals.on_button
         secrets = cfg.secrets()
         self.goals = Goals(self.store, self.delivery, Judge(self.auxiliary) if self.auxiliary else None,
-                           max_turns=cfg.goals.max_turns, dispatch=self._queue_goal_turn, spawn=self.spawn)
+                           max_turns=cfg.goals.max_turns, dispatch=self._queue_goal_turn, spawn=self.spawn,
+                           trust=trust, max_resumes_per_day=cfg.goals.max_resumes_per_day)
         self.turns = Turns(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
                            metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
                            approvals=self.approvals, learning=self.learning, adapters=self.adapters,
@@ -227,6 +233,14 @@ class GatewayRunner:
     async def _report_sandbox(self) -> None:
         if await self.sandbox.ready() or self.sandbox.mode == "off":  # (a failure is warned about where found)
             log.info("tool sandbox: %s", self.sandbox.describe())
+        if self.config.agent.sandbox.unconfined == "classifier":  # the operator's explicit opt-in: say what it costs
+            log.warning("agent.sandbox.unconfined: classifier — %s any command the classifier calls safe runs "
+                        "WITHOUT asking, with chatgate's own rights (its config, tokens, database, network). The "
+                        "classifier only knows dangers by name and misses programs that run others (awk system(), "
+                        "sed e, find -fprintf, git -c, tar --to-command, ssh -o ProxyCommand, …). The default "
+                        "(allowlist) asks for everything but a short list of read-only commands on workspace files.",
+                        "there is no sandbox here, so" if not await self.sandbox.ready()
+                        else "bubblewrap works now; if it does not,")
 
     async def _resume(self) -> None:
         """Dispatch what an earlier run accepted but did not finish, then what arrived while starting.
@@ -346,7 +360,7 @@ class GatewayRunner:
         await runs.interrupted()
         children = Agent(self.llm, identity=SUBAGENT_IDENTITY, max_iterations=cfg.max_iterations,
                          compressor=self._compressor())
-        return [Delegation(children, runs, Limits(cfg.max_concurrent, cfg.max_depth)).tool()]
+        return [Delegation(children, runs, Limits(cfg.max_concurrent, cfg.max_depth, cfg.max_children_per_turn)).tool()]
 
     def _compressor(self) -> Compressor | None:
         """Context compression on the auxiliary model (`compression.*`, `llm.context_window`)."""
@@ -384,9 +398,9 @@ class GatewayRunner:
         return Agent(llm, identity=REVIEW_IDENTITY, max_iterations=review.max_iterations)
 
     async def _prune_files(self) -> None:
-        files = self.config.home / "files"
-        if files.is_dir():  # (no worker thread for nothing to do)
-            await asyncio.to_thread(prune_files, files, time.time() - self.config.gateway.retention_days * 86400)
+        for files in (self.config.home / "files", self.config.home / OUTGOING):  # received, and copies to send
+            if files.is_dir():  # (no worker thread for nothing to do)
+                await asyncio.to_thread(prune_files, files, time.time() - self.config.gateway.retention_days * 86400)
 
     def _jobs_changed(self) -> None:
         if self.cron_timers is not None:

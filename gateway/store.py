@@ -42,7 +42,7 @@ class OutboxItem:
     id: int | None = None
     sent_ids: list[str] = field(default_factory=list)
     attempts: int = 0
-    files: list[str] = field(default_factory=list)  # paths sent after the text
+    files: list[dict[str, str]] = field(default_factory=list)  # captured copies sent after the text (gateway.files)
 
     def payload(self) -> str:
         return json.dumps({"text": self.text, "buttons": self.buttons, "reply_to": self.reply_to,
@@ -393,13 +393,14 @@ class Store:
 
         `status` (ok | cancelled | failed) is the transcript's: only `ok` messages are replayed to
         the model. The inbox rows become done, cancelled or failed accordingly, or `inbox_state`.
-        `also`: more statements for the same transaction.
+        `also`: more statements for the same transaction. A user message's author is `user_id`, or
+        its own `author_id` (a message another person folded into the turn).
         """
         now = time.time()
         rows = [(session_id, inbox_ids[0] if inbox_ids else None, m["role"], m.get("content") or "",
                  json.dumps(m["tool_calls"]) if m.get("tool_calls") else None, m.get("tool_call_id"),
                  m.get("name"), author.platform if author and m["role"] == "user" else None,
-                 user_id if m["role"] == "user" else None, status, now) for m in messages]
+                 m.get("author_id", user_id) if m["role"] == "user" else None, status, now) for m in messages]
         inbox_state = inbox_state or {"ok": "done"}.get(status, status)
 
         def commit(db: sqlite3.Connection) -> int | None:
@@ -488,17 +489,19 @@ class Store:
 
     # -- search and listings --------------------------------------------------------------
 
-    async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10) -> list[SearchHit]:
-        """Full-text search over transcripts of sessions this user took part in."""
+    async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10,
+                     session_id: int | None = None) -> list[SearchHit]:
+        """Full-text search over transcripts of sessions this user took part in (`session_id`: of that one only)."""
         terms = " ".join('"' + t.replace('"', '""') + '"' for t in query.split() if t)
         if not terms:
             return []
+        among, who = ("= ?", (session_id,)) if session_id is not None else \
+            ("IN (SELECT DISTINCT session_id FROM messages WHERE platform = ? AND user_id = ?)", (platform, user_id))
         rows = await self.fetch_all(
             "SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at"
             " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-            " WHERE messages_fts MATCH ? AND m.role IN ('user', 'assistant')"
-            " AND m.session_id IN (SELECT DISTINCT session_id FROM messages WHERE platform = ? AND user_id = ?)"
-            " ORDER BY rank LIMIT ?", (terms, platform, user_id, limit))
+            f" WHERE messages_fts MATCH ? AND m.role IN ('user', 'assistant') AND m.session_id {among}"
+            " ORDER BY rank LIMIT ?", (terms, *who, limit))
         return [SearchHit(r["session_id"], r["role"], r["snip"], r["created_at"]) for r in rows]
 
     async def session_summary(self, key: str) -> dict[str, Any] | None:

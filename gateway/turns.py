@@ -30,6 +30,7 @@ from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalPort, ToolContext, ToolScope
 from gateway.delivery import Delivery
+from gateway.files import Outgoing, discard
 from gateway.goals import Goals, is_goal_turn
 from gateway.learning.review import Learning, personal_session
 from gateway.ops.metrics import Metrics
@@ -57,6 +58,17 @@ def user_text(msg: InboundMessage) -> str:
         where = f" saved at {a.path}" if a.path else ""
         text += f"\n[attached {a.kind}: {a.name} ({a.mime_type}, {a.size} bytes){where}]"
     return text
+
+
+def authored(record: list[dict[str, Any]], steered_by: list[str]) -> list[dict[str, Any]]:
+    """The turn's messages, each one `steer` folded in marked with its author (`author_id`): a goal's
+    next turn and a review act for everyone whose words they read, so the store keeps who said what."""
+    authors = iter(steered_by)
+    marked = record[:1]
+    for m in record[1:]:
+        who = next(authors, None) if m["role"] == "user" else None
+        marked.append(m if who is None else {**m, "author_id": who})
+    return marked
 
 
 def answers(msg: InboundMessage) -> str | None:
@@ -108,17 +120,6 @@ class _Journal:
 
     async def tool_started(self, name: str, arguments: str) -> None:
         await self.store.inbox_add_effect(self.inbox_id, self.redact(describe_call(name, arguments)))
-
-
-class _Outgoing:
-    """Files the agent hands over during the turn; they go out after its reply."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-
-    def attach(self, path: Path) -> None:
-        if str(path) not in self.paths:
-            self.paths.append(str(path))
 
 
 class Turns:
@@ -193,7 +194,7 @@ class Turns:
             context += f"\n\n{block}" if block else ""
         inbox_ids = [item.inbox_id]
         record: list[dict[str, Any]] = []
-        outgoing = _Outgoing()
+        outgoing = Outgoing(self.files_root.parent)  # files the agent sends: copied under the home
 
         async def first_send(message_id: str) -> None:
             await self.store.inbox_set_draft(item.inbox_id, message_id)
@@ -201,10 +202,17 @@ class Turns:
         preview = self.delivery.stream(chat, reply_to, message_id=item.draft_message_id, on_first_send=first_send)
         preview.begin()
 
+        goals = self.goals if is_goal_turn(msg) else None  # nobody asks for a goal's turn now: it acts for the
+        acting = await goals.acting_for(msg, session_id) if goals is not None else None  # least trusted it reads
+        steered_by: list[str] = []
+
         def steer() -> list[str]:
             taken = list(worker.steered)
             worker.steered.clear()
             inbox_ids.extend(i.inbox_id for i in taken)
+            steered_by.extend(i.msg.user_id for i in taken)
+            for i in taken if goals is not None else ():
+                goals.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)
             return [user_text(i.msg) for i in taken]
 
         ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,
@@ -212,6 +220,8 @@ class Turns:
                           journal=_Journal(self.store, item.inbox_id, self.redact), files=outgoing,
                           extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key,
                                   "inbox_id": item.inbox_id})
+        if goals is not None and acting is not None:
+            goals.trust.apply(ctx, acting, self.store)
         status, outcome, tool_iterations = "ok", "ok", 0
         try:
             async with self.delivery.typing.shown(chat):
@@ -232,10 +242,12 @@ class Turns:
                         del record[1:]  # keep the user's message; drop the unfinished exchange
         except asyncio.CancelledError:
             preview.stop()
+            if outgoing.files:  # nothing of a cancelled turn is sent (a turn run again takes its copies anew)
+                await asyncio.to_thread(discard, outgoing.entries)
             if worker.cancel_reason in ("stop", "interrupt"):
                 note = "⏹ Stopped." if worker.cancel_reason == "stop" else "⏹ Interrupted by a newer message."
-                await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, record, None,
-                                             status="cancelled")
+                await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id,
+                                             authored(record, steered_by), None, status="cancelled")
                 draft = await preview.finish()
                 if draft:
                     await self._mark_draft(msg, draft, note)
@@ -247,12 +259,12 @@ class Turns:
             text, status, outcome = failed_text(exc), "failed", "error"
         preview.stop()  # durability first: the reply is committed before any preview call is waited on
         reply = OutboxItem(chat=chat, text=text or "(The model returned an empty answer.)", reply_to=reply_to,
-                           draft_message_id=preview.message_id, inbox_id=item.inbox_id, files=outgoing.paths)
+                           draft_message_id=preview.message_id, inbox_id=item.inbox_id, files=outgoing.entries)
         count = self.learning.turn_count(session_id, tool_iterations) \
             if self.learning is not None and outcome == "ok" else None
         with self.delivery.finishing(item.inbox_id):  # a flush meanwhile does not send it without the draft
-            await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, record, reply, status=status,
-                                         also=count)
+            await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, authored(record, steered_by),
+                                         reply, status=status, also=count)
             self.metrics.turns.labels(outcome).inc()
             self.metrics.turn_seconds.observe(time.monotonic() - started)
             reply.draft_message_id = await preview.finish()  # a first preview send still in flight lands first

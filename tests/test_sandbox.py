@@ -5,6 +5,7 @@ leave anything running — and the approval it takes to step outside it."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,9 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-def terminal(home: Path, approver: Approver | None = None, **options):
+def terminal(home: Path, approver: Approver | None = None, unconfined: str = "allowlist", **options):
     box = Sandbox(options.pop("mode", "bwrap"), hidden=[home, home.parent / "user"], **options)
-    tool = {t.name: t for t in system_tools(home / "workspace", sandbox=box)}["terminal"]
+    tool = {t.name: t for t in system_tools(home / "workspace", sandbox=box, unconfined=unconfined)}["terminal"]
     ctx = ToolContext(platform="test", chat_id="c", user_id="u", approvals=approver)
 
     async def run(command: str, **arguments) -> str:
@@ -63,7 +64,8 @@ async def test_chatgates_state_the_users_home_and_the_gateways_proc_are_invisibl
     assert "\n.\n..\nworkspace\n" in out  # the state beside the workspace is gone
     assert "environ: 0" in out  # no process it can see has the gateway's environment
     assert int(out.split("processes: ")[1].split()[0]) < 10  # its own few, not the machine's
-    assert "another process's environment" in approver.requests[0].reasons[0]
+    reasons = "\n".join(approver.requests[0].reasons)  # (`cat ../state.db` is a reason of its own)
+    assert "another process's environment" in reasons and "chatgate's own state" in reasons
 
 
 async def test_the_network_is_off_unless_configured(home: Path):
@@ -187,12 +189,19 @@ async def test_without_a_sandbox_running_workspace_code_asks_and_shows_it(home: 
 
 async def test_without_a_sandbox_ordinary_commands_do_not_ask(home: Path):
     (home / "workspace" / "notes.txt").write_text("hello\n")
+    subprocess.run(["git", "init", "-q"], cwd=home / "workspace", check=True)  # (git status: a repo of its own)
     approver = Approver(approved=False)
     run, _ = terminal(home, approver, mode="off")
-    for command in ("ls -la", "cat notes.txt | wc -l", "grep -n hello notes.txt", "python3 -c 'print(1)'",
+    for command in ("ls -la", "cat notes.txt | wc -l", "grep -n hello notes.txt",
                     "git status --short 2>/dev/null; echo done"):
         assert "NOT run" not in await run(command), command
     assert approver.requests == []
+    # a code runner is not a read-only command: without a sandbox it asks, unless the operator opted into
+    # the classifier alone (agent.sandbox.unconfined: classifier), which calls it safe
+    assert "NOT run" in await run("python3 -c 'print(1)'")
+    assert "not on the read-only list" in approver.requests[0].reasons[-1]
+    classifier, _ = terminal(home, approver, unconfined="classifier", mode="off")
+    assert await classifier("python3 -c 'print(1)'") == "exit code 0\n1\n" and len(approver.requests) == 1
 
 
 @pytest.mark.parametrize("command", ["cat ../config.yaml", "sqlite3 ../state.db 'select * from approvals'",
@@ -212,3 +221,20 @@ async def test_without_a_sandbox_the_workspace_by_its_full_path_does_not_ask(hom
     ctx = ToolContext(platform="test", chat_id="c", user_id="u", approvals=approver)
     out = await tool.handler(ctx, command=f"ls {home}/workspace && ls ./src/.. 2>/dev/null; echo fine")
     assert "fine" in out and approver.requests == []
+
+
+@pytest.mark.parametrize("unconfined", ["allowlist", "classifier"])
+@pytest.mark.parametrize("command", ["cat d/config.yaml", "ls d", "cat inner/up/state.db", "cp x d/config.yaml",
+                                     "sh -c 'cat \"d/webchat-token\"'", "tar -cf x.tar d/"])
+async def test_without_a_sandbox_a_link_to_chatgates_home_asks(home: Path, command: str, unconfined: str):
+    """Protected paths are compared after links and `..` are resolved, not as text: `d` -> CHATGATE_HOME."""
+    ws = home / "workspace"
+    (ws / "d").symlink_to(home)
+    (ws / "inner").mkdir()
+    (ws / "inner" / "up").symlink_to("../..")
+    approver = Approver(approved=False)
+    tool = {t.name: t for t in system_tools(ws, sandbox=Sandbox("off"), protected=[home],
+                                            unconfined=unconfined)}["terminal"]
+    out = await tool.handler(ToolContext(platform="test", chat_id="c", user_id="u", approvals=approver),
+                             command=command)
+    assert "NOT run" in out and f"reaches {home}" in approver.requests[0].reasons[0]

@@ -28,8 +28,12 @@ def add_parsers(sub: Any) -> None:
 
 
 async def run(config: Config, _: argparse.Namespace) -> int:
+    from gateway.ops.safety import AS_ROOT, running_as_root
     from gateway.runner import GatewayRunner
 
+    if problem := config.workspace_problem():
+        print(f"chatgate cannot start: {problem}", file=sys.stderr)
+        return 2
     not_dumpable()  # before any secret is read into memory from here on: children cannot read ours
     try:
         runner = GatewayRunner(config)
@@ -48,6 +52,8 @@ async def run(config: Config, _: argparse.Namespace) -> int:
         print(f"chatgate cannot start: {reason}", file=sys.stderr)
         await runner.stop()
         return 1
+    if running_as_root():  # (once it is up: a refusal to start stays one line)
+        log.warning("%s", AS_ROOT)
     print(f"chatgate is running{_where(config, runner)} (Ctrl-C stops)", flush=True)
     loop.call_later(COLLECT_AFTER_START, lambda: collector_on(started=True))
     systemd.notify(f"READY=1\nSTATUS=running with {', '.join(runner.adapters)}")

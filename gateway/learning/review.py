@@ -12,6 +12,10 @@
   the transcript with only the learning tools (the registry refuses any other call), at most
   `review.max_iterations` steps, writing with provenance "review". It is not a session: it has
   no counters and is never reviewed itself.
+* **Whose words.** A review acts for everyone whose messages are in the transcript it reads, not for
+  whoever spoke last: it is trusted only if all of them are (`gateway.access.trust`: as the least
+  trusted, so an untrusted member's shared notes and skills wait for an admin), and with several
+  people in it, it keeps no notes about one person and reads nobody's profile.
 * **When.** A review waits until its conversation pauses (`review.after_pause_seconds` without a
   finished turn, at most `MAX_PAUSE_WAIT`): run beside the next turn, it delayed that reply (the
   slowest replies of a fast conversation were the ones after a review), and a review that waits
@@ -32,6 +36,7 @@ from agent.loop import Agent
 from agent.memory import Memory
 from agent.skills import SkillLibrary
 from agent.tools import ToolContext, ToolRegistry
+from gateway.access.trust import Trust, speakers
 from gateway.delivery import Delivery
 from gateway.store import Store
 from gateway.tasks import finish_or_cancel
@@ -94,9 +99,11 @@ REVIEW_REQUEST = ("Review the conversation above for what to keep in memory{skil
 
 class Learning:
     def __init__(self, store: Store, memory: Memory, skills: SkillLibrary, tools: ToolRegistry, *,
-                 review_agent: Agent | None, delivery: Delivery, memory_every: int = 10, skill_every: int = 10,
-                 max_concurrent: int = 2, notify: bool = False, after_pause: float = 0.0) -> None:
+                 review_agent: Agent | None, delivery: Delivery, trust: Trust, memory_every: int = 10,
+                 skill_every: int = 10, max_concurrent: int = 2, notify: bool = False,
+                 after_pause: float = 0.0) -> None:
         self.store = store
+        self.trust = trust
         self.memory = memory
         self.skills = skills
         self.tools = tools
@@ -174,10 +181,14 @@ class Learning:
             usage_scope.serving("review", session_id, platform, user_id)
             try:
                 history = await self.store.history(session_id)  # the snapshot this review works on
-                known = self.render_block(platform, user_id)
+                # (read after it: its speakers, and any who spoke since; never fewer)
+                acting = await self.trust.acting_for(await speakers(self.store, session_id) or [(platform, user_id)])
+                assert acting is not None
+                known = self.render_block(platform, "" if acting.several else acting.user_id)
                 request = REVIEW_REQUEST.format(skills=" and which skills to write or improve" if skills else "")
-                ctx = ToolContext(platform=platform, chat_id=chat.chat_id, user_id=user_id,
+                ctx = ToolContext(platform=platform, chat_id=chat.chat_id, session_id=session_id,
                                   extras={"provenance": "review"})
+                self.trust.apply(ctx, acting, self.store)
                 result = await self.review_agent.run_turn(history, request, self.tools.scope(toolsets=[TOOLSET]),
                                                           ctx, context=known)
                 self.reviews_done += 1

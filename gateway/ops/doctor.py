@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 
+from agent.endpoint import redacted
 from agent.llm import LLMClient, LLMSettings
+from agent.sandbox import Sandbox
 from gateway.config import Config
+from gateway.ops.safety import safety_report
 from gateway.runner import build_adapters
 from platforms.registry import PlatformUnavailable
 
@@ -33,7 +35,7 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
         line("FAIL", "llm: not configured — set llm.base_url (and llm.api_key) or OPENAI_BASE_URL / OPENAI_API_KEY")
         ok = False
     else:
-        line("info", f"llm: {llm.base_url or 'https://api.openai.com/v1'}, model {llm.model}, "
+        line("info", f"llm: {redacted(llm.base_url or 'https://api.openai.com/v1')}, model {llm.model}, "
                      f"api key {'set' if llm.api_key else 'not set'}")
         client = LLMClient(LLMSettings(model=llm.model, base_url=llm.base_url,
                                        api_key=llm.api_key.get_secret_value() if llm.api_key else None))
@@ -64,13 +66,11 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
         if counts["failed_turns"] or counts["failed_deliveries"]:
             line("warn", f"{counts['failed_turns']} failed turn(s), {counts['failed_deliveries']} undeliverable "
                          "repl(y/ies): chatgate inbox failed")
-    from agent.sandbox import Sandbox
-
     box = Sandbox(config.agent.sandbox.mode, network=config.agent.sandbox.network == "on")
-    works = await asyncio.to_thread(lambda: box.active)
-    line(" ok " if works or box.mode == "off" else ("FAIL" if box.required else "warn"),
-         f"tool sandbox: {box.describe()}")
-    ok = ok and (works or not box.required)
+    await box.ready()
+    for status, text in safety_report(config, box):
+        line(status, text)
+        ok = ok and status != "FAIL"
     try:
         adapters = build_adapters(config)
     except PlatformUnavailable as exc:
