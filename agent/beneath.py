@@ -78,30 +78,31 @@ class Beneath:
             raise Refused(f"{'/'.join(parts)} is {kind}")
         return fd
 
-    def read(self, relative: str, limit: int, refuse: Collection[Identity] = ()) -> bytes:
+    def read(self, relative: str, limit: int, refuse: Collection[Identity] = (), *, alone: bool = False) -> bytes:
         """The whole file, if it is a regular file of at most `limit` bytes and not in `refuse`."""
-        fd = self.open_regular(relative, refuse)
+        fd = self.open_regular(relative, refuse, alone=alone)
         with os.fdopen(fd, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size > limit:
                 raise TooLarge(size)
             return fh.read(limit + 1)
 
-    def open_regular(self, relative: str, refuse: Collection[Identity] = ()) -> int:
+    def open_regular(self, relative: str, refuse: Collection[Identity] = (), *, alone: bool = False) -> int:
         """A read-only descriptor of the regular file `relative`, reached with no link on the way.
 
         A file whose identity is in `refuse` is refused before it is opened for reading: closing any
         descriptor of a file drops every POSIX lock the process holds on it (SQLite's, on its
-        database), and a hard link has the same identity under another name."""
+        database), and a hard link has the same identity under another name. With `alone`, so is a
+        file with any other hard link (where what is chatgate's own is not known)."""
         parts = parts_of(relative)
         if not parts:
             raise Refused(f"{relative or '.'} is a directory")
         with self._folder(parts[:-1], create=False) as folder:
-            return _open_checked(parts[-1], folder, "/".join(parts), refuse)
+            return _open_checked(parts[-1], folder, "/".join(parts), refuse, alone)
 
     def head(self, relative: str, limit: int) -> tuple[bytes, int]:
-        """The first `limit` bytes of a regular file (no link on the way), and its size."""
-        fd = self.open_regular(relative)
+        """The first `limit` bytes of a regular file (no link on the way, no other hard link), and its size."""
+        fd = self.open_regular(relative, alone=True)
         try:
             return os.pread(fd, limit, 0), os.fstat(fd).st_size
         finally:
@@ -143,7 +144,8 @@ class Beneath:
 
     def write(self, relative: str, data: bytes) -> None:
         """Replace (or create) the file with `data`, atomically: a new file beside it, then a rename
-        within the same folder descriptor. Folders on the way are made; the mode is kept."""
+        within the same folder descriptor. Folders on the way are made; the mode is kept, less setuid
+        and setgid (new content under an old owner's rights: the kernel drops them on a write too)."""
         parts = parts_of(relative)
         if not parts:
             raise Refused(". is a directory")
@@ -155,7 +157,7 @@ class Beneath:
                     raise Refused(f"{relative} is a symbolic link; file tools do not follow links")
                 if not stat.S_ISREG(info.st_mode):
                     raise Refused(f"{relative} is not a regular file")
-                mode = stat.S_IMODE(info.st_mode)
+                mode = stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
             except FileNotFoundError:
                 pass
             temp = f".{parts[-1]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
@@ -219,7 +221,7 @@ def copy_bounded(source: int, dest: int, limit: int) -> int:
     return copied
 
 
-def _open_checked(name: str, dir_fd: int, shown: str, refuse: Collection[Identity]) -> int:
+def _open_checked(name: str, dir_fd: int, shown: str, refuse: Collection[Identity], alone: bool = False) -> int:
     """Open `name` in the folder `dir_fd` for reading: a regular file, not a link, not in `refuse`.
     Where the system allows, the file is looked at through an O_PATH handle (which opens nothing)
     and then reopened through that handle, so what is opened is what was checked."""
@@ -230,7 +232,7 @@ def _open_checked(name: str, dir_fd: int, shown: str, refuse: Collection[Identit
             raise _refusal(exc, shown, False) from None
         try:
             seen = os.fstat(handle)
-            _check(seen, shown, refuse)
+            _check(seen, shown, refuse, alone)
             try:
                 fd = os.open(f"/proc/self/fd/{handle}", _READ)
             except FileNotFoundError:  # no /proc: the check and the open below are two steps
@@ -244,7 +246,7 @@ def _open_checked(name: str, dir_fd: int, shown: str, refuse: Collection[Identit
             seen = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError as exc:
             raise _refusal(exc, shown, False) from None
-        _check(seen, shown, refuse)
+        _check(seen, shown, refuse, alone)
         try:
             fd = os.open(name, _READ | os.O_NOFOLLOW, dir_fd=dir_fd)
         except OSError as exc:
@@ -256,7 +258,7 @@ def _open_checked(name: str, dir_fd: int, shown: str, refuse: Collection[Identit
     return fd
 
 
-def _check(info: os.stat_result, shown: str, refuse: Collection[Identity]) -> None:
+def _check(info: os.stat_result, shown: str, refuse: Collection[Identity], alone: bool = False) -> None:
     if stat.S_ISLNK(info.st_mode):
         raise ThroughLink(f"{shown} is a symbolic link; file tools do not follow links (use the real path)")
     if not stat.S_ISREG(info.st_mode):
@@ -265,6 +267,9 @@ def _check(info: os.stat_result, shown: str, refuse: Collection[Identity]) -> No
     if (info.st_dev, info.st_ino) in refuse:
         raise Refused(f"{shown} is one of chatgate's own files (its database, configuration or tokens); "
                       "it is never opened by the file tools")
+    if alone and info.st_nlink > 1:
+        raise Refused(f"{shown} has other hard links (it may be a file from elsewhere, even chatgate's own); "
+                      "it is not opened")
 
 
 class ThroughLink(Refused):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import hashlib
 import os
 import re
 import stat
@@ -19,17 +20,20 @@ from typing import Collection
 from agent.beneath import Beneath, Identity, Refused, TooLarge, identities
 from agent.redaction import Redactor
 from agent.tools import ApprovalRequest, ToolContext, ToolHandler
+from agent.workspace_gate import gate_for
 
 MAX_READ_BYTES = 2_000_000  # read_file and patch_file refuse larger files
 MAX_LINE_CHARS = 2_000  # read_file shortens longer lines
+MAX_DIFF_LINES = 2_000  # a prompt compares at most this many lines (difflib's time grows with their square)
 
-# Inside the workspace too, a write here can make code run later (git hooks and config, direnv,
-# shell rc files, user units, ~/.local/bin) or hand over credentials: it asks, showing the diff.
+# Inside the workspace too, a write here can make code run later (anything of git's own: hooks, config,
+# the pointers `.git` and `commondir` that send git elsewhere; direnv, shell rc files, user units,
+# ~/.local/bin) or hand over credentials: it asks, showing the diff.
 _SENSITIVE = re.compile(
-    r"(^|/)(\.git/(hooks/|config$)|\.gitconfig$|\.gitmodules$|\.envrc$|\.ssh/|\.gnupg/|\.netrc$|\.npmrc$|"
-    r"\.pypirc$|\.docker/config\.json$|\.config/systemd/|\.config/autostart/|\.local/bin/|\.pam_environment$|"
-    r"\.(bash|zsh|ksh|csh|tcsh|mksh)rc$|\.(bash_)?profile$|\.bash_(login|logout)$|\.z(profile|login|logout|env)$|"
-    r"\.config/fish/)")
+    r"(^|/)(\.git(/|$)|\.config/git/|\.bash_aliases$|\.gitconfig$|\.gitmodules$|\.envrc$|\.ssh/|\.gnupg/|"
+    r"\.netrc$|\.npmrc$|\.pypirc$|\.docker/config\.json$|\.config/systemd/|\.config/autostart/|\.local/bin/|"
+    r"\.pam_environment$|\.(bash|zsh|ksh|csh|tcsh|mksh)rc$|\.(bash_)?profile$|\.bash_(login|logout)$|"
+    r"\.z(profile|login|logout|shenv)$|\.config/fish/)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,8 @@ class Files:
         that leads out of the workspace (`..`, a link) needs a person's approval."""
         if not isinstance(path, str) or not path.strip():
             return "error: path must be a non-empty string"
+        if "\0" in path or len(path) > 4096:  # (resolving 100,000 `l/` parts takes a second, on the event loop)
+            return "error: path must not contain NUL characters nor be longer than 4096 characters"
         root = self.root()
         target = Path(os.path.realpath(root / Path(path).expanduser()))
         if target == root or target.is_relative_to(root):  # opened by its real path, beneath the root and
@@ -84,9 +90,8 @@ class Files:
         """A write to a sensitive place inside the workspace asks, showing the change."""
         if target.relative is None or not _SENSITIVE.search(target.relative):
             return None
-        diff = "".join(difflib.unified_diff((old or "").splitlines(keepends=True), new.splitlines(keepends=True),
-                                            f"a/{target.shown}", f"b/{target.shown}"))
-        return await self.ask(ctx, f"write {target.shown}\n{_clip(diff, 3000)}",
+        change = await asyncio.to_thread(_change, old or "", new, target.shown)
+        return await self.ask(ctx, f"write {target.shown}\n{change}",
                               ("a file whose content can run code or hold credentials",), "The file was NOT written.")
 
     def read(self, target: _Target) -> str | tuple[str]:
@@ -125,14 +130,29 @@ class Files:
 
 
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}\n[… {len(text) - limit} more characters not shown]"
+    """The start of `text`; what is cut is counted and fingerprinted (a grant is for the prompt's text:
+    another change with the same start must not match it)."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:limit]}\n[… {len(text) - limit} more characters not shown; fingerprint {digest}]"
+
+
+def _change(old: str, new: str, shown: str) -> str:
+    """The change a write makes, for the prompt: a unified diff, or — past MAX_DIFF_LINES lines, where
+    comparing takes minutes — the start of the new content."""
+    before, after = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    if max(len(before), len(after)) > MAX_DIFF_LINES:
+        return _clip(f"[{len(before):,} lines become {len(after):,}: too long to compare; the new content:]\n{new}",
+                     3000)
+    return _clip("".join(difflib.unified_diff(before, after, f"a/{shown}", f"b/{shown}")), 3000)
 
 
 def _atomic_write(target: Path, text: str) -> None:
     """Write the whole file or nothing: a temporary file beside it, then os.replace."""
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
+        mode = stat.S_IMODE(target.stat().st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
     except FileNotFoundError:
         mode = 0o644
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -214,7 +234,8 @@ def write_file_tool(files: Files) -> ToolHandler:
             if refusal is not None:
                 return refusal
         try:
-            await asyncio.to_thread(files.write, target, content)
+            async with gate_for(files.workspace).shared():  # (not while a command runs unconfined)
+                await asyncio.to_thread(files.write, target, content)
         except Refused as exc:
             return f"error: {exc}"
         except OSError as exc:
@@ -235,6 +256,10 @@ def _patched(text: str, shown: str, old: str, new: str, count: int) -> tuple[str
         return "", (f"error: the old text occurs {found} times in {shown} but count={count}; nothing was "
                     "changed. Include more surrounding lines to make it unique, or pass count=0 to replace every "
                     "occurrence")
+    size = len(text) + found * (len(new) - len(old))  # (count=0: a million `a` → `b` × 1,000 is 1 GB in memory)
+    if size > MAX_READ_BYTES:
+        return "", (f"error: the result would be {size:,} characters; patch_file keeps files under "
+                    f"{MAX_READ_BYTES // 1_000_000} MB (as read_file reads them); nothing was changed")
     first_line = text[:text.index(old)].count("\n") + 1
     where = f"first at line {first_line}" if found > 1 else f"at line {first_line}"
     return text.replace(old, new), f"replaced {_plural(found, 'occurrence')} in {shown} ({where})"
@@ -265,7 +290,8 @@ def patch_file_tool(files: Files) -> ToolHandler:
         if refusal is not None:
             return refusal
         try:
-            await asyncio.to_thread(files.write, target, changed)
+            async with gate_for(files.workspace).shared():
+                await asyncio.to_thread(files.write, target, changed)
         except Refused as exc:
             return f"error: {exc}"
         except OSError as exc:

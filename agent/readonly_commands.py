@@ -22,9 +22,12 @@ import os
 import re
 import shlex
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
+
+from agent.beneath import Beneath, Refused
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ COMMANDS: dict[str, Spec] = {
                            "--show-tabs", "--show-nonprinting")),
     "head": Spec("prints the start of files", flags="qv", valued="nc", numbers=True,
                  words=_set("--quiet", "--silent", "--verbose"), valued_words=_set("--lines", "--bytes")),
-    "tail": Spec("prints the end of files; not -f/-F/--pid (they wait)", flags="qv", valued="nc", numbers=True,
+    "tail": Spec("prints the end of files; not -f/-F/--pid, nor `+N…` first (`tail +1f x` is the old form "
+                 "of -f: they wait)", flags="qv", valued="nc", numbers=True,
                  words=_set("--quiet", "--silent", "--verbose"), valued_words=_set("--lines", "--bytes")),
     "wc": Spec("counts lines, words and bytes; not --files0-from (reads names from an unchecked file)",
                flags="lwcmL", words=_set("--lines", "--words", "--bytes", "--chars", "--max-line-length")),
@@ -137,6 +141,8 @@ def split(command: str) -> list[list[str]] | str:
         elif s.quote == '"':
             if c in "$`":
                 return f"`{c}` inside double quotes (an expansion)"
+            if c == "\\" and command[s.i + 1:s.i + 2] in ("$", "`"):  # bash drops that backslash, shlex keeps it
+                return f"`\\{command[s.i + 1]}` inside double quotes"
             if c == "\\" and s.i + 1 < n:
                 c = command[s.i:s.i + 2]
             elif c == '"':
@@ -279,6 +285,8 @@ def _inside(word: str, workspace: Path) -> str | None:
         return f"`{word}` cannot be resolved"
     if info is not None and not os.path.isdir(real) and info.st_nlink > 1:
         return f"`{word}` has other hard links (it may be a file from elsewhere)"
+    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        return f"`{word}` is not a regular file (a FIFO would make the command wait for ever)"
     return None
 
 
@@ -331,11 +339,16 @@ def git_runs_nothing(workspace: Path) -> str | None:
         return "the repository has hooks"
     for path in _git_configs(git):
         try:
-            if path == git / "config" and (path.is_symlink() or not path.is_file()):
-                return "the repository's config is not a plain file"
-            text = path.read_bytes().lower()
+            if path == git / "config":  # (beneath the workspace, no link, a regular file: a FIFO cannot hang it)
+                if Beneath(workspace).kind(".git/config") not in (None, "file"):
+                    return "the repository's config is not a plain file"
+                text = Beneath(workspace).read(".git/config", 1 << 20, alone=True).lower()
+            else:
+                text = path.read_bytes().lower()
         except FileNotFoundError:
             continue
+        except Refused as exc:
+            return f"the repository's config cannot be read safely ({exc})"
         except OSError:
             return f"{path} cannot be read"
         for word in GIT_RISKY:
@@ -364,6 +377,8 @@ def not_read_only(command: str, workspace: Path, protected: Sequence[Path] = ())
             return f"`{name}` is not on it"
         if name not in BUILTINS and (why := _program(name, workspace)):
             return why
+        if name == "tail" and args and args[0].startswith("+"):
+            return f"`tail {args[0]}` (the old form of `tail -n +N`, where a trailing f waits for ever)"
         if spec.operands == "text":
             continue
         if spec.operands == "find":

@@ -10,7 +10,9 @@ everything the command started (`setsid`, `nohup`, a daemonising server included
 The command keeps no capability, even when chatgate runs as root (bubblewrap started by root
 would otherwise leave them, and `umount` would lift the hiding), runs with no_new_privs (a setuid
 binary gains nothing), and cannot make user namespaces of its own where bubblewrap supports
-`--disable-userns` (0.8 and later; the trial run finds out, once).
+`--disable-userns` (0.8 and later; the trial run finds out, once). `/proc/sys` and
+`/proc/sysrq-trigger` are read-only: root needs no capability to write a sysctl, and
+`kernel.core_pattern` set to `|program` has the kernel run that program as root outside.
 
 `mode: auto` uses bubblewrap where a trial run works and otherwise runs commands as before —
 and says so loudly (a warning at start, `chatgate doctor`, and `describe()`); `mode: bwrap`
@@ -35,6 +37,9 @@ HIDDEN_ALWAYS = (Path("/root"), Path("/home"), Path("/tmp"), Path("/var/tmp"), P
 HARDENING = (("--unshare-user", "--disable-userns", "--cap-drop", "ALL"),
              ("--cap-drop", "ALL"))
 NO_NESTED_USERNS = "--disable-userns"
+# what stays read-only in the sandbox's /proc (bubblewrap's own cover misses /proc/sys for root)
+PROC_READ_ONLY = ("--ro-bind-try", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger",
+                  "/proc/sysrq-trigger")
 
 
 @dataclass
@@ -100,7 +105,7 @@ class Sandbox:
                         key=lambda p: len(p.parts))
         args = [_bwrap() or "bwrap", "--die-with-parent", "--new-session", "--unshare-all", *self._hardening,
                 *(["--share-net"] if self.network else []),
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *PROC_READ_ONLY]
         outside = [p for p in hidden if not p.is_relative_to(workspace)]
         inside = [p for p in hidden if p.is_relative_to(workspace) and p != workspace]
         for path in outside:  # first the hiding, then the workspace on top, then what hides inside it
@@ -136,7 +141,7 @@ def _probe() -> tuple[bool, str, tuple[str, ...], str]:
     for hardening in HARDENING:
         try:
             done = subprocess.run([binary, "--die-with-parent", "--unshare-all", *hardening, "--ro-bind", "/", "/",
-                                   "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "true"],
+                                   "--dev", "/dev", "--proc", "/proc", *PROC_READ_ONLY, "--tmpfs", "/tmp", "true"],
                                   capture_output=True, text=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return False, f"bwrap could not run: {exc}", HARDENING[0], ""

@@ -16,7 +16,8 @@ from typing import Any
 from agent.readonly_commands import not_read_only
 from agent.shell import Shell
 from agent.tools import ApprovalRequest, ToolContext, ToolHandler
-from agent.workspace_code import files_run, show_code
+from agent.workspace_code import files_run, fingerprint, show_code
+from agent.workspace_gate import gate_for
 
 MAX_TIMEOUT = 600.0  # seconds; a model asking for more gets this
 UNCONFINED = ("allowlist", "classifier")  # what decides without a sandbox: the read-only list, or the classifier
@@ -64,11 +65,35 @@ def _unconfined(command: str, workspace: Path, protected: tuple[Path, ...],
             not_read_only(command, workspace, protected) if allowlist else None)
 
 
+def _snapshot(command: str, workspace: Path) -> tuple[tuple[str, object], ...]:
+    """What a person is shown and asked about: the code the command runs, and where each path-like
+    word of it leads (links followed) with what is there — each file's identity and content. Reads
+    the disk: run in a thread."""
+    workspace = Path(os.path.realpath(workspace))
+    seen: dict[str, object] = {str(p): fingerprint(p, workspace) for p in files_run(command, workspace)}
+    for word in dict.fromkeys(_WORDS.findall(command)):
+        try:
+            real = Path(os.path.realpath(os.path.join(workspace, word)))
+        except (OSError, ValueError):
+            continue
+        seen.setdefault(word, (str(real), fingerprint(real, workspace) if real.is_relative_to(workspace) else None))
+    return tuple(seen.items())
+
+
+def _changed(before: tuple[tuple[str, object], ...], now: tuple[tuple[str, object], ...]) -> str:
+    old, new = dict(before), dict(now)
+    names = [n for n in dict.fromkeys([*old, *new]) if old.get(n) != new.get(n)]
+    return ", ".join(os.path.basename(n.rstrip("/")) or n for n in names[:5]) or "the files it runs"
+
+
 def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: str = "allowlist") -> ToolHandler:
     """The `terminal` handler: classify, decide whether a person must say yes, run.
 
     `unconfined`: what lets a command run unasked without a sandbox — "allowlist" (only the
     read-only list, `agent.readonly_commands`) or "classifier" (whatever the classifier calls safe).
+    A command run unconfined holds the workspace still (`agent.workspace_gate`) while it is checked
+    and shown, and from the check after the person's yes to its end; what changed in between (the
+    code it runs, where its paths lead) makes it refused, not run.
     """
     if unconfined not in UNCONFINED:
         raise ValueError(f"unconfined must be one of {', '.join(UNCONFINED)}, not {unconfined!r}")
@@ -77,6 +102,8 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
                        outside_sandbox: bool = False) -> str:
         if not isinstance(command, str) or not command.strip():
             return "error: command must be a non-empty string"
+        if "\0" in command:
+            return "error: command must not contain NUL characters (bash cannot pass them on)"
         seconds = _as_timeout(timeout, shell.timeout)
         if isinstance(seconds, str):
             return seconds
@@ -92,31 +119,56 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
         if not sandboxed and shell.sandbox.required:
             return (f"refused: commands run only in the sandbox, and it does not work here "
                     f"({shell.sandbox.describe()}). The command was NOT run; tell the user.")
-        state, code, unlisted = None, [], None
-        if not sandboxed or outside:  # unconfined: chatgate's own state is a path away, workspace code runs as is
+        gate = gate_for(shell.workspace)
+        if sandboxed and not outside:  # confined: only the classifier's findings ask
+            said = ""
+            if verdict.verdict != "safe":
+                approved, said = await _ask(ctx, command, findings or ("no reason given",), "sandbox")
+                if not approved:
+                    return said
+                said += "\n"
+            async with gate.shared():
+                return f"{said}{await shell.run(command, seconds)}"
+        async with gate.exclusive():  # unconfined: nothing of ours changes the workspace while it is judged
             state, code, unlisted = await asyncio.to_thread(_unconfined, command, shell.workspace, protected,
                                                             unconfined == "allowlist")
-        reasons = (*([f"runs code from the workspace ({', '.join(p.name for p in code)}) with no sandbox around it"]
-                     if code else []),
-                   *([f"reaches {state} (chatgate's own state) with no sandbox around it"] if state else []),
-                   *(["runs OUTSIDE the sandbox: with chatgate's own access to files, secrets and the network"]
-                     if outside else []),
-                   *((findings or ("no reason given",)) if verdict.verdict != "safe" else ()),
-                   *([f"not on the read-only list ({shell.redact(unlisted)}): with no sandbox it would run with "
-                      "chatgate's own rights"] if unlisted else []))
-        if reasons:  # "dangerous", unconfined and not plainly read-only, or what the guard adds later: ask
-            subject = command
-            if code:  # the code a script holds is what runs, not the harmless-looking command line
-                subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
-            if ctx.approvals is None:
-                return (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
-                        "and nobody can approve here. The command was NOT run.")
-            confinement = "sandbox" if sandboxed and not outside else "unconfined"
-            outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(subject), reasons,
-                                                                       confinement))
-            if not outcome.approved:
-                return f"{outcome.message}\nThe command was NOT run."
-            return f"{outcome.message}\n{await shell.run(command, seconds, confined=not outside)}"
-        return await shell.run(command, seconds)
+            reasons = (*([f"runs code from the workspace ({', '.join(p.name for p in code)}) with no sandbox "
+                          "around it"] if code else []),
+                       *([f"reaches {state} (chatgate's own state) with no sandbox around it"] if state else []),
+                       *(["runs OUTSIDE the sandbox: with chatgate's own access to files, secrets and the network"]
+                         if outside else []),
+                       *((findings or ("no reason given",)) if verdict.verdict != "safe" else ()),
+                       *([f"not on the read-only list ({shell.redact(unlisted)}): with no sandbox it would run "
+                          "with chatgate's own rights"] if unlisted else []))
+            subject, shown = None, ()
+            if reasons:
+                subject = command
+                if code:  # the code a script holds is what runs, not the harmless-looking command line
+                    subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
+                shown = await asyncio.to_thread(_snapshot, command, shell.workspace)
+        if subject is None:  # plainly read-only (or, opted into, safe to the classifier): the file tools'
+            async with gate.shared():  # writes cannot make it run code (what is git's own asks), so others go on
+                return await shell.run(command, seconds)
+        approved, said = await _ask(ctx, subject, reasons, "unconfined")
+        if not approved:
+            return said
+        async with gate.exclusive():  # what runs is what was shown: checked again, held to the end
+            now = await asyncio.to_thread(_snapshot, command, shell.workspace)
+            if now != shown:
+                return (f"refused: what this command runs or reaches changed after the person was asked "
+                        f"({shell.redact(_changed(shown, now))}). The command was NOT run; ask again if it is "
+                        "still needed.")
+            return f"{said}\n{await shell.run(command, seconds, confined=not outside)}"
+
+    async def _ask(ctx: ToolContext, subject: str, reasons: tuple[str, ...], confinement: str) -> tuple[bool, str]:
+        """(True, the outcome's words) when a person said yes; else (False, what to tell the model)."""
+        if ctx.approvals is None:
+            return False, (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
+                           "and nobody can approve here. The command was NOT run.")
+        outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(subject), reasons,
+                                                                   confinement))
+        if not outcome.approved:
+            return False, f"{outcome.message}\nThe command was NOT run."
+        return True, outcome.message
 
     return terminal

@@ -7,15 +7,19 @@ directly, a sourced file, a Makefile, package.json scripts, a setup.py, a Cargo 
 hooks or a git config that names programs — is shown to a person with that code first.
 
 Only what is really in the workspace is read for that: a regular file reached with no symbolic link
-on the way (`agent.beneath`), its first few KiB. A link, a file through a linked folder, a hooks
-folder that is a link, a FIFO or a device is named in the prompt as "not shown", and still asks.
+on the way (`agent.beneath`) and with no other hard link, its first few KiB. A link, a file through a
+linked folder, a hooks folder that is a link, a FIFO or a device is named in the prompt as "not
+shown", and still asks. For git, the repository's own pointers are followed within the workspace
+(a `.git` file's `gitdir:`, `commondir`): the hooks and config of the folder they name are what runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
+import stat
 from pathlib import Path
 
 from agent.beneath import Beneath, Refused, ThroughLink
@@ -30,10 +34,13 @@ BUILD_FILES = {  # a command word → the files whose code it runs
     "mvn": ("pom.xml",), "rake": ("Rakefile",), "just": ("justfile", "Justfile"), "tox": ("tox.ini",),
     "nox": ("noxfile.py",), "invoke": ("tasks.py",), "docker": ("Dockerfile",),
 }
-GIT_RUNS_HOOKS = frozenset({"commit", "merge", "rebase", "checkout", "switch", "push", "pull", "am", "cherry-pick",
-                            "revert", "fetch", "clone", "status", "diff", "log"})  # fsmonitor/pager run on any
 SHOWN_BYTES = 2500  # of each file, in the prompt: only that much is read
-SCAN_BYTES = 64 * 1024  # of .git/config, looking for programs it names
+SCAN_BYTES = 64 * 1024  # of a git config, looking for programs it names
+HASHED_BYTES = 1 << 20  # of each file, for `fingerprint`
+# Words of a git config that name a program git may run (or a file that does): shown when one is there.
+_GIT_PROGRAMS = re.compile(r"(?i)fsmonitor|pager|external|textconv|command|filter|hook|worktree|include|program|"
+                           r"showsignature|gpg|submodule|alternate|helper|editor|askpass|proxy|alias|receivepack|"
+                           r"uploadpack|driver|protocol|ext::")
 MAX_SHOWN_FILES = 8
 _SEGMENTS = re.compile(r"\|\||&&|[;|&\n()]")
 
@@ -57,34 +64,72 @@ def _file(workspace: Path, name: str) -> Path | None:
     return path if kind not in (None, "dir") else None
 
 
-def _hooks(workspace: Path) -> list[Path]:
-    """The git hooks a git command would run; a hooks folder that is (or goes through) a link is named
-    itself: what it holds cannot be shown."""
+def _hooks(workspace: Path, git: str) -> list[Path]:
+    """The hooks in the git folder `git` (relative to the workspace) git would run; a hooks folder that
+    is (or goes through) a link is named itself: what it holds cannot be shown."""
     where = Beneath(workspace)
-    kind = where.kind(".git/hooks")
+    kind = where.kind(f"{git}/hooks")
     if kind is None or kind == "other":
         return []
     if kind != "dir":
-        return [workspace / ".git" / "hooks"]
+        return [workspace / git / "hooks"]
     try:
-        names = where.listing(".git/hooks")
+        names = where.listing(f"{git}/hooks")
     except (OSError, Refused):
-        return [workspace / ".git" / "hooks"]
-    return [workspace / ".git" / "hooks" / n for n in names
-            if not n.endswith(".sample") and where.kind(f".git/hooks/{n}") not in (None, "dir")]
+        return [workspace / git / "hooks"]
+    return [workspace / git / "hooks" / n for n in names
+            if not n.endswith(".sample") and where.kind(f"{git}/hooks/{n}") not in (None, "dir")]
 
 
-def _git_config_runs(workspace: Path) -> bool:
-    """The workspace's .git/config names programs git runs (or cannot be read to tell)."""
+def _config_runs(workspace: Path, config: str) -> bool:
+    """The git config `config` names programs git runs (or cannot be read to tell)."""
     where = Beneath(workspace)
-    kind = where.kind(".git/config")
+    kind = where.kind(config)
     if kind is None or kind == "dir":
         return False
     try:
-        text = where.head(".git/config", SCAN_BYTES)[0].decode("utf-8", errors="replace")
+        text = where.head(config, SCAN_BYTES)[0].decode("utf-8", errors="replace")
     except (OSError, Refused):
         return True
-    return bool(re.search(r"(?im)^\s*(hookspath|fsmonitor|pager|editor|sshcommand|askpass)\s*=", text))
+    return bool(_GIT_PROGRAMS.search(text))
+
+
+def _pointed(workspace: Path, pointer: str, prefix: str) -> str | None:
+    """The workspace folder (relative) that the git pointer file `pointer` names after `prefix`
+    (`gitdir:` of a `.git` file, nothing for `commondir`), or None: unreadable, or not in the workspace."""
+    try:
+        text = Beneath(workspace).head(pointer, 4096)[0].decode("utf-8", errors="replace").strip()
+    except (OSError, Refused):
+        return None
+    if not text.startswith(prefix):
+        return None
+    target = Path(os.path.normpath(workspace / os.path.dirname(pointer) / text[len(prefix):].strip()))
+    return str(target.relative_to(workspace)) if target.is_relative_to(workspace) and target != workspace else None
+
+
+def _git_code(workspace: Path) -> list[Path]:
+    """What a git command here could run: hooks, a config that names programs, and the pointers that
+    send git to another folder (`.git` as a file or a link, `commondir`) — followed in the workspace."""
+    where = Beneath(workspace)
+    kind = where.kind(".git")
+    if kind is None:
+        return []
+    found: list[Path] = []
+    folders = [".git"]
+    if kind != "dir":  # `gitdir: somewhere`, a link, …: named (shown when it is a file) and followed
+        found.append(workspace / ".git")
+        folders = [f] if kind == "file" and (f := _pointed(workspace, ".git", "gitdir:")) else []
+    for git in folders:
+        found += _hooks(workspace, git)
+        if _config_runs(workspace, f"{git}/config"):
+            found.append(workspace / git / "config")
+        if where.kind(f"{git}/commondir") is not None:
+            found.append(workspace / git / "commondir")
+            if (common := _pointed(workspace, f"{git}/commondir", "")) and common not in folders:
+                folders.append(common)
+        if where.kind(f"{git}/config.worktree") is not None:
+            found.append(workspace / git / "config.worktree")
+    return found
 
 
 def files_run(command: str, workspace: Path) -> list[Path]:
@@ -107,10 +152,8 @@ def files_run(command: str, workspace: Path) -> list[Path]:
         for build in BUILD_FILES.get(name, ()):
             if path := _file(workspace, build):
                 found.append(path)
-        if name == "git" and any(w in GIT_RUNS_HOOKS for w in words[1:]):
-            found += _hooks(workspace)
-            if _git_config_runs(workspace):
-                found.append(workspace / ".git" / "config")
+        if name == "git":  # any git command: hooks run on most, config programs (fsmonitor, …) on any
+            found += _git_code(workspace)
     return list(dict.fromkeys(found))
 
 
@@ -118,7 +161,11 @@ def _shown(where: Beneath, relative: str, limit: int) -> str:
     """A file's first `limit` characters (read: at most `limit` bytes), or why it is not shown."""
     kind = where.kind(relative)
     if kind == "link":
-        return "[not shown: a symbolic link, or a path through one — what it points to runs]"
+        try:  # (the link's own words: a grant for it must not cover it pointing elsewhere)
+            to = f" to {os.readlink(Path(where.root, relative))!r}"
+        except OSError:
+            to = ""
+        return f"[not shown: a symbolic link{to}, or a path through one — what it points to runs]"
     if kind == "dir":
         return "[not shown: a folder (a link to it, or links in it, are not followed)]"
     try:
@@ -126,15 +173,44 @@ def _shown(where: Beneath, relative: str, limit: int) -> str:
     except ThroughLink:
         return "[not shown: a symbolic link, or a path through one — what it points to runs]"
     except Refused as exc:
-        return f"[not shown: {exc}]"
+        return f"[not shown: {exc}; {_marked(where, [relative])}]"
     except OSError as exc:
         return f"[not shown: it cannot be read ({exc.strerror or exc})]"
     if b"\0" in data:
-        return f"[not shown: a binary file of {size:,} bytes]"
+        return f"[not shown: a binary file of {size:,} bytes; {_marked(where, [relative])}]"
     text = data.decode("utf-8", errors="replace").rstrip()
     if size > len(data):
-        text += f"\n[… {size - len(data):,} more bytes NOT shown …]"
+        text += f"\n[… {size - len(data):,} more bytes NOT shown; {_marked(where, [relative])} …]"
     return text
+
+
+def _marked(where: Beneath, relatives: list[str]) -> str:
+    """A short digest of what the files are now (`fingerprint`), for what a prompt cannot show: a grant
+    ("allow for this session") is for the prompt's text, so a change past the shown part must change it."""
+    root = Path(where.root)
+    seen = repr([fingerprint(root / r, root) for r in relatives]).encode()
+    return f"fingerprint {hashlib.sha256(seen).hexdigest()[:16]}"
+
+
+def fingerprint(path: Path, workspace: Path) -> tuple[object, ...] | None:
+    """What `path` (in the workspace) is now, to tell whether it changed: its kind and identity (device,
+    inode) and, for a regular file, its size and times (any write changes them) and, reached with no
+    link on the way, a hash of its first MiB. None when nothing is there."""
+    try:
+        info = os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):  # a folder is itself (a file made in it changes nothing that runs)
+        return stat.S_IFMT(info.st_mode), info.st_dev, info.st_ino
+    seen = (stat.S_IFMT(info.st_mode), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    try:
+        fd = Beneath(workspace).open_regular(str(path.relative_to(workspace)), alone=True)
+    except (OSError, ValueError, Refused):
+        return (*seen, "not read")
+    try:
+        return (*seen, hashlib.sha256(os.pread(fd, HASHED_BYTES, 0)).hexdigest())
+    finally:
+        os.close(fd)
 
 
 def show_code(paths: list[Path], workspace: Path, limit: int = SHOWN_BYTES) -> str:
@@ -147,6 +223,7 @@ def show_code(paths: list[Path], workspace: Path, limit: int = SHOWN_BYTES) -> s
         relative = str(path.relative_to(workspace))
         parts.append(f"--- {relative} ---\n{_shown(where, relative, limit)}")
     if len(paths) > MAX_SHOWN_FILES:
-        parts.append(f"[… and {len(paths) - MAX_SHOWN_FILES} more files NOT shown: "
-                     f"{', '.join(p.name for p in paths[MAX_SHOWN_FILES:])}]")
+        rest = paths[MAX_SHOWN_FILES:]
+        parts.append(f"[… and {len(rest)} more files NOT shown: {', '.join(p.name for p in rest)}; "
+                     f"{_marked(where, [str(p.relative_to(workspace)) for p in rest])}]")
     return "\n".join(parts)

@@ -8,8 +8,12 @@ removes its buttons, and the waiting tool gets the outcome in plain words for th
 
 "Allow for this session" and "Always allow" cover the same kind and subject run with no more
 power: a command allowed inside the sandbox is asked again before it runs outside it (the prompt
-says where it runs). What the model or a person wrote (a command in a reason, a subagent's task,
-a job's name) is shown as one line of quoted text that no platform renders as markup.
+says where it runs). A session grant covers the requests of the person who asked, in that session:
+in a shared one, another member's request (or a turn acting for them) is asked again. What the
+model or a person wrote (a command in a reason, a subagent's task, a job's name) is shown as one
+line of quoted text that no platform renders as markup; in the subject, what could hide or reorder
+a part of it (a bidi control, a zero-width character, screens of empty lines or blanks) is shown by
+name (`revealed`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ YES = frozenset({"yes", "y", "ok", "approve", "allow"})
 NO = frozenset({"no", "n", "deny", "stop"})
 MAX_SHOWN = 1500
 MAX_REASON = 300  # characters of one reason shown (a classifier's reason quotes the command)
+INVISIBLE = frozenset({"Cc", "Cf", "Cn", "Co", "Cs", "Zl", "Zp"})  # categories a subject shows by code point
+MAX_BLANKS = 24  # spaces or tabs in a row a subject shows as they are
+_EMPTY_LINES = re.compile(r"\n(?:[ \t]*\n){3,}")  # more than two empty lines
+_BLANKS = re.compile(rf"[ \t]{{{MAX_BLANKS + 1},}}")
+HIDING = ("it holds characters that show nothing or change the order of the text around them, shown as "
+          "⟨U+…⟩: what runs is the text with them in it")
 # What a grant made for one confinement covers: a command allowed to run unconfined may also run in the
 # sandbox (less power), never the other way round. A command that does not say is taken as unconfined.
 COVERS = {"sandbox": ("sandbox", "unconfined"), "unconfined": ("unconfined",)}
@@ -78,6 +88,16 @@ def quoted(text: str) -> str:
     return f"`{line}`" if line else ""
 
 
+_MARKUP = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>&:])")
+
+
+def plain_name(name: str) -> str:
+    """A person's display name as inert Markdown: one line, no control or bidi character, every
+    character Markdown could read as markup escaped (a name like `**Admin**` or `[x](url)` stays text)."""
+    line = quoted(name)[1:-1].replace("\u02cb", "`")
+    return _MARKUP.sub(r"\\\1", line) or "someone"
+
+
 @dataclass(slots=True)
 class _Waiting:
     approval_id: str
@@ -86,7 +106,7 @@ class _Waiting:
 
 
 def _status_line(state: str, who: str, note: str | None, timeout: float) -> str:
-    who = " ".join(who.split())  # (a person's name: one line)
+    who = plain_name(who)
     if state == "once":
         return f"✅ Allowed once by {who}."
     if state == "session":
@@ -116,10 +136,25 @@ def _agent_words(state: str, who: str, note: str | None, timeout: float) -> str:
             + not_run)
 
 
+def _invisible(c: str) -> bool:
+    """A character a subject shows by its code point (not a line break or a tab)."""
+    return c not in "\n\t" and unicodedata.category(c) in INVISIBLE
+
+
+def revealed(text: str) -> str:
+    """`text` with nothing that hides or reorders a part of it where a person reads it: a character that
+    shows nothing or changes the order of the text around it (a bidi control, a zero-width space, a
+    carriage return but at a line's end, a line separator) as its code point, ⟨U+202E⟩; more than two
+    empty lines in a row and a run of more than `MAX_BLANKS` blanks as a note of how many there were."""
+    shown = "".join(f"⟨U+{ord(c):04X}⟩" if _invisible(c) else c for c in text.replace("\r\n", "\n"))
+    shown = _EMPTY_LINES.sub(lambda m: f"\n[… {m.group().count(chr(10)) - 1:,} empty lines …]\n", shown)
+    return _BLANKS.sub(lambda m: f" [… {len(m.group()):,} blanks …] ", shown)
+
+
 def shown_subject(subject: str, secrets: list[str]) -> tuple[str, bool]:
-    """What the prompt shows of a command or file change (real secrets masked, nothing else), and
-    whether it had to be cut — then it ends with a line that says so."""
-    shown = redact_values(subject, secrets)
+    """What the prompt shows of a command or file change (real secrets masked, what could hide a part
+    of it `revealed`), and whether it had to be cut — then it ends with a line that says so."""
+    shown = revealed(redact_values(subject, secrets))
     if len(shown) <= MAX_SHOWN:
         return shown, False
     return f"{shown[:MAX_SHOWN]}\n[… {len(shown) - MAX_SHOWN:,} more characters NOT shown …]", True
@@ -184,9 +219,10 @@ class Approvals:
                 " AND platform = ? AND user_id = ?))",
                 (request.kind, digest, *covering, ctx.platform, ctx.chat_id, ctx.platform, ctx.user_id)):
             return ApprovalOutcome(True, "always", "Allowed by an 'always allow' rule.")
-        if ctx.session_id is not None and await self.store.fetch_one(
+        if ctx.session_id is not None and await self.store.fetch_one(  # (a shared session: that person's grants)
                 "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'"
-                f" AND confinement IN ({marks})", (ctx.session_id, digest, *covering)):
+                f" AND confinement IN ({marks}) AND platform = ? AND requester_id = ?",
+                (ctx.session_id, digest, *covering, ctx.platform, ctx.user_id)):
             return ApprovalOutcome(True, "session", "Allowed for this session earlier.")
         return await self._ask(ctx, request, digest, confinement)
 
@@ -196,6 +232,8 @@ class Approvals:
         chat = ChatRef(ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
         shown, cut = shown_subject(request.subject, self.secrets)
         reasons = [redact_values(reason, self.secrets) for reason in request.reasons]  # they quote the command
+        if any(map(_invisible, request.subject.replace("\r\n", "\n"))):
+            reasons.append(HIDING)
         if cut:
             reasons.append(f"it is {len(request.subject):,} characters long and only the start is shown: "
                            "deny it unless you know the rest")

@@ -65,6 +65,7 @@ class Outgoing:
         self._folder: Path | None = None
         self._made = threading.Lock()
         self._count = 0
+        self._one_at_a_time = asyncio.Lock()  # tool calls of a step run together: each checks, then copies
 
     @property
     def entries(self) -> list[dict[str, str]]:
@@ -72,6 +73,10 @@ class Outgoing:
         return [f.entry() for f in self.files]
 
     async def keep(self, source: int, name: str, where: str, limit: int) -> None:
+        async with self._one_at_a_time:  # (else forty calls at once all pass the count, and all copy)
+            await self._keep(source, name, where, limit)
+
+    async def _keep(self, source: int, name: str, where: str, limit: int) -> None:
         earlier = [f for f in self.files if f.where == where]  # sent again: the newer copy replaces it
         if not earlier and len(self.files) >= MAX_FILES_PER_REPLY:
             raise Refused(f"a reply carries at most {MAX_FILES_PER_REPLY} files; put the rest in an archive")

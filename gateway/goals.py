@@ -13,7 +13,8 @@ Who may do what: anyone in the conversation may set a goal, see it and pause it 
 `/stop`); only its creator or an admin may add to it (`/subgoal`), resume or clear it (`/new` by
 anyone else pauses it). A turn is nobody's request of the moment: it acts for the least trusted of
 the creator, whoever added criteria and everyone whose messages are in its session
-(`gateway.access.trust`). A resume that gives a goal more turns counts against the person's
+(`gateway.access.trust`), and only while its creator may still talk to the agent there (revoked,
+the goal is paused). A resume that gives a goal more turns counts against the person's
 `goals.max_resumes_per_day`.
 """
 
@@ -266,11 +267,15 @@ class Goals:
 
     async def turn_starting(self, item: WorkItem) -> bool:
         """Whether a goal turn that comes up in its session's queue should run (its goal still active,
-        and it is the goal's latest turn); one that should not is set aside quietly."""
+        it is the goal's latest turn, and its creator may still talk to the agent there — else the goal
+        is paused, saying so); one that should not is set aside."""
         goal_id, seq = _turn_of(item.msg)
         goal = await self._get(goal_id)
         if goal is not None and goal.state == "active" and goal.seq == seq:
-            return True
+            if await self.trust.admitted(goal.origin):
+                return True
+            await self._stop(goal, seq, "paused", "⏸ The goal is paused: the person who set it no longer has "
+                             "access here. /goal clear drops it.", "its creator no longer has access")
         await self.store.inbox_set_state([item.inbox_id], "cancelled", "its goal is no longer running")
         return False
 

@@ -171,7 +171,7 @@ class GatewayRunner:
             tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),
             approvals_mode=cfg.approvals.mode, cron_approvals=cfg.approvals.cron, timezone=cfg.gateway.timezone,
             timeout=cfg.cron.run_timeout_seconds, session_ended=self.session_ended,
-            agent_for_model=self._agent_for_model)
+            agent_for_model=self._agent_for_model, owner_may=trust.may_still_talk, pause=self._pause_job)
         self.tick = Tick(cfg.gateway.tick_seconds)
         self.cron_timers = CronTimers(self.tick, self.jobs, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
                                       max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
@@ -401,6 +401,10 @@ class GatewayRunner:
         for files in (self.config.home / "files", self.config.home / OUTGOING):  # received, and copies to send
             if files.is_dir():  # (no worker thread for nothing to do)
                 await asyncio.to_thread(prune_files, files, time.time() - self.config.gateway.retention_days * 86400)
+
+    async def _pause_job(self, job_id: int) -> None:
+        await self.jobs.set_enabled(job_id, False)
+        self._jobs_changed()
 
     def _jobs_changed(self) -> None:
         if self.cron_timers is not None:

@@ -211,8 +211,8 @@ class Turns:
             worker.steered.clear()
             inbox_ids.extend(i.inbox_id for i in taken)
             steered_by.extend(i.msg.user_id for i in taken)
-            for i in taken if goals is not None else ():
-                goals.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)
+            for i in taken if self.goals is not None else ():  # another person's words: any turn acts for
+                self.goals.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)  # the less trusted
             return [user_text(i.msg) for i in taken]
 
         ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,

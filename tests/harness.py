@@ -276,3 +276,26 @@ async def eventually(check: Callable[[], Any], timeout: float = 8.0, what: str =
         if loop.time() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout}s")
         await asyncio.sleep(0.02)
+
+
+# -- shared groups ---------------------------------------------------------------------------
+
+
+def step_results(body: dict[str, Any]) -> str:
+    """The results of the request's latest tool step, each as `name: result`, in call order."""
+    results: list[str] = []
+    for m in reversed(body["messages"]):
+        if m["role"] != "tool":
+            break
+        results.insert(0, f"{m['name']}: {m['content']}")
+    return " | ".join(results)
+
+
+async def chat_text(tg: FakeTelegram, chat_id: int, start: str, timeout: float = 10.0) -> str:
+    """Wait until a message the bot sent to `chat_id` reads (after edits) `start`…; return it."""
+    def found() -> list[str]:
+        return [m.text for m in tg.sent_messages(chat_id) if m.text and m.text.startswith(start)]
+
+    await tg.wait_until(lambda: bool(found()), timeout, lambda: f"a message starting {start!r}: "
+                        f"{[m.text for m in tg.sent_messages(chat_id)]}")
+    return found()[0]

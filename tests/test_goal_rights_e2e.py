@@ -13,7 +13,7 @@ from typing import Any
 from agent.goal_judge import JUDGE_IDENTITY
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import DEFAULT_GROUP_ID, FakeTelegram
-from tests.harness import ANN, eventually, start_gateway, telegram_settings
+from tests.harness import ANN, chat_text, eventually, start_gateway, step_results, telegram_settings
 
 BOB = 1002
 GROUP = DEFAULT_GROUP_ID
@@ -39,24 +39,8 @@ def verdict(reason: str) -> Reply:
     return Reply.text(json.dumps({"done": False, "reason": reason}))
 
 
-def tool_results(body: dict[str, Any]) -> str:
-    """The results of the request's latest tool step, each as `name: result`, in call order."""
-    results: list[str] = []
-    for m in reversed(body["messages"]):
-        if m["role"] != "tool":
-            break
-        results.insert(0, f"{m['name']}: {m['content']}")
-    return " | ".join(results)
-
-
 async def group_text(tg: FakeTelegram, start: str, timeout: float = 10.0) -> str:
-    """Wait until a message the bot sent to the group reads (after edits) `start`…; return it."""
-    def found() -> list[str]:
-        return [m.text for m in tg.sent_messages(GROUP) if m.text and m.text.startswith(start)]
-
-    await tg.wait_until(lambda: bool(found()), timeout, lambda: f"a group message starting {start!r}: "
-                        f"{[m.text for m in tg.sent_messages(GROUP)]}")
-    return found()[0]
+    return await chat_text(tg, GROUP, start, timeout)
 
 
 def bob_says(tg: FakeTelegram, text: str) -> None:
@@ -113,7 +97,7 @@ async def test_after_a_non_admin_speaks_a_goal_turn_has_no_more_rights_than_they
                 ("memory", {"action": "add", "target": "memory", "text": f"The shelf is oak ({judged})"}),
                 ("memory", {"action": "add", "target": "user", "text": f"Ann likes oak ({judged})"}),
                 ("cron", {"action": "list"})])
-        return Reply.text(f"turn {judged + 1} results: {tool_results(body)}")
+        return Reply.text(f"turn {judged + 1} results: {step_results(body)}")
 
     llm.responder = respond
     runner = await start_gateway(tmp_path, llm.base_url, **settings(tg, goals__max_turns=2))
@@ -160,7 +144,7 @@ async def test_a_message_folded_into_a_running_goal_turn_lowers_it_at_once(tmp_p
             return Reply.tool_calls([("current_time", {})])
         if last["role"] == "user":  # Bob's words, folded in: the model now searches Ann's DMs
             return Reply.tool_calls([("session_search", {"query": "kumquat77"})])
-        return Reply.text(f"results: {tool_results(body)}")
+        return Reply.text(f"results: {step_results(body)}")
 
     llm.responder = respond
     runner = await start_gateway(tmp_path, llm.base_url, **settings(tg, goals__max_turns=1,
@@ -201,7 +185,7 @@ async def test_an_admins_always_allow_does_not_cover_a_goal_turn_a_non_admin_spo
             return None
         if body["messages"][-1]["role"] == "user":
             return Reply.tool_calls([("terminal", {"command": "rm -rf victim"})])
-        return Reply.text(f"deleted ({judged}): {tool_results(body)[:80]}")
+        return Reply.text(f"deleted ({judged}): {step_results(body)[:80]}")
 
     llm.responder = respond
     runner = await start_gateway(tmp_path, llm.base_url, **settings(tg, goals__max_turns=2, agent__workspace=workspace))

@@ -134,3 +134,21 @@ def test_every_platforms_markup_shows_a_reason_as_code(render):
     assert len(spans) == 2 and f"x Why it asks: {FAKE} *bold* _it_ ~s~ ||spoiler||" in spans[0]
     assert "tick" in spans[0] and spans[1] == "recursive delete: rm -rf victim"
     assert re.sub(r"<code>.*?</code>|`[^`]*`", "", why) == "Why it asks: ; "  # nothing of theirs outside a span
+
+
+def test_the_deciders_name_is_shown_as_text_on_every_platform():
+    """Who decided is a display name anyone can choose: `**Admin**` or a link stays as typed."""
+    from gateway.approvals import _status_line
+    from platforms.discord.render import render_for_discord
+    from platforms.slack.render import to_mrkdwn
+    from platforms.telegram.render import render_for_telegram
+
+    name = "**Admin** [ok](https://evil.example) <b>x</b>"
+    line = _status_line("once", name, None, 300)
+    telegram = render_for_telegram(line)[0].text
+    assert "<b>Admin</b>" not in telegram and "<a " not in telegram and "<b>x</b>" not in telegram
+    assert "**Admin**" in telegram and "[ok](https://evil" in telegram
+    slack = to_mrkdwn(line)
+    assert "*Admin*" not in slack.replace("**Admin**", "") and "<https://evil" not in slack
+    discord = render_for_discord(line)[0].text
+    assert r"\*\*Admin\*\*" in discord and r"\[ok\]" in discord

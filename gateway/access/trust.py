@@ -10,7 +10,8 @@ them (of equals, the one who spoke last), so that everything decided by who the 
 shared notes and skills wait for an admin, a scheduled job's owner and rights, who may answer its
 approvals — is decided for that person; and as **nobody in particular**: its conversation search
 sees only that conversation (`ConversationSearch`) and it keeps no notes about one person
-(`agent.learning_tools.SEVERAL_PEOPLE`).
+(`agent.learning_tools.SEVERAL_PEOPLE`). So does a person's turn from the moment another person's
+message is folded into it (busy policy `steer`): it then acts on both people's words.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from typing import Iterable
 from agent.learning_tools import SEVERAL_PEOPLE
 from agent.tools import ToolContext
 from gateway.access.pairing import Pairing
-from gateway.access.policy import TRUSTED_PLATFORMS, is_admin
+from gateway.access.policy import TRUSTED_PLATFORMS, check_access, is_admin
 from gateway.config import AccessConfig
 from gateway.store import SearchHit, Store
+from platforms.base import InboundMessage
 
 ANYONE, PAIRED, ALLOWED, ADMIN = range(4)
 RANK = "trust_rank"  # ToolContext.extras: the rank of the person a run acts as
@@ -57,6 +59,19 @@ class Trust:
             return PAIRED
         return known
 
+    async def admitted(self, msg: InboundMessage) -> bool:
+        """Whether the author of `msg` may still talk to the agent where they wrote it (the access rules
+        of `gateway.access.policy`, today's configuration and pairings; no mention needed)."""
+        decision = check_access(msg, self.access, require_mention=False)
+        if decision != "allow" and await self.pairing.is_paired(msg.platform, msg.user_id):
+            decision = check_access(msg, self.access, paired=True, require_mention=False)
+        return decision == "allow"
+
+    async def may_still_talk(self, platform: str, user_id: str, chat_id: str) -> bool:
+        """Whether this person may still talk to the agent in that chat (a scheduled job's owner: a
+        revoked person's jobs do not go on running in their name)."""
+        return await self.admitted(InboundMessage(platform, chat_id, "dm", user_id, "", ""))
+
     async def acting_for(self, people: Iterable[Person]) -> Acting | None:
         """Whom a run on these people's words (in the order they spoke) acts for; None: nobody spoke."""
         distinct = list(dict.fromkeys(people))
@@ -76,12 +91,14 @@ class Trust:
                 ctx.transcripts = ConversationSearch(store, ctx.session_id)
 
     def joined(self, ctx: ToolContext, person: Person, store: Store) -> None:
-        """`person`'s message joins a running turn (busy policy `steer`): from now on it acts for the
-        least trusted of them all (by the configuration: a paired person counts as anyone)."""
+        """`person`'s message joins a running turn (busy policy `steer`), a goal's or a person's own: from
+        now on it acts for the least trusted of them all (by the configuration: a paired person counts as
+        anyone), as a run on several people's words."""
         if person == (ctx.platform, ctx.user_id):
             return
         rank = self.known_rank(*person)
-        current = int(ctx.extras.get(RANK, ADMIN))
+        current = ctx.extras.get(RANK)  # (a person's own turn: their rank by the configuration)
+        current = self.known_rank(ctx.platform, ctx.user_id) if current is None else int(current)
         chosen = Acting(*person, rank, True) if rank <= current else Acting(ctx.platform, ctx.user_id, current, True)
         self.apply(ctx, chosen, store)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from agent import usage as usage_scope
 from agent.llm import LLMError
@@ -60,7 +60,11 @@ class CronRuns:
     def __init__(self, *, store: Store, ledger: RunLedger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
                  approvals: ApprovalPort | None, approvals_mode: str, cron_approvals: str, timezone: str | None,
                  timeout: float, session_ended: Callable[[int], None] | None = None,
-                 agent_for_model: Callable[[str], Agent] | None = None) -> None:
+                 agent_for_model: Callable[[str], Agent] | None = None,
+                 owner_may: Callable[[str, str, str], Awaitable[bool]] | None = None,
+                 pause: Callable[[int], Awaitable[Any]] | None = None) -> None:
+        self.owner_may = owner_may  # (platform, user, chat): may a job's owner still talk to the agent there
+        self.pause = pause
         self.session_ended = session_ended
         self.agent_for_model = agent_for_model  # a job that names a model runs on it
         self.store = store
@@ -89,6 +93,14 @@ class CronRuns:
         started = time.monotonic()
         if not claim.manual:
             self.delivery.metrics.cron_lateness.observe(max(time.time() - claim.scheduled_at, 0.0))
+        if not await self._owner_admitted(job):  # revoked since: the job does not run in their name
+            if self.pause is not None:
+                await self.pause(job.id)
+            item = self._notice(job, claim, "was not run, and is paused: the person who made it no longer has "
+                                "access here. An admin can remove it (chatgate cron remove) or resume it.")
+            await self.ledger.finish(claim, "skipped", error="its owner no longer has access", message=item)
+            await self._send(item)
+            return
         try:
             async with asyncio.timeout(self.timeout):  # (not wait_for: it can swallow a shutdown's cancel)
                 text, record = await self._turn(claim)
@@ -136,6 +148,12 @@ class CronRuns:
             ended = await self.store.end_session(key)
             if ended is not None and self.session_ended is not None:
                 self.session_ended(ended)
+
+    async def _owner_admitted(self, job: Job) -> bool:
+        chat = job.owner_chat_ref
+        if self.owner_may is None or job.owner_platform == "cli" or chat is None:
+            return True  # (an operator's job, made with `chatgate cron`)
+        return await self.owner_may(job.owner_platform, job.owner_id, chat.chat_id)
 
     def _notice(self, job: Job, claim: Claim, what: str) -> OutboxItem | None:
         target = job.target_chat

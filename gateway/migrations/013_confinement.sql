@@ -9,9 +9,14 @@
 -- no sandbox around it"); every other old command grant now covers only sandboxed runs (without a
 -- sandbox, the command is asked again, once, with a prompt that says where it runs).
 
+-- A reason counts only as a whole: one that starts as the gateway's own did. (A classifier's finding
+-- quotes the command, so "runs OUTSIDE the sandbox" anywhere in the text could be the model's words.)
 ALTER TABLE approvals ADD COLUMN confinement TEXT NOT NULL DEFAULT '';
 UPDATE approvals SET confinement = CASE
-        WHEN reasons LIKE '%runs OUTSIDE the sandbox%' OR reasons LIKE '%with no sandbox around it%'
+        WHEN NOT json_valid(approvals.reasons) THEN 'sandbox'
+        WHEN EXISTS (SELECT 1 FROM json_each(approvals.reasons) WHERE value LIKE 'runs OUTSIDE the sandbox:%'
+                     OR value LIKE 'runs code from the workspace (%) with no sandbox around it'
+                     OR value LIKE 'reaches % (chatgate''s own state) with no sandbox around it')
         THEN 'unconfined' ELSE 'sandbox' END
     WHERE kind = 'command';
 

@@ -3,6 +3,9 @@
 Discord renders Markdown itself (bold, italics, code, fenced blocks, quotes, lists, masked links,
 headings). What it cannot show is turned into something it can: a table becomes a fenced block
 (its columns stay aligned in monospace). Long replies are split without breaking a fence.
+Discord ends a fenced block at the first three backticks whatever the fence's length, so inside a
+block runs of backticks are broken with zero-width spaces and its fences are three backticks: a
+command holding ``` in an approval prompt cannot end the block and pose as the prompt's own text.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from platforms.text import split_text
 
 DISCORD_LIMIT = 2000  # characters per message
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_BACKTICKS = re.compile(r"``+")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 
@@ -27,14 +31,18 @@ def _tables_as_code(markdown: str) -> str:
         line = lines[i]
         opened = _FENCE.match(line)
         if fence is not None:
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+            closing = opened is not None and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) \
+                and not line[opened.end():].strip()
+            if closing:
                 fence = None
-            out.append(line)
+                out.append("```" if opened.group(1)[0] == "`" else line)
+            else:
+                out.append(_BACKTICKS.sub(lambda run: "\u200b".join(run.group()), line) if fence[0] == "`" else line)
             i += 1
             continue
         if opened:
             fence = opened.group(1)
-            out.append(line)
+            out.append("```" + line[opened.end():] if fence[0] == "`" else line)
             i += 1
             continue
         if "|" in line and i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1]):
