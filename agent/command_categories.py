@@ -3,9 +3,10 @@
 Each rule gets one normalised simple command (`Call`) and yields `Hit`s. The categories: reading
 secrets; stopping or restarting services and process managers; destroying databases through their
 own CLIs and frameworks' management commands; leaving a container; filling disks or memory;
-running commands across a fleet; firmware and disk-erase tools; power-off through D-Bus, IPMI or
-the RTC; processes started to outlive the command; settings that make code run later (global git
-config, package-manager credentials). `agent.command_rules` registers them by command name.
+firmware and disk-erase tools; power-off through D-Bus, IPMI or the RTC; processes started to outlive
+the command; settings that make code run later (global git config, package-manager credentials).
+`agent.command_rules` registers them by command name; the tables of the other command_* modules are
+merged in at the end of this one.
 """
 
 from __future__ import annotations
@@ -59,44 +60,48 @@ def secret_label(path: str) -> str | None:
 
 
 def r_secret_reads(c: Call) -> Iterator[Finding]:
-    """Reading a secret file: its content goes to the model (and from there anywhere)."""
+    """Reading a secret file: its content goes to the model (and from there anywhere). A file of the
+    workspace that holds secrets (`.env`, `server.key`, `credentials.json`) counts when it is printed."""
     if c.name in _NOT_READING or c.name not in _READERS:
         return
+    pattern = _search_pattern(c) if c.name in _SEARCHERS else None
     for arg in c.args:
         for part in re.split(r"[=,]", arg) if arg.startswith("-") or "=@" in arg else [arg]:
-            label = secret_label(part)
+            label = secret_label(part) or (c.name in _PRINTERS and arg is not pattern and _secrets_file(part)
+                                           and "a secrets file")
             if label:
                 yield Hit(DANGEROUS, f"reads {label}", c.shown)
                 return
 
 
-_ENV_FILE = re.compile(r"(^|/)(\.env(\.[\w.-]+)?|[^/]*\.(pem|key|p12|pfx|kdbx)|credentials[^/]*\.json"
-                       r"|[^/]*secret[^/]*|id_[a-z0-9]+)$", re.I)
+_SEARCHERS = frozenset("grep egrep fgrep rg ag".split())
+
+
+def _search_pattern(c: Call) -> str | None:
+    """The pattern argument of grep/rg (not a file it reads), when given as the first positional."""
+    o = parse(c.args, "efmABCdDgt", ("regexp", "file", "max-count", "include", "exclude", "glob", "type"))
+    if not o.pos or o.vals.get("e") or o.vals.get("f") or o.longs.get("regexp") or o.longs.get("file"):
+        return None
+    return next(a for a in c.args if a == o.pos[0])  # (the very string: `arg is pattern` skips only it)
+
+
+_PRINTERS = _READERS - frozenset("cp scp rsync tar zip 7z gzip bzip2 xz zstd curl wget nc ncat socat gpg python "
+                                 "python3 perl ruby node install tee split csplit dd sqlite3 vim vi view nano".split())
+_ENV_FILE = re.compile(r"(^|/)(\.env(\.[\w.-]+)?|[^/]*\.(key|p12|pfx|kdbx|jks|keystore)|[^/]*(key|priv|[*?])[^/]*\.pem"
+                       r"|(credentials|service[-_]?account)[^/]*\.json|[^/]*secrets?\.[\w-]+|id_[a-z0-9]+"
+                       r"|\.(pgpass|netrc|git-credentials|htpasswd))$", re.I)
+_TEMPLATE = re.compile(r"[._-](example|sample|template|dist|defaults?|tmpl|tpl|md|rst)$|\.pub$", re.I)
+
+
+def _secrets_file(path: str) -> bool:
+    n = norm_path(path.lstrip("@<"))
+    return bool(_ENV_FILE.search(n)) and not _TEMPLATE.search(n)
 
 
 def sensitive_file(path: str) -> str | None:
-    """A secret file, or a file that usually holds secrets (.env, *.pem, *.key, credentials.json)."""
-    return secret_label(path) or ("secrets file" if _ENV_FILE.search(norm_path(path.lstrip("@<"))) else None)
-
-
-def r_upload(c: Call) -> Iterator[Finding]:
-    """curl -d @.env / -F f=@~/.ssh/id_rsa / --upload-file, wget --post-file, scp/rsync of secrets to a host."""
-    if c.name in ("curl", "wget", "http", "https", "xh"):
-        for arg in c.args:
-            target = arg.split("@", 1)[1] if "@" in arg and not arg.startswith("http") else (
-                arg.split("=", 1)[1] if arg.startswith("--post-file=") else None)
-            if target and (label := sensitive_file(target.split(";", 1)[0])):
-                yield Hit(DANGEROUS, f"uploads {label}", c.shown)
-                return
-        for k, arg in enumerate(c.args[:-1]):
-            if arg in ("-T", "--upload-file", "--post-file") and (label := sensitive_file(c.args[k + 1])):
-                yield Hit(DANGEROUS, f"uploads {label}", c.shown)
-                return
-    elif c.name in ("scp", "rsync", "sftp") and any(":" in a and not a.startswith("-") for a in c.args[-1:]):
-        o = parse(c.args, "eTfBiFSoJPlcD", ("rsh", "rsync-path", "exclude", "include", "filter", "temp-dir"))
-        labels = [sensitive_file(a) for a in o.pos[:-1]]  # (not option values: -e 'ssh -i ~/.ssh/id_x')
-        if any(labels):
-            yield Hit(DANGEROUS, f"copies {next(x for x in labels if x)} to another host", c.shown)
+    """A secret file, or a file that usually holds secrets (.env, key.pem, *.key, credentials.json); not a
+    template of one (.env.example)."""
+    return secret_label(path) or ("secrets file" if _secrets_file(path) else None)
 
 
 # ---------------------------------------------------------------- services and process managers
@@ -271,24 +276,7 @@ def r_fill(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "fills the disk (head -c)", c.shown)
 
 
-# ---------------------------------------------------------------- fleets
-
-_FLEET_RUN = {"salt": {"cmd.run", "cmd.script", "state.apply", "state.highstate", "system.reboot",
-                       "system.poweroff", "cmd.shell", "file.remove"},
-              "salt-ssh": {"cmd.run", "cmd.script", "state.apply"}}
-
-
-def r_fleet(c: Call) -> Iterator[Finding]:
-    if c.name == "ansible":
-        o = parse(c.args, short="miuKbfMeTc", long=("module-name", "args", "inventory", "user", "extra-vars"))
-        module = (o.val("m", "module-name") or "command").split(".")[-1]
-        if o.val("a", "args") or module in ("shell", "command", "raw", "script", "reboot", "file"):
-            yield Hit(DANGEROUS, f"runs commands across hosts (ansible -m {module})", c.shown)
-    elif c.name in _FLEET_RUN and set(c.args) & _FLEET_RUN[c.name]:
-        yield Hit(DANGEROUS, f"runs commands across hosts ({c.name})", c.shown)
-    elif c.name in ("pdsh", "pssh", "parallel-ssh", "clush", "mussh", "dsh", "pdcp") or \
-            (c.name == "knife" and "ssh" in c.args) or (c.name == "mco" and {"rpc", "shell"} & set(c.args)):
-        yield Hit(DANGEROUS, f"runs commands across hosts ({c.name})", c.shown)
+# fleets: agent.command_runners
 
 
 # ---------------------------------------------------------------- firmware and disk erase
@@ -365,9 +353,9 @@ def r_redis(c: Call) -> Iterator[Finding]:
     words = [a.lower() for a in c.args]
     if any(a in ("shutdown", "flushall", "flushdb", "debug") for a in words):
         yield Hit(DANGEROUS, "redis shutdown / flush", c.shown)
-    elif "config" in words and "set" in words and {"dir", "dbfilename"} & set(words) or {"module", "slaveof",
-                                                                                         "replicaof"} & set(words[:3]):
-        yield Hit(DANGEROUS, "redis made to write files or load code", c.shown)
+    elif "config" in words and "set" in words and {"dir", "dbfilename", "requirepass", "masterauth", "protected-mode"} \
+            & set(words) or {"module", "slaveof", "replicaof"} & set(words[:3]):
+        yield Hit(DANGEROUS, "redis made to write files, load code or change who may connect", c.shown)
     elif c.bulk and {"del", "unlink"} & set(words):
         yield Hit(DANGEROUS, "bulk delete of redis keys", c.shown)
 
@@ -396,7 +384,7 @@ def r_chatgate_cli(c: Call) -> Iterator[Finding]:
 
 RULES: dict[str, tuple[Callable[[Call], Iterator[Finding]], ...]] = {}
 for _names, _rule in (
-        (_READERS, r_secret_reads), (("curl", "wget", "http", "https", "xh", "scp", "rsync", "sftp"), r_upload),
+        (_READERS, r_secret_reads),
         (_STOPPING, r_service_managers), (("nginx", "openresty", "httpd", "apache2"), r_server_signals),
         (("dropdb", "dropuser", "dropcluster", "pg_dropcluster", "mysqladmin", "mongorestore", "influx", "arangosh",
           "cockroach", "pg_restore", "flyway", "liquibase", "diesel", "sqlx", "migrate", "dotnet", "goose", "dbmate",
@@ -405,8 +393,6 @@ for _names, _rule in (
           "typeorm", "knex", "prisma", "alembic", "flask", "mix", "artisan", "yarn", "pnpm"), r_framework),
         (("docker", "podman", "nerdctl", "nsenter", "chroot"), r_container_escape),
         (("fallocate", "stress", "stress-ng", "memtester", "dd", "head"), r_fill),
-        (("ansible", "salt", "salt-ssh", "pdsh", "pssh", "parallel-ssh", "clush", "mussh", "dsh", "pdcp", "knife",
-          "mco"), r_fleet),
         (("flashrom", "fwupdmgr", "fwupdtool", "nvme", "hdparm", "sg_format", "sg_sanitize", "sg_write_buffer",
           "efibootmgr", "mokutil"), r_firmware),
         (("dbus-send", "busctl", "gdbus", "qdbus", "qdbus6", "dbus", "ipmitool", "rtcwake"), r_power_bus),
@@ -418,8 +404,11 @@ for _names, _rule in (
     for _name in _names:
         RULES[_name] = RULES.get(_name, ()) + (_rule,)
 
-from agent import command_rules_exec, command_rules_remote, command_rules_system  # noqa: E402 (they use names above)
+from agent import (  # noqa: E402 (they use names above)
+    command_data, command_escapes, command_exfil, command_host, command_rules_exec, command_rules_remote,
+    command_rules_system, command_runners)
 
-for _table in (command_rules_exec.RULES, command_rules_system.RULES, command_rules_remote.RULES):
+for _table in (command_rules_exec.RULES, command_rules_system.RULES, command_rules_remote.RULES, command_exfil.RULES,
+               command_host.RULES, command_runners.RULES, command_escapes.RULES, command_data.RULES):
     for _name, _rules in _table.items():
         RULES[_name] = RULES.get(_name, ()) + _rules

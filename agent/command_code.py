@@ -64,7 +64,8 @@ def _split_args(region: str) -> list[str]:
 
 _SHELL_CALL = re.compile(r"(?<![\w$])(system|popen[234]?|spawn(?:Sync)?|exec(?:Sync|File(?:Sync)?|[lv]p?e?)?|"
                          r"check_output|check_call|call|run|Popen|getoutput|getstatusoutput|shell_exec|passthru|"
-                         r"proc_open|capture[23]e?|eval|Function)\s*(\(|(?=['\"\[]))")
+                         r"proc_open|capture[23]e?|eval|Function|pcntl_exec|system\*|run-program|callCommand|"
+                         r"spawnCommand|shell|(?<=[.:])cmd)\s*(\(|(?=['\"\[]))")
 _RMTREE = re.compile(r"(?<![\w$])(rmtree|rm_rf|rm_r|remove_dir|remove_entry(?:_secure)?|remove_tree|rimraf(?:\.sync|Sync)?"
                      r"|rmSync|rmdirSync|rm|rmdir|unlink)\s*(\(|(?=['\"]))")
 _HOME_EXPR = re.compile(r"expanduser|Path\.home|homedir\(|Dir\.home|\bHOME\b")
@@ -106,7 +107,7 @@ def scan_code(lang: str, code: str, decode: Callable[[str], str | None]) -> Iter
             words = [w for a in args for w in _literals(a)]
             if words:
                 yield Recurse("argv", tuple(words), f"{lang} {name}()")
-    if lang in ("perl", "ruby", "php"):
+    if lang in ("perl", "ruby", "php", "julia"):
         for m in re.finditer(r"`([^`]*)`|(?:\bqx|%x)\s*(?:\{([^}]*)\}|\(([^)]*)\)|/([^/]*)/)", code):
             yield Recurse("shell", next(g for g in m.groups() if g is not None), f"{lang} backticks")
     if lang == "applescript":
@@ -178,8 +179,31 @@ _FUNC_DEF = re.compile(r"(?:\bfunction\s+([^\s(){}|;&<>]{1,40})\s*(?:\(\s*\))?|(
                        r"\s*\{([^{}]{0,200})\}")
 
 
+def mask_quotes(text: str) -> str:
+    """`text` with quoted strings and comments blanked, so `echo ':(){ :|:& };:'` is no fork bomb."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            out.append(text[i:i + 2])
+            i += 2
+        elif c in "'\"" or (c == "#" and (i == 0 or text[i - 1] in " \t\n;")):
+            end = "\n" if c == "#" else c
+            j = i + 1
+            while j < n and text[j] != end:
+                j += 2 if text[j] == "\\" and c == '"' else 1
+            out.append(" " * (min(j, n) - i + (c != "#")))
+            i = j + (c != "#")
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def fork_bombs(text: str) -> Iterator[str]:
-    """Function definitions that call themselves through a pipe or in the background."""
+    """Function definitions that call themselves through a pipe or in the background (quotes and comments
+    masked first, so `echo ':(){ :|:& };:'` is no fork bomb)."""
+    text = mask_quotes(text)
     if "{" in text and "}" in text:
         for m in _FUNC_DEF.finditer(text):
             name, body = m.group(1) or m.group(2), m.group(3)
@@ -261,3 +285,13 @@ def scan_more(lang: str, code: str) -> Iterator[Finding]:
     if lang == "tcl":
         for m in _TCL_EXEC.finditer(code):
             yield Recurse("shell", m.group(1).replace("{", "").replace("}", ""), "tcl exec")
+    if lang in ("dc", "gnuplot", "ipython"):  # `!cmd`: dc runs the rest of the line, the others a line of its own
+        for cmd in re.findall(r"!([^\n]+)" if lang == "dc" else r"(?m)^\s*!(.+)$", code):
+            yield Hit(DANGEROUS, f"{lang} runs a shell command (!)", part)
+            yield Recurse("shell", cmd, f"{lang} !")
+    if lang == "groovy":  # "cmd".execute(), ["a", "b"].execute()
+        for m in re.finditer(r"(\[[^\]]*\]|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\s*\.\s*execute\s*\(", code):
+            lits = _literals(m.group(1))
+            if lits:
+                yield Recurse("argv" if m.group(1).startswith("[") else "shell", tuple(lits) if m.group(
+                    1).startswith("[") else lits[0], "groovy execute()")

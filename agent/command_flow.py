@@ -2,7 +2,8 @@
 
 Brace expansion (`/{bin,etc}` is `/bin /etc`); what `find`, `ps`, `pwd` and `dirname` print when
 their output feeds another command (`find ~ | xargs rm -rf` removes home; `ps -e | xargs kill -9`
-kills every process; `$(dirname $PWD)` is `..`, the directory above the workspace).
+kills every process; `$(dirname $PWD)` is `..`, the directory above the workspace); what `pgrep`,
+`pidof` and `lsof -t` print: the ids of processes found by a name or a port, `PIDS_FOUND`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 import posixpath
 import re
 
+SHELLS = frozenset("sh bash zsh dash ksh mksh ash fish csh tcsh rbash yash elvish nu xonsh oksh osh ysh sash hush "
+                   "posh".split())
 _BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
 EVERY_PID = "-1"  # how "every process id" is passed on: kill -1 means every process
+PIDS_FOUND = "$(pids…)"  # how "the ids of processes a search found" is passed on (pgrep x | xargs kill)
 _FIND_FILTERS = re.compile(r"-i?(name|path|wholename|regex|lname)$|-(inum|samefile|newer\w*|[acm](time|min)|size|"
                            r"user|group|uid|gid|empty|links|perm|type|xtype|executable|readable|writable|fstype)$")
 
@@ -84,3 +88,11 @@ def keeps_every_line(name: str, args: list[str]) -> bool:
         return any(a.startswith("+") or a.startswith("-n+") for a in args) or "+2" in args
     return False
 
+
+
+def searches_processes(name: str, args: list[str], fed_processes: bool = False) -> bool:
+    """`pgrep PATTERN`, `pidof NAME`, `lsof -t ...`, or a filter fed a process list (`ps aux | grep x`, and
+    `awk '{print $2}'` after it): prints the ids of the processes a search matched."""
+    return name in ("pgrep", "pidof") or name == "lsof" and any(re.match(r"-[^-ispucdg:=]*t", a) for a in args) or \
+        fed_processes and name in ("grep", "egrep", "fgrep", "rg", "awk", "gawk", "mawk", "cut", "sed", "tr", "sort",
+                                   "uniq", "head", "tail")

@@ -13,9 +13,12 @@ text into pipelines of simple commands, the way bash would split them. Each simp
 is normalised (assignments, reserved words, `{ }` and wrappers such as sudo, env, nohup,
 timeout, nice, xargs, find -exec are peeled off; argv[0] becomes its lower-cased basename)
 and the rules in `agent.command_rules` (plus, by category, `command_categories`,
-`command_rules_exec` — options, variables and wrappers that run code —, `command_rules_system` and
-`command_rules_remote`) look at its argv, never at the raw text, so `grep 'rm -rf' notes.txt`
-stays safe. Code that runs other code is followed: `sh -c`, `eval`,
+`command_rules_exec` — options, variables and wrappers that run code —, `command_rules_system`,
+`command_rules_remote`, `command_containers`, `command_host` — the machine as a whole —, `command_exfil` — data
+leaving it —, `command_escapes` — shell escapes of ordinary programs —, `command_runners` — commands handed to
+fleets, multiplexers and runners, at full weight — and `command_data` — data and infrastructure CLIs) look at its
+argv, never at the raw text, so `grep 'rm -rf' notes.txt` stays safe; each also learns whether it runs as root, whether its stdin is the
+terminal, and what earlier commands of the line noted (a git remote added). Code that runs other code is followed: `sh -c`, `eval`,
 `ssh host cmd`, `python -c`/`perl -e`/`node -e` one-liners, heredocs fed to shells,
 interpreters and SQL clients, and literal payloads decoded on the way
 (`echo .. | base64 -d | sh`). A pipeline is followed as data: what `echo`, `printf`,
@@ -31,13 +34,19 @@ Limits, all failing closed (dangerous): input over 100 000 characters, nesting d
 10 levels, more than 1 MB analysed in total, and any internal error.
 
 Choices: `sudo <safe command>` is safe (the guard judges effects, not privilege; pass
-`strict_sudo=True` to require consent for any sudo); `kill -0`, `kill PID` (SIGTERM) and
-`pip uninstall` are safe; `kill -9`, killall and pkill are dangerous; writes outside the
+`strict_sudo=True` to require consent for any sudo) — but root changes some effects: a write can
+destroy a file the system cannot boot without (hardline), a read see a whole raw disk, a signal
+reach any process, a console act as another user (dangerous); `kill -0`, `kill PID` (SIGTERM) and
+`pip uninstall` are safe; `kill -9`, killall, pkill and killing what a search found are dangerous; writes outside the
 current directory are dangerous only in sensitive places (/etc, /usr, ~/.ssh, shell rc files,
 cron, systemd, sudoers, ...); a relative `.bashrc` or `.ssh/...` counts as sensitive because
 the agent often works in ~. Commands inside `docker exec`/`kubectl exec` are never worse
-than dangerous; commands sent over `ssh` keep their full weight. `find -exec`, `xargs` and
-`parallel` act on many files, so a plain `rm` or `chmod` behind them counts as recursive.
+than dangerous, inside `docker run` with host paths mounted they keep their full weight on those
+paths; commands sent over `ssh` or to a fleet keep their full weight (`ssh root@web1 reboot`, `pdsh -w n[1-9] reboot`
+are hardline). `find -exec`, `xargs` and `parallel` act on many files, so a plain `rm` or `chmod` behind them counts
+as recursive. Detaching on purpose is dangerous: `setsid`, `tmux new -d`, `screen -dm`, `systemd-run`, `at` leave the
+process group the terminal kills when a command ends, so without a sandbox they outlive it; `nohup` stays in the
+group but states the same intent (the project's corpus labels `nohup python app.py &` dangerous).
 Package publishing (npm publish, twine upload, ...) is dangerous because it cannot be undone.
 """
 
@@ -50,12 +59,17 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from agent import command_rules as rules
-from agent.command_categories import framework_task, secret_label, sensitive_file
+from agent.command_categories import secret_label
 from agent.command_code import fork_bombs, scan_code
 from agent.command_decode import DECODERS, b64, decode, decoding, printf, unescape
-from agent.command_flow import EVERY_PID, dirname, expand_braces, find_output, keeps_every_line, lists_every_process
+from agent.command_exfil import SENDERS, pipeline_hits, private_source
+from agent.command_host import vital
+from agent.command_flow import (EVERY_PID, PIDS_FOUND, SHELLS, dirname, expand_braces, find_output, keeps_every_line,
+                                lists_every_process, searches_processes)
 from agent.command_rules import DANGEROUS, HARDLINE, SAFE, Call, Hit
-from agent.command_rules_exec import EXTRA_WRAPPERS, assignments, wrapped, wrapper_hits
+from agent.command_escapes import EXTRA_INTERP_OPTS, EXTRA_INTERPRETERS, escape
+from agent.command_rules_exec import EXTRA_WRAPPERS, PRIVILEGED, assignments, wrapped, wrapper_hits
+from agent.command_rules_remote import reads_stdin
 from agent.command_sql import scan_sql
 
 __all__ = ["Verdict", "classify"]
@@ -538,44 +552,22 @@ class _Lexer:
 
 # ---------------------------------------------------------------- analysis
 
-SHELLS = frozenset("sh bash zsh dash ksh mksh ash fish csh tcsh rbash yash".split())
 INTERPRETERS = {"perl": "perl", "perl5": "perl", "ruby": "ruby", "node": "node", "nodejs": "node", "bun": "node",
                 "php": "php", "lua": "lua", "luajit": "lua", "osascript": "applescript", "awk": "awk", "gawk": "awk",
-                "mawk": "awk", "nawk": "awk", "rscript": "r", "tclsh": "tcl", "wish": "tcl", "expect": "tcl"}
+                "mawk": "awk", "nawk": "awk", **EXTRA_INTERPRETERS}
 # lang: (letters giving code, long names giving code, short options taking a value, "run a module" flag)
 _INTERP_OPTS = {"python": ("c", (), "cmWXQ", "m"), "perl": ("eE", (), "eEIMmlxC", ""), "ruby": ("e", (), "eIrECx", ""),
                 "node": ("ep", ("eval", "print"), "epr", ""), "php": ("r", (), "rdcfzBERFt", ""),
-                "lua": ("e", (), "el", ""), "applescript": ("e", (), "el", ""), "awk": ("", (), "fvF", ""),
-                "r": ("e", (), "e", ""), "tcl": ("c", (), "cf", "")}
+                "lua": ("e", (), "el", ""), "awk": ("", (), "fvF", ""), **EXTRA_INTERP_OPTS}
 DOWNLOADERS = frozenset("curl wget fetch aria2c http https xh nc ncat netcat socat telnet".split())
-NET_TOOLS = frozenset("nc ncat netcat socat telnet".split())
-SENDERS = NET_TOOLS | frozenset("curl wget http https xh ssh scp sftp ftp rsync mail mailx sendmail mutt dig host "
-                                 "nslookup drill ping".split())
-_DETACHING = frozenset({"nohup", "setsid", "systemd-run", "daemonize", "start-stop-daemon"})
-_ENV_DUMPS = frozenset({"env", "printenv", "set", "declare", "export", "history", "compgen"})
+_PRIVILEGED = PRIVILEGED
 
 
-def _secret_source(cmd: "_Cmd") -> str | None:
-    """What secret a pipeline stage emits: the environment, a secret file (as argument or < input)."""
-    words = [w for w in cmd.words if not _ASSIGN.match(w)]
-    if not words:
-        return None
-    name = words[0].rsplit("/", 1)[-1]
-    if name in _ENV_DUMPS and (name in ("env", "printenv", "history") and len(words) <= 2
-                               or words[1:2] in (["-p"], ["-x"], []) and name in ("set", "declare", "export")):
-        return "the environment" if name != "history" else "shell history"
-    for target in [*words[1:], *(t for op, t in cmd.redirs if op == "<")]:
-        if label := sensitive_file(target):
-            return label
-    return None
+def _rooted(via: tuple) -> bool:
+    """Whether what is reached this way runs as root: under sudo & co, on ssh root@, in a root container."""
+    return any(v.split(" ", 1)[0] in _PRIVILEGED or v.startswith("ssh root@") or v.endswith(" as root") for v in via)
 
 
-def _endless(cmd: "_Cmd") -> bool:
-    """yes, or cat/tr of /dev/zero or /dev/urandom: output that never ends."""
-    words = cmd.words
-    sources = {"/dev/zero", "/dev/urandom", "/dev/random"}
-    return bool(words) and (words[0] == "yes" or words[0] in ("cat", "tr", "pv") and (
-        bool(sources & set(words[1:])) or any(op == "<" and t in sources for op, t in cmd.redirs)))
 _RESERVED = frozenset("{ } ! then do else elif if while until time fi done esac coproc".split())
 # wrappers that run the rest of the line: (short options taking a value, long ones, positionals to skip)
 _WRAPPERS = {
@@ -630,6 +622,7 @@ class _Analysis:
         self.scripts: dict[str, str] = {}  # files this command line writes with known text
         self.links: dict[str, str] = {}  # ln -s ~ h: a name this line made for a directory → that directory
         self.decoded: set[str] = set()  # files this command line writes with decoded output
+        self.memo: dict = {}  # what rules note for later commands of the line (git remotes added)
 
     def hit(self, level: int, rule: str, part: str, via: tuple, cap: int) -> None:
         part = " ".join(part.split())
@@ -659,7 +652,7 @@ class _Analysis:
         if self.budget < 0:
             self.hit(DANGEROUS, "too complex to analyse", text, via, cap)
             return Stream()
-        for bomb in fork_bombs(_mask_quotes(text)):
+        for bomb in fork_bombs(text):
             self.hit(HARDLINE, "fork bomb", bomb, via, cap)
         lexer = _Lexer(text, env, lambda inner: self.script(inner, depth + 1, via + ("$(…)",), dict(env), cap))
         last = Stream()
@@ -694,29 +687,18 @@ class _Analysis:
                     else:
                         self.scripts.pop(base, None)
                     stream = Stream()
-        sources = [k for k, c in enumerate(cmds) if _secret_source(c)]
-        senders = [k for k, n in enumerate(names) if n in SENDERS]
-        if sources and senders and senders[-1] > sources[0]:
-            self.hit(DANGEROUS, f"sends {_secret_source(cmds[sources[0]])} to the network", " | ".join(
-                show(c.words) for c in cmds), via, cap)
-        if _endless(cmds[0]) and any("xargs" in c.words[:2] for c in cmds[1:]) and any(  # yes | xargs -P0 ...
-                re.fullmatch(r"-P0|--max-procs=0", w) or w.rstrip().endswith("&") for c in cmds[1:] for w in c.words):
-            self.hit(HARDLINE, "fork bomb", " | ".join(show(c.words) for c in cmds), via, cap)
-        if _endless(cmds[0]) and not any(n in ("head", "dd", "timeout") for n in names[1:]) and any(
-                op in (">", ">>") and not t.startswith("/dev/") for c in cmds for op, t in c.redirs):
-            self.hit(DANGEROUS, "fills the disk (an endless stream into a file)", " | ".join(
-                show(c.words) for c in cmds), via, cap)
-        shell_at = [k for k, n in enumerate(names) if n in SHELLS]
-        if shell_at and any(n in NET_TOOLS for n in names[shell_at[0] + 1:]):
-            self.hit(DANGEROUS, "shell wired to the network (reverse shell)", " | ".join(
-                show(c.words) for c in cmds), via, cap)
-        return Stream(stream.text, stream.origin, stream.desc, _secret_source(cmds[sources[0]]), stream.every) \
-            if sources else stream
+        flows = len(cmds) > 1 or via[-1:] == ("$(…)",)  # (a lone command's output reaches only the model)
+        sources = [(k, label) for k, c in enumerate(cmds) if (label := private_source(c.words, c.redirs, flows))]
+        for level, rule, part in pipeline_hits(cmds, names, sources, lambda: " | ".join(show(c.words) for c in cmds)):
+            self.hit(level, rule, part, via, cap)
+        return Stream(stream.text, stream.origin, stream.desc, sources[0][1], stream.every) if sources else stream
 
     def simple(self, cmd: _Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int) -> Stream:
         for op, target in cmd.redirs:
             target = self._through_links(target)
             risk = rules.write_risk(target) if op != "<" or target.startswith("/dev/tcp/") else None
+            if op in (">", ">|") and vital(target) and _rooted(via):  # a root shell empties it (sudo sh -c '> f')
+                risk = (HARDLINE, "destroys a file the system needs to boot or to let anyone log in")
             if risk:
                 self.hit(risk[0], risk[1], f"{show(cmd.words)} {op} {target}".strip(), via, cap)
         if cmd.exec_origin:
@@ -768,7 +750,7 @@ class _Analysis:
                 self.sudo = True
                 return ["sh"]
         o = rules.parse(argv[1:], short, long, stop=True)
-        if name in ("sudo", "doas", "pkexec", "su", "runuser"):
+        if name in _PRIVILEGED:
             self.sudo = True
         if name == "command" and o.has("v", "V"):
             return None
@@ -780,7 +762,7 @@ class _Analysis:
         if name == "watch":
             return " ".join(o.rest) if o.rest else None
         rest = o.rest[skip:]
-        if not rest and name in ("sudo", "doas") and o.has("i", "s", "login", "shell"):
+        if not rest and (name in ("sudo", "doas", "sudo-rs") and o.has("i", "s", "login", "shell") or name == "run0"):
             return ["sh"]
         return rest or None
 
@@ -805,13 +787,10 @@ class _Analysis:
                 continue
             if name not in _WRAPPERS or (name in ("time", "command", "exec", "builtin") and len(argv) == 1):
                 break
-            if name in _DETACHING:
-                self.hit(DANGEROUS, f"starts something that outlives the command ({name})", show(argv), via, cap)
-            elif name == "chroot":
-                self.hit(DANGEROUS, "runs a command in another root (chroot)", show(argv), via, cap)
-            self.take(wrapper_hits(name, argv), cmd, stdin, depth, via, env, cap)
-            nxt = self.unwrap(name, argv)
-            sudo = sudo or name in ("sudo", "doas", "pkexec", "su", "runuser")
+            nxt = self.unwrap(name, argv)  # (what it runs; and a wrapper's own risk: detaching, chroot, an escape)
+            self.take(wrapper_hits(name, argv, show(argv), nxt, not (cmd.stdin_set or stdin.desc or stdin.text is not
+                                                                     None)), cmd, stdin, depth, via, env, cap)
+            sudo = sudo or name in _PRIVILEGED
             if isinstance(nxt, str):
                 self.script(nxt, depth + 1, via + (name,), dict(env), cap)
                 return Stream()
@@ -850,9 +829,8 @@ class _Analysis:
             elif args:
                 self.file_exec(args[0], "shell", shown, depth, via, env, cap)
         elif name == "python" or name in INTERPRETERS:
-            task = framework_task([name, *args])
-            if task:
-                self.hit(DANGEROUS, f"destroys database data ({task})", shown, via, cap)
+            self.take(rules.check(self.call(name, args, argv[0], bulk, stdin, cmd, via, sudo)), cmd, stdin, depth, via,
+                      env, cap)
             self.interpreter(name, INTERPRETERS.get(name, "python"), args, cmd, stdin, shown, depth, via, env, cap)
         elif name == "deno" and args[:1] == ["eval"] and len(args) > 1:
             self.code("node", args[1], depth + 1, via + ("deno eval",), env, cap)
@@ -879,26 +857,38 @@ class _Analysis:
             o = rules.parse(args, "BbcDEeFIiJLlmOopQRSWw", stop=True)
             if len(o.rest) > 1:
                 self.script(" ".join(o.rest[1:]), depth + 1, via + (f"ssh {o.rest[0]}",), {}, cap)
-            elif o.rest and stdin.text:
-                self.script(stdin.text, depth + 1, via + (f"stdin of ssh {o.rest[0]}",), {}, cap)
+            unseen = " ".join(o.rest[1:2]).startswith("$(…)")  # ssh host "$(cat setup.sh)"
+            if o.rest and (len(o.rest) == 1 or reads_stdin(o.rest[1:]) or unseen):  # ssh host 'bash -s' < setup.sh
+                if stdin.text:
+                    self.script(stdin.text, depth + 1, via + (f"stdin of ssh {o.rest[0]}",), {}, cap)
+                elif unseen or stdin.desc or any(op == "<" and t != "/dev/null" for op, t in cmd.redirs):
+                    self.hit(DANGEROUS, "runs a script the check cannot read on another host", f"{stdin.desc} | {shown}"
+                             if stdin.desc else shown + "".join(f" < {t}" for op, t in cmd.redirs if op == "<"), via, cap)
+            self.last_name = name  # (what ran on the other host is not what this pipeline sends to)
         elif name in ("at", "batch") and stdin.text:
             self.hit(DANGEROUS, f"starts something that outlives the command ({name})", shown, via, cap)
             self.script(stdin.text, depth + 1, via + (name,), dict(env), cap)
         else:
             where = f" (in {self.cwd})" if self.cwd else ""
-            if name == "ln" and {"-s", "-sf", "-sfn", "-sn", "--symbolic"} & set(args):
-                targets = [a for a in args if not a.startswith("-")]
-                if len(targets) == 2:
-                    self.links[targets[1].rstrip("/")] = targets[0]
+            targets = [a for a in args if not a.startswith("-")]
             args = expand_braces([self._through_links(a) for a in args])
-            c = Call(name, list(args), shown + where, argv[0], bulk, stdin.text, self.cwd)
-            self.take(rules.check(c), cmd, stdin, depth, via, env, cap)
+            if name == "ln" and {"-s", "-sf", "-sfn", "-sn", "--symbolic"} & set(args) and len(targets) == 2:
+                self.links[targets[1].rstrip("/")] = targets[0]
+            self.take(rules.check(self.call(name, args, argv[0], bulk, stdin, cmd, via, sudo, shown + where)), cmd,
+                      stdin, depth, via, env, cap)
         return self.stdout(name, args, stdin, shown, cmd)
+
+    def call(self, name: str, args: list, raw0: str, bulk: bool, stdin: Stream, cmd: _Cmd, via: tuple, sudo: bool,
+             shown: str = "") -> Call:
+        """A simple command as the rules see it, with what the line around it says: privilege, stdin, memo."""
+        terminal = not (cmd.stdin_set or stdin.desc or stdin.text is not None) and all(v in _WRAPPERS for v in via)
+        return Call(name, list(args), shown or show([name, *args]), raw0, bulk, stdin.text, self.cwd,
+                    sudo or _rooted(via), "" if terminal else stdin.origin or "input", self.memo)
 
     def _through_links(self, arg: str) -> str:
         """`h/.bashrc` after `ln -s ~ h` is `~/.bashrc`: a link this line made does not hide where a write goes."""
         head, sep, tail = arg.partition("/")
-        return f"{self.links[head].rstrip('/')}/{tail}" if sep and head in self.links else arg
+        return f"{self.links[head].rstrip('/')}/{tail}" if sep and head in self.links else self.links.get(arg, arg)
 
     def file_exec(self, path: str, lang: str, shown: str, depth: int, via: tuple, env: dict, cap: int) -> None:
         """Running a file this same command line downloaded or wrote."""
@@ -931,8 +921,8 @@ class _Analysis:
                 self.script(stdin.text, depth + 1, via + (f"stdin of {name}",), dict(env), cap)
             else:
                 self.code(lang, stdin.text, depth + 1, via + (f"stdin of {name}",), env, cap)
-        elif sudo and lang == "shell" and not stdin.origin:
-            self.hit(DANGEROUS, "interactive root shell", shown, via, cap)
+        elif not stdin.origin and (rule := "interactive root shell" if sudo and lang == "shell" else escape(via)):
+            self.hit(DANGEROUS, rule, shown, via, cap)
 
     def shell(self, name: str, args: list, cmd: _Cmd, stdin: Stream, shown: str, depth: int, via: tuple, env: dict,
               cap: int, sudo: bool) -> None:
@@ -991,6 +981,8 @@ class _Analysis:
             return Stream(text, None, desc, every=name == "find")
         if lists_every_process(name, args) or stdin.every and keeps_every_line(name, args):
             return Stream(None, None, desc, every=True)
+        if searches_processes(name, args, stdin.every and stdin.text is None or stdin.text == PIDS_FOUND):
+            return Stream(PIDS_FOUND, None, desc)
         if name in DECODERS and decoding(name, args):
             text = decode(name, args, stdin.text) if stdin.text is not None else None
             return Stream(text, stdin.origin or "decode", desc)
@@ -1004,27 +996,6 @@ class _Analysis:
 
 
 _GLOB = re.compile(r"[*?\[]")
-
-
-def _mask_quotes(text: str) -> str:
-    """`text` with quoted strings and comments blanked, so `echo ':(){ :|:& };:'` is no fork bomb."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            out.append(text[i:i + 2])
-            i += 2
-        elif c in "'\"" or (c == "#" and (i == 0 or text[i - 1] in " \t\n;")):
-            end = "\n" if c == "#" else c
-            j = i + 1
-            while j < n and text[j] != end:
-                j += 2 if text[j] == "\\" and c == '"' else 1
-            out.append(" " * (min(j, n) - i + (c != "#")))
-            i = j + (c != "#")
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 def _split(text: str) -> list[str]:

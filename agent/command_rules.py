@@ -4,7 +4,7 @@ The guard turns a command line into simple commands (argv with quotes, wrappers 
 obfuscation removed). Each rule here looks at one of them and yields `Hit`s (a level and a
 reason) or `Recurse` requests (a nested shell string, argv, code snippet or SQL text that the
 guard must analyse too). Nothing in this module raises on odd input: every parser degrades to
-"no finding".
+"no finding". Git, system administration, publishing, database clients and downloads: `command_rules_tools`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Union
 
-from agent.command_flow import find_pattern
+from agent.command_flow import PIDS_FOUND, find_pattern
 
 SAFE, DANGEROUS, HARDLINE = 0, 1, 2
 
@@ -51,6 +51,9 @@ class Call:
     bulk: bool = False
     stdin: str | None = None  # literal stdin (heredoc, here-string, echo | ...), if known
     cwd: str | None = None  # working directory, when an earlier `cd` made it known
+    root: bool = False  # runs with root privileges: through sudo, doas, su, pkexec, runuser, or ssh root@
+    stdin_kind: str = "unknown"  # "" when stdin is the terminal (nothing piped, redirected or written into it)
+    memo: dict = field(default_factory=dict)  # what earlier commands of the same line left (git remotes added)
 
     def at(self, path: str) -> str:
         """`path` resolved against the known working directory."""
@@ -118,8 +121,16 @@ def parse(args: list[str], short: str = "", long: tuple = (), stop: bool = False
 
 # ---------------------------------------------------------------- paths
 
+_HOMES: dict = {}
+
+
 def _home() -> str:
-    return os.path.expanduser("~").rstrip("/") or "/"
+    """The home directory, as `~` expands (recomputed whenever $HOME changes)."""
+    key = os.environ.get("HOME")
+    if key not in _HOMES:
+        _HOMES.clear()
+        _HOMES[key] = os.path.expanduser("~").rstrip("/") or "/"
+    return _HOMES[key]
 
 
 def norm_path(p: str) -> str:
@@ -330,8 +341,11 @@ def r_chmod(c: Call) -> Iterator[Finding]:
         mode, targets = "", (pos[1:] if c.name != "chmod" else pos)
     what = "permission" if c.name == "chmod" else "ownership"
     targets = [c.at(t) for t in targets]
-    if recursive and any(is_critical(t) for t in targets):
-        yield Hit(HARDLINE, f"recursive {what} change on / or home", c.shown)
+    crit = [t for t in targets if is_critical(t) and norm_path(t) != "/usr/local"]  # (/usr/local: nothing vital)
+    if recursive and crit:
+        where = "/ or home" if any(re.fullmatch(r"/|~.*|/(home|Users)(/[^/]+)?|/root", re.sub(r"/\*$", "", norm_path(
+            t)) or "/") for t in crit) else "a top-level system directory"
+        yield Hit(HARDLINE, f"recursive {what} change on {where}", c.shown)
         return
     if recursive:
         yield Hit(DANGEROUS, f"recursive {c.name}", c.shown)
@@ -360,8 +374,9 @@ def r_copy(c: Call) -> Iterator[Finding]:  # mv, cp, install, ln, rsync
         yield Hit(DANGEROUS, "move of a system file", c.shown)
     if not dest or (c.name == "rsync" and ":" in dest.split("/")[0]):
         return
-    if c.name == "rsync" and any(k.startswith("delete") for k in o.longs) and is_critical(dest):
-        yield Hit(HARDLINE, "sync with --delete over / or home", c.shown)
+    if c.name == "rsync" and any(k.startswith("delete") for k in o.longs):  # (to a remote: a deploy, returned above)
+        yield Hit(*(HARDLINE, "sync with --delete over / or home") if is_critical(dest) else (
+            DANGEROUS, "sync with --delete: deletes what the source lacks"), c.shown)
     elif c.name == "mv" and norm_path(dest) == "/dev/null":
         yield Hit(DANGEROUS, "move into /dev/null", c.shown)
     elif is_system(dest) and not write_risk(dest):
@@ -416,7 +431,12 @@ def r_disk(c: Call) -> Iterator[Finding]:
     if any(a in ("--help", "-h", "-V", "--version") for a in args) and n != "parted":
         return
     if n.startswith(("mkfs", "mke2fs", "mkntfs", "mkdosfs", "newfs")) or n in ("blkdiscard", "mkswap"):
-        yield Hit(HARDLINE, "formatting a disk", c.shown)
+        targets = [c.at(a) for a in args if not a.startswith("-") and not a.isdigit()]
+        if n == "blkdiscard" or not targets or any(t.startswith("/dev/") or _GLOB.search(t) or "$" in t or "…" in t
+                                                   for t in targets):
+            yield Hit(HARDLINE, "formatting a disk", c.shown)
+        else:  # an image file (mkfs.ext4 -F disk.img): a write to that file
+            yield from _writes(c, targets)
     elif n == "wipefs":
         if not any(a in ("-n", "--no-act") for a in args) and any(
                 a in ("--all", "--offset") or re.fullmatch(r"-[a-zA-Z]*[ao][a-zA-Z]*", a) or a.startswith(
@@ -430,7 +450,10 @@ def r_disk(c: Call) -> Iterator[Finding]:
         if n == "sgdisk" and any(a in ("-Z", "--zap-all", "-o", "--clear", "-z", "--zap") for a in args):
             yield Hit(HARDLINE, "wiping a partition table", c.shown)
         elif any(is_device(a) for a in args) and not (listing & set(args)):
-            yield Hit(HARDLINE, "rewriting a partition table", c.shown)
+            typed = c.stdin_kind == "" and (n in ("fdisk", "cfdisk", "gdisk") or n == "parted" and not any(
+                a in ("-s", "--script") for a in args) and not args[[is_device(a) for a in args].index(True) + 1:])
+            yield Hit(*(DANGEROUS, "interactive partitioning (nothing changes until a person writes it)") if typed
+                      else (HARDLINE, "rewriting a partition table"), c.shown)
     elif n in ("lvremove", "vgremove", "pvremove") or (n in ("zfs", "zpool") and "destroy" in args):
         yield Hit(HARDLINE, "destroying a volume", c.shown)
 
@@ -485,6 +508,10 @@ def r_kill(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "force kill (SIGKILL)" if sig in _KILL_SIGS else "stopping a process", c.shown)
     elif any(p in ("$PPID", "${PPID}") for p in pids):
         yield Hit(DANGEROUS, "killing the parent process (chatgate itself)", c.shown)
+    elif PIDS_FOUND in pids or c.bulk and not pids:  # pgrep x | xargs kill: pkill by another name
+        yield Hit(DANGEROUS, "killing the processes a search found", c.shown)
+    elif c.root:  # root reaches every process: a system service, another user's
+        yield Hit(DANGEROUS, "signals a process with root privileges", c.shown)
 
 
 _SYSTEMCTL_HARD = {"poweroff", "reboot", "halt", "kexec", "rescue", "emergency", "soft-reboot", "default"}
@@ -515,232 +542,11 @@ def r_service(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "stopping or restarting a service", c.shown)
 
 
-_DOCKER_BAD = {"stop", "kill", "rm", "rmi", "prune", "down", "pause", "restart", "reset"}
-_DOCKER_GROUPS = {"container", "image", "volume", "network", "system", "builder", "buildx", "service", "stack",
-                  "secret", "config", "node", "plugin", "swarm", "compose"}
+from agent.command_containers import r_docker, r_infra, r_kubectl  # noqa: E402 (it uses the names above)
 
 
-_COMPOSE_LONG = ("file", "project-name", "profile", "env-file", "project-directory")
-
-
-def r_docker(c: Call) -> Iterator[Finding]:
-    rest = parse(c.args, short="Hcl", long=("host", "context", "config", "log-level", "tlscacert", "tlscert",
-                                            "tlskey"), stop=True).rest
-    compose = c.name.endswith("-compose") or rest[:1] == ["compose"]
-    if compose:
-        rest = parse(rest if c.name.endswith("-compose") else rest[1:], "fp", _COMPOSE_LONG, stop=True).rest
-        if rest[:1] and rest[0] in ("down", "rm", "kill", "stop"):
-            yield Hit(DANGEROUS, f"compose {rest[0]}", c.shown)
-    verb = rest[0] if rest else ""
-    if verb == "exec":  # docker exec [opts] CONTAINER cmd..., compose exec [opts] SERVICE cmd...
-        e = parse(rest[1:], "euw", ("env", "user", "workdir", "env-file", "detach-keys", "index"), stop=True)
-        if len(e.rest) > 1:
-            yield Recurse("argv", tuple(e.rest[1:]), f"{c.name} exec", cap=DANGEROUS)
-    elif verb == "run" and not compose:
-        for k, a in enumerate(rest):
-            v = rest[k + 1] if a in ("-v", "--volume") and k + 1 < len(rest) else (
-                a.partition("=")[2] if a.startswith(("--volume=", "--mount=")) else "")
-            if re.match(r"/:|(?:.*,)?(?:source|src)=/(?:,|$)", v):
-                yield Hit(DANGEROUS, "host root mounted into a container", c.shown)
-                return
-    elif not compose:
-        words = [w for w in rest[:3] if not w.startswith("-")]
-        group = bool(words) and words[0] in _DOCKER_GROUPS
-        action = words[1] if group and len(words) > 1 else words[0] if words else ""
-        if action in _DOCKER_BAD or action in ("remove", "delete", "leave"):
-            yield Hit(DANGEROUS, f"{c.name} {' '.join(words[:2]) if group else action}", c.shown)
-
-
-def r_kubectl(c: Call) -> Iterator[Finding]:
-    o = parse(c.args, short="nlcs", long=("namespace", "context", "cluster", "kubeconfig", "user", "selector",
-                                          "server", "token", "container"))
-    sub = o.pos[0] if o.pos else ""
-    if c.name == "helm":
-        if sub in ("uninstall", "delete", "del", "un"):
-            yield Hit(DANGEROUS, "helm uninstall", c.shown)
-    elif sub in ("delete", "drain"):
-        yield Hit(DANGEROUS, f"kubectl {sub}", c.shown)
-    elif sub == "exec" and "--" in c.args:
-        yield Recurse("argv", tuple(c.args[c.args.index("--") + 1:]), "kubectl exec", cap=DANGEROUS)
-
-
-def r_infra(c: Call) -> Iterator[Finding]:
-    a = c.args
-    if c.name in ("terraform", "tofu", "pulumi", "cdk"):
-        if "destroy" in a or (a[:1] == ["apply"] and "-destroy" in a):
-            yield Hit(DANGEROUS, f"{c.name} destroy", c.shown)
-    elif c.name == "aws":
-        if (a[:2] == ["s3", "rm"] and "--recursive" in a) or a[:2] == ["s3", "rb"] or any(
-                w.startswith(("delete-", "terminate-")) for w in a if not w.startswith("-")):
-            yield Hit(DANGEROUS, "deleting cloud resources", c.shown)
-    elif "delete" in a:
-        yield Hit(DANGEROUS, "deleting cloud resources", c.shown)
-
-
-# ---------------------------------------------------------------- git
-
-def r_git(c: Call) -> Iterator[Finding]:
-    g = parse(c.args, short="Cc", long=("git-dir", "work-tree", "namespace", "exec-path", "config-env"), stop=True)
-    if not g.rest:
-        return
-    sub, sargs = g.rest[0], g.rest[1:]
-    o = parse(sargs, short="oCmF" if sub == "commit" else "o", long=("push-option", "repo", "receive-pack", "exec"))
-    bad = None
-    if sub == "push":
-        refs = o.pos[1:]
-        if o.has("f", "force", "force-with-lease", "mirror") or any(r.startswith("+") for r in refs):
-            bad = "force push"
-        elif o.has("d", "delete", "prune") or any(r.startswith(":") for r in refs):
-            bad = "deleting remote branches"
-    elif sub == "reset" and o.has("hard"):
-        bad = "git reset --hard"
-    elif sub == "clean" and o.has("f", "force") and not o.has("n", "dry-run"):
-        bad = "git clean -f"
-    elif sub == "branch" and (o.has("D") or (o.has("d", "delete") and o.has("f", "force"))):
-        bad = "force-deleting a branch"
-    elif sub == "checkout" and (o.has("f", "force") or any(p in (".", ":/", "*") for p in o.pos)):
-        bad = "discarding working-tree changes"
-    elif sub == "restore" and not (o.has("S", "staged") and not o.has("W", "worktree")) and any(
-            p in (".", ":/", "*") for p in o.pos):
-        bad = "discarding working-tree changes"
-    elif (sub == "stash" and o.pos[:1] == ["clear"]) or (sub == "reflog" and o.pos[:1] in (["expire"], ["delete"])):
-        bad = "destroying recovery data"
-    elif sub == "gc" and any(v in ("now", "all") for v in o.longs.get("prune", [])):
-        bad = "destroying recovery data"
-    elif sub in ("filter-branch", "filter-repo"):
-        bad = "rewriting history"
-    if bad:
-        yield Hit(DANGEROUS, bad, c.shown)
-
-
-# ---------------------------------------------------------------- system administration
-
-def r_crontab(c: Call) -> Iterator[Finding]:
-    o = parse(c.args, short="uc")
-    if o.has("r"):
-        yield Hit(DANGEROUS, "removing the crontab", c.shown)
-    elif o.has("e"):
-        yield Hit(DANGEROUS, "editing the crontab", c.shown)
-    elif not o.has("l", "V", "T", "help"):
-        yield Hit(DANGEROUS, "installing a crontab", c.shown)
-
-
-def r_admin(c: Call) -> Iterator[Finding]:
-    n, a = c.name, c.args
-    if n in ("visudo", "vipw", "vigr"):
-        if not any(x in ("-c", "--check") for x in a):
-            yield Hit(DANGEROUS, "editing sudoers/accounts", c.shown)
-    elif n in ("userdel", "deluser", "groupdel", "delgroup", "usermod", "passwd", "chpasswd", "useradd", "adduser"):
-        if not (n == "passwd" and any(x in ("-S", "--status") for x in a)):
-            yield Hit(DANGEROUS, "user account change", c.shown)
-    elif n in ("iptables", "ip6tables", "iptables-legacy", "iptables-nft"):
-        if any(x in ("-F", "--flush", "-X", "--delete-chain") for x in a) or (
-                any(x in ("-P", "--policy") for x in a) and any(x in ("DROP", "REJECT") for x in a)):
-            yield Hit(DANGEROUS, "firewall flush / lockout", c.shown)
-    elif n == "nft" and "flush" in a:
-        yield Hit(DANGEROUS, "firewall flush / lockout", c.shown)
-    elif n == "ufw" and [x for x in a if not x.startswith("-")][:1] in (["disable"], ["reset"]):
-        yield Hit(DANGEROUS, "firewall flush / lockout", c.shown)
-    elif (n == "ip" and "link" in a[:2] and "down" in a) or (n == "ifconfig" and "down" in a) or n == "ifdown" or (
-            n == "nmcli" and "off" in a):
-        yield Hit(DANGEROUS, "taking the network down", c.shown)
-    elif n in ("apt", "apt-get", "aptitude", "dnf", "yum", "microdnf", "zypper", "apk", "snap", "pacman"):
-        if any(x in ("remove", "purge", "autoremove", "autopurge", "erase", "rm", "del") for x in a) or (
-                n == "pacman" and any(re.fullmatch(r"-R\w*", x) for x in a)):
-            yield Hit(DANGEROUS, "system package removal", c.shown)
-    elif n in ("nc", "ncat", "netcat") and any(x in ("-e", "-c", "--exec", "--sh-exec") or x.startswith("-e") for x in a):
-        yield Hit(DANGEROUS, "network shell (nc -e)", c.shown)
-    elif n == "socat" and any(re.match(r"(?i)(exec|system):", x) for x in a):
-        yield Hit(DANGEROUS, "network shell (socat exec)", c.shown)
-    elif n == "launchctl" and a[:1] in (["unload"], ["bootout"], ["remove"], ["reboot"]):
-        yield Hit(HARDLINE if a[0] == "reboot" else DANGEROUS, f"launchctl {a[0]}", c.shown)
-
-
-_PUBLISH = {"npm": ("publish", "unpublish", "deprecate"), "pnpm": ("publish",), "yarn": ("publish", "npm"),
-            "cargo": ("publish", "yank"), "twine": ("upload",), "gem": ("push", "yank"), "poetry": ("publish",),
-            "flit": ("publish",), "uv": ("publish",), "hatch": ("publish",), "rye": ("publish",)}
-
-
-def r_publish(c: Call) -> Iterator[Finding]:
-    words = [a for a in c.args if not a.startswith("-")]
-    if words and words[0] in _PUBLISH.get(c.name, ()):
-        if not (c.name == "yarn" and words[0] == "npm" and "publish" not in words[1:2]):
-            yield Hit(DANGEROUS, "publishing a package", c.shown)
-
-
-# ---------------------------------------------------------------- databases
-
-def r_sql_client(c: Call) -> Iterator[Finding]:
-    n, a = c.name, c.args
-    if n == "redis-cli":
-        if any(x.upper() in ("FLUSHALL", "FLUSHDB") for x in a) or re.search(r"(?i)\bflush(all|db)\b", c.stdin or ""):
-            yield Hit(DANGEROUS, "redis flush", c.shown)
-        return
-    if n in ("mongo", "mongosh"):
-        js = " ".join(v for v in parse(a, long=("eval",)).longs.get("eval", [])) + (c.stdin or "")
-        if re.search(r"dropDatabase\(|shutdownServer\(|\.drop\(\s*\)|(?:deleteMany|remove)\(\s*\{\s*\}\s*\)", js):
-            yield Hit(DANGEROUS, "dropping mongo data", c.shown)
-        return
-    spec = {"psql": ("c", ("command",)), "mysql": ("e", ("execute",)), "mariadb": ("e", ("execute",)),
-            "duckdb": ("c", ("c",)), "clickhouse-client": ("q", ("query",)), "sqlcmd": ("Qq", ()),
-            "cqlsh": ("e", ("execute",)), "sqlite3": ("", ())}[n]
-    if n == "sqlite3":  # sqlite3 [options] DB [SQL...]; single-dash long options
-        sql, pos, i = [], [], 0
-        while i < len(a):
-            if a[i] in ("-cmd",) and i + 1 < len(a):
-                sql.append(a[i + 1])
-                i += 1
-            elif a[i] in ("-separator", "-nullvalue", "-newline", "-init") and i + 1 < len(a):
-                i += 1
-            elif not a[i].startswith("-"):
-                pos.append(a[i])
-            i += 1
-        sql += pos[1:]
-        via = "sqlite3"
-        if not sql and c.stdin:
-            sql, via = [c.stdin], "stdin of sqlite3"
-    else:
-        o = parse(a, short=spec[0] + "dUhpPfuWDSHEo", long=spec[1] + ("dbname", "username", "host", "port", "file",
-                                                                       "user", "password", "database"))
-        sql = [v for k in spec[0] for v in o.vals.get(k, [])] + [v for k in spec[1] for v in o.longs.get(k, [])]
-        if n == "duckdb":
-            sql += o.pos[1:]
-        via = f"{n} -{spec[0][0]}"
-        if not sql and c.stdin and (not o.has("f", "file") or o.val("f", "file") == "-"):
-            sql, via = [c.stdin], f"stdin of {n}"
-    for s in sql:
-        yield Recurse("sql", s, via)
-
-
-# ---------------------------------------------------------------- downloads
-
-def download_info(name: str, args: list[str]) -> tuple[bool, list[str]]:
-    """(writes to stdout?, paths of the files it saves) for a downloader."""
-    def base(url: str) -> str:
-        path = re.sub(r"^\w+://[^/]*", "", url).split("?")[0].split("#")[0]
-        return path.rstrip("/").rsplit("/", 1)[-1] or "index.html"
-    if name == "curl":
-        o = parse(args, short="AbcCdDeEFHKmoPQrTtuUwxXyYz", long=(
-            "output", "data", "header", "request", "user", "user-agent", "referer", "config", "range", "upload-file",
-            "write-out", "proxy", "cookie", "cookie-jar", "dump-header", "form", "max-time", "connect-timeout",
-            "retry", "output-dir", "data-raw", "data-binary", "data-urlencode", "json", "url", "cacert", "cert"))
-        urls = [p for p in o.pos + o.longs.get("url", []) if "://" in p or "." in p]
-        outs = [v for v in o.vals.get("o", []) + o.longs.get("output", []) if v != "-"]
-        if o.has("O", "remote-name", "remote-name-all"):
-            outs += [base(u) for u in urls]
-        return not outs, outs
-    if name == "wget":
-        o = parse(args, short="OoaPtTwUeiBQlD", long=("output-document", "output-file", "directory-prefix", "tries",
-                                                      "timeout", "user-agent", "header", "input-file", "level"))
-        doc = o.val("O", "output-document")
-        if doc == "-":
-            return True, []
-        return False, [doc] if doc else [base(u) for u in o.pos]
-    if name in ("fetch", "aria2c"):
-        o = parse(args, short="od", long=("out", "output", "dir"))
-        out = o.val("o", "out", "output")
-        return False, [out] if out else [base(u) for u in o.pos]
-    return True, []
+from agent.command_rules_tools import (  # noqa: E402 (they use the names above)
+    _PUBLISH, download_info, r_admin, r_crontab, r_git, r_publish, r_sql_client)
 
 
 # ---------------------------------------------------------------- dispatch

@@ -42,15 +42,57 @@ EXTRA_WRAPPERS = {
     "systemd-inhibit": ("", ("what", "who", "why", "mode"), 0), "rlwrap": ("", (), 0),
     "script": ("cEIOBT", ("command", "echo", "log-in", "log-out", "log-io", "log-timing", "logging-format"), 0),
     "capsh": ("", (), 0), "torify": ("", (), 0), "tsocks": ("", (), 0), "trickle": ("udw", (), 0),
+    # more that run the rest of their line: as root, as another user, under a tool, in a changed environment
+    "run0": ("ugD", ("user", "group", "nice", "chdir", "setenv", "property", "slice", "unit", "description",
+                     "background", "machine"), 0),
+    "sudo-rs": ("ugpChDrtUT", ("user", "group", "prompt", "close-from", "chdir", "other-user", "host"), 0),
+    "please": ("cdrtu", (), 0), "pfexec": ("", (), 0), "gosu": ("", (), 1), "su-exec": ("", (), 1),
+    "setuidgid": ("", (), 1), "s6-setuidgid": ("", (), 1), "envuidgid": ("", (), 1), "envdir": ("", (), 1),
+    "setlock": ("", (), 1), "lckdo": ("w", (), 1), "chpst": ("uUe/nlLmdofcprt", (), 0),
+    "softlimit": ("madslfcoprt", (), 0), "chronic": ("", (), 0), "ifne": ("", (), 0), "valgrind": ("", (), 0),
+    "setarch": ("", (), 1), "linux32": ("", (), 0), "linux64": ("", (), 0), "logsave": ("", (), 1),
+    "ssh-agent": ("aEtP", (), 0), "cpulimit": ("lpePcs", ("limit", "pid", "exe", "path", "cpu", "signal"), 0),
+    "dbus-launch": ("", ("config-file", "autolaunch"), 0), "systemd-cat": ("tp", ("identifier", "priority",
+                                                                                "stderr-priority"), 0),
+    "tini": ("spe", (), 0), "dumb-init": ("r", ("rewrite",), 0), "authbind": ("", (), 0), "fakechroot": ("", (), 0),
+    "schroot": ("cudp", ("chroot", "user", "directory"), 0), "multitime": ("nqs", (), 0), "grc": ("c", ("config",), 0),
+    "ld.so": ("", ("library-path", "preload", "audit", "argv0"), 0),
+    "ld-linux.so.2": ("", ("library-path", "preload", "audit", "argv0"), 0),
+    "ld-linux-x86-64.so.2": ("", ("library-path", "preload", "audit", "argv0"), 0),
+    "ld-linux-aarch64.so.1": ("", ("library-path", "preload", "audit", "argv0"), 0),
+    "ld-musl-x86_64.so.1": ("", ("library-path", "preload", "audit", "argv0"), 0),
 }
+PRIVILEGED = frozenset({"sudo", "doas", "pkexec", "su", "runuser", "run0", "sudo-rs", "please", "pfexec"})
 # a wrapper whose use is a risk of its own, whatever it runs
 _IDENTITY = re.compile(r"--(reuid|regid|ruid|euid|rgid|egid|groups|init-groups|keep-groups|inh-caps|ambient-caps"
                        r"|bounding-set|securebits)\b")
 
 
-def wrapper_hits(name: str, argv: list[str]) -> Iterator[Finding]:
-    """What running through wrapper `name` means by itself (its command is judged separately)."""
-    args = argv[1:]
+DETACHING = frozenset({"nohup", "setsid", "systemd-run", "daemonize", "start-stop-daemon"})
+_NOT_ESCAPES = PRIVILEGED | {"su", "exec", "command", "builtin", "sg", "nix-shell", "time", "chroot"}
+_INTERACTIVE = frozenset("sh bash zsh dash ksh mksh ash fish csh tcsh rbash yash python python3 perl ruby node php lua "
+                         "irb pry tclsh wish expect gdb".split())
+
+
+def _interactive(argv: list | str | None) -> bool:
+    """A shell or interpreter with nothing to run: no script, no -c/-e code, no module."""
+    if not isinstance(argv, list) or not argv or argv[0].rsplit("/", 1)[-1].lower() not in _INTERACTIVE:
+        return False
+    return all(a.startswith("-") and (a.startswith("--") or not set(a[1:]) & set("cemErx")) for a in argv[1:])
+
+
+def wrapper_hits(name: str, argv: list[str], shown: str = "", inner: list | str | None = None,
+                 terminal: bool = False) -> Iterator[Finding]:
+    """What running through wrapper `name` means by itself (its command `inner` is judged separately): it detaches,
+    changes root, or — on the terminal — starts an interactive shell (the GTFOBins shape `env /bin/sh`, `nice
+    bash`, `stdbuf -i0 /bin/sh`: a shell escape, see `agent.command_escapes`)."""
+    args, shown = argv[1:], shown or " ".join(argv)
+    if name in DETACHING:
+        yield Hit(DANGEROUS, f"starts something that outlives the command ({name})", shown)
+    elif name == "chroot":
+        yield Hit(DANGEROUS, "runs a command in another root (chroot)", shown)
+    if terminal and name not in _NOT_ESCAPES and _interactive(inner):
+        yield Hit(DANGEROUS, f"shell escape: {name} starts an interactive shell or interpreter", shown)
     if name == "setpriv" and any(_IDENTITY.match(a) for a in args):
         yield Hit(DANGEROUS, "runs with a changed identity or capabilities (setpriv)", " ".join(argv))
     elif name == "unshare" and any(a in ("-r", "--map-root-user", "-U", "--user", "--map-auto", "--map-current-user")
@@ -68,6 +110,10 @@ def wrapper_hits(name: str, argv: list[str]) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "attaches to a running process (reads or changes its memory)", " ".join(argv))
     elif name == "prlimit" and parse(args, "p", ("pid",)).val("p", "pid"):
         yield Hit(DANGEROUS, "changes the limits of another process (prlimit --pid)", " ".join(argv))
+    elif name == "cpulimit" and any(a in ("-p", "--pid") or a.startswith(("-p", "--pid=")) for a in args):
+        yield Hit(DANGEROUS, "throttles another process", " ".join(argv))
+    elif name.startswith("ld") and any(a.startswith(("--preload", "--audit")) for a in args):
+        yield Hit(DANGEROUS, f"{name}: loads code into the program it starts", " ".join(argv))
 
 
 def wrapped(name: str, argv: list[str]) -> list[str] | str | None | bool:
@@ -104,9 +150,11 @@ def runs(value: str, what: str, shown: str, benign: frozenset = frozenset()) -> 
 _PROGRAM_VARS = {
     **dict.fromkeys(("PAGER", "MANPAGER", "GIT_PAGER", "SYSTEMD_PAGER", "PSQL_PAGER", "BAT_PAGER", "DELTA_PAGER"),
                     PAGERS),
-    **dict.fromkeys(("EDITOR", "VISUAL", "GIT_EDITOR", "SUDO_EDITOR", "GIT_SEQUENCE_EDITOR", "FCEDIT"), EDITORS),
-    **dict.fromkeys(("GIT_SSH_COMMAND", "GIT_SSH", "RSYNC_RSH", "RSH"), SSH_CLIENTS),
+    **dict.fromkeys(("EDITOR", "VISUAL", "GIT_EDITOR", "SUDO_EDITOR", "GIT_SEQUENCE_EDITOR", "FCEDIT",
+                     "SYSTEMD_EDITOR"), EDITORS),
+    **dict.fromkeys(("GIT_SSH_COMMAND", "GIT_SSH", "RSYNC_RSH", "RSH", "BORG_RSH", "RCLONE_SFTP_SSH"), SSH_CLIENTS),
     **dict.fromkeys(("GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS", "GIT_PROXY_COMMAND",
+                     "GROFF_BIN_PATH", "GIT_EXEC_PATH",
                      "LESSOPEN", "LESSCLOSE", "PROMPT_COMMAND"), frozenset()),
     "BROWSER": frozenset("firefox chromium chromium-browser google-chrome google-chrome-stable brave-browser "
                          "xdg-open open sensible-browser w3m lynx links echo true none".split()),

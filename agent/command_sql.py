@@ -1,6 +1,9 @@
 """SQL text as the guard sees it: statements that destroy data (DROP, TRUNCATE, DELETE or UPDATE
 without WHERE, ...), that run programs on the server or write its files (COPY ... TO PROGRAM,
 INTO OUTFILE), and client commands that run a shell (`\\!` in psql and mysql, `.shell` in sqlite3).
+Statements that change who may do what are dangerous too, as granting access is in the cloud rules:
+GRANT and REVOKE, creating or altering a user or role (`ALTER USER app WITH SUPERUSER`, a new
+password), and server-wide settings (`ALTER SYSTEM`, `SET GLOBAL`).
 """
 
 from __future__ import annotations
@@ -77,5 +80,8 @@ def scan_sql(sql: str) -> Iterator[Finding]:
             rule = "SQL UPDATE without WHERE"
         elif re.search(r"\bALTER\s+TABLE\b.*\bDROP\s+COLUMN\b", up):
             rule = "SQL DROP COLUMN"
+        elif m := re.match(r"\s*(GRANT|REVOKE|(?:CREATE|ALTER|RENAME)\s+(?:USER|ROLE|LOGIN)|SET\s+PASSWORD|ALTER\s+SYSTEM"
+                           r"|SET\s+(?:GLOBAL|PERSIST)\b|ALTER\s+(?:DATABASE|SCHEMA|TABLE)\s+\S+\s+OWNER)", up):
+            rule = f"SQL {' '.join(m.group(1).split())}: changes who may do what, or the server's settings"
         if rule:
             yield Hit(DANGEROUS, rule, flat)

@@ -128,6 +128,53 @@ def test_reasons_are_not_repeated() -> None:
     assert v.reasons == ("recursive delete: rm -rf a",)
 
 
+def test_recursive_ownership_change_names_the_place_it_hits() -> None:
+    """/srv is not home: the reason says which kind of place the change covers."""
+    (reason,) = classify("sudo chown -R www-data /srv").reasons
+    assert reason.startswith("recursive ownership change on a top-level system directory: chown -R www-data /srv")
+    assert classify("chown -R nobody ~").reasons[0].startswith("recursive ownership change on / or home")
+    assert classify("chmod -R 777 /*").reasons[0].startswith("recursive permission change on / or home")
+
+
+@pytest.mark.parametrize(("command", "rule", "part"), [
+    ("docker run --rm -v /:/host alpine rm -rf /host/etc", "wipe of / or home", "rm -rf /etc (via docker run"),
+    ("ln -s /dev/sdb x.img; mkfs.ext4 -F x.img", "formatting a disk", "mkfs.ext4 -F x.img"),
+    ("pgrep -f worker | xargs kill", "processes a search found", "(via xargs)"),
+    ("sudo -u postgres psql", "interactive session as another user", "psql (via sudo)"),
+    ("ssh root@web 'truncate -s 0 /etc/passwd'", "needs to boot or to let anyone log in", "(via ssh root@web)"),
+    ("cat setup.sh | ssh web1 bash", "cannot read on another host", "cat setup.sh | ssh web1 bash"),
+    ("pg_dump prod | gzip | ssh x@198.51.100.1 'cat > d.gz'", "sends a whole database", "pg_dump prod"),
+])
+def test_reasons_of_the_classes_generalised_from_the_blind_corpus(command: str, rule: str, part: str) -> None:
+    reasons = classify(command).reasons
+    assert any(rule in r and part in r for r in reasons), reasons
+
+
+def test_privilege_and_stdin_decide_between_levels() -> None:
+    """The same program is weighed by what the line around it gives it: root, a terminal, its work."""
+    assert classify("sudo truncate -s 0 /etc/passwd").verdict == "hardline"
+    assert classify("truncate -s 0 /etc/passwd").verdict == "dangerous"  # unprivileged: the write fails
+    assert classify("sudo fdisk /dev/sdb").verdict == "dangerous"  # a person types each change
+    assert classify("printf 'o\nw\n' | sudo fdisk /dev/sdb").verdict == "hardline"
+    assert classify("sh -c 'fdisk /dev/sdb'").verdict == "hardline"  # its stdin is not known to be a terminal
+    assert classify("sudo -u postgres psql").verdict == "dangerous"
+    assert classify("sudo -u postgres psql -c 'SELECT 1'").verdict == "safe"
+    assert classify("sudo -u postgres psql < schema.sql").verdict == "safe"
+    assert classify("kill -HUP $(cat app.pid)").verdict == "safe"
+    assert classify("sudo kill -HUP $(cat app.pid)").verdict == "dangerous"
+
+
+def test_home_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Paths are judged against the home directory of the moment, even after it changes."""
+    home = tmp_path / "someone"
+    monkeypatch.setenv("HOME", str(home))
+    assert classify(f"rm -rf {home}").verdict == "hardline"
+    assert classify(f"cat {home}/.ssh/id_rsa").verdict == "dangerous"
+    monkeypatch.setenv("HOME", str(tmp_path / "other"))
+    assert classify(f"rm -rf {home}/x").verdict == "dangerous"
+    assert classify(f"cat {tmp_path}/other/.ssh/id_rsa").verdict == "dangerous"
+
+
 def test_long_reasons_are_clipped() -> None:
     (reason,) = classify("rm -rf " + " ".join(f"dir{i}" for i in range(500))).reasons
     assert len(reason) < 260 and reason.endswith("...")

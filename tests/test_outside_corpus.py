@@ -20,10 +20,10 @@ NEWLINE = "↵"
 LABELS = ("safe", "dangerous", "hardline")
 
 
-def load() -> list[tuple[int, str, str, str, str]]:
+def load(path: Path = CORPUS_FILE) -> list[tuple[int, str, str, str, str]]:
     """(line number, part, category, verdict, command)."""
     rows, part = [], ""
-    for n, line in enumerate(CORPUS_FILE.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if line.startswith("#@ part "):
             part = line.removeprefix("#@ part ").strip()
         if not line.strip() or line.startswith("#"):
@@ -79,3 +79,23 @@ def test_corpus_shape() -> None:
     project = {line.split("\t", 1)[1].replace(NEWLINE, "\n") for line in
                PROJECT_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")}
     assert not project & set(commands)
+
+
+# Three corpora of 400 lines each, written by people who had not read the rules. The first two were
+# measured, then the rules were generalised from their misses; the third was measured once, untuned
+# (bench/corpus_score.py prints each). Not every line holds, so what is asserted is the count each
+# reached then: a change that loses any of it is seen. (flagged of 240, blocked of 60, safe flagged of 160)
+BLIND = {"blind_corpus.txt": (238, 60, 0), "blind2_corpus.txt": (240, 60, 2), "blind3_corpus.txt": (237, 59, 3)}
+
+
+@pytest.mark.parametrize("name", BLIND)
+def test_blind_corpora_keep_what_they_reached(name: str) -> None:
+    rows = load(CORPUS_FILE.parent / name)
+    got = [(want, classify(command).verdict) for _, _, _, want, command in rows]
+    flagged = sum(want != "safe" and verdict != "safe" for want, verdict in got)
+    blocked = sum(want == verdict == "hardline" for want, verdict in got)
+    false_pos = sum(want == "safe" and verdict != "safe" for want, verdict in got)
+    assert [sum(want != "safe" for want, _ in got), sum(want == "hardline" for want, _ in got)] == [240, 60]
+    least_flagged, least_blocked, most_false = BLIND[name]
+    assert flagged >= least_flagged and blocked >= least_blocked and false_pos <= most_false, (
+        name, flagged, blocked, false_pos)
