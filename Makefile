@@ -2,14 +2,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test bench clean
+.PHONY: install run test bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-run: $(PY)
+install: $(PY)  # (an upgrade beside a running service: install, then restart the service)
 	$(PY) -m pip install -q -e '.[all]'
+
+run: install
 	$(VENV)/bin/chatgate run
 
 test: $(PY)

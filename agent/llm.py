@@ -2,10 +2,12 @@
 
 One request is one POST of `/chat/completions` with `stream: true`, read as server-sent events.
 Before the answer starts, 408/409/429/5xx and connection failures are retried with backoff
-(`max_retries`, honouring `retry-after`), as the official SDK does; a stream that breaks after
-it started is retried too (the sink is told to start over). What is left becomes an `LLMError`
-whose `user_message` is honest and short and names no address (`llm.base_url` may hold
-credentials: see `agent.endpoint`); its message, for the log, shows the address redacted.
+(`max_retries`); a stream that breaks after it started is retried too (the sink is told to start
+over). How long to pause is `retry_pause`: the endpoint's `retry-after` is honoured up to a bound,
+and a pause that is longer, or would outlast the caller's deadline, is not taken — the error is
+raised at once. What is left becomes an `LLMError` whose `user_message` is honest and short and
+names no address (`llm.base_url` may hold credentials: see `agent.endpoint`); its message, for
+the log, shows the address redacted.
 
 Why not the `openai` package: measured on the shared benchmark, importing it took 0.8 s and
 48 MB of the gateway's 80 MB idle RSS, and building each request through it was half of the
@@ -20,9 +22,11 @@ import asyncio
 import inspect
 import json
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import aiohttp
@@ -34,6 +38,7 @@ log = logging.getLogger(__name__)
 
 TextSink = Callable[[str], Awaitable[None] | None]
 Callback = Callable[[], Awaitable[None] | None]
+Deadline = Callable[[], float]  # when the caller stops waiting, on the event loop's clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,7 @@ class LLMSettings:
     timeout: float = 120.0
     max_retries: int = 3
     temperature: float | None = None
+    turn_timeout: float | None = None  # seconds one wait on the model may take (see `agent.loop`); None: unbounded
 
 
 @dataclass(slots=True)
@@ -69,6 +75,10 @@ class LLMError(Exception):
         self.user_message = user_message
 
 
+def _remaining(deadline: Deadline | None) -> float | None:
+    return None if deadline is None else deadline() - asyncio.get_running_loop().time()
+
+
 async def _call(fn: Callable[..., Any] | None, *args: Any) -> None:
     if fn is not None:
         result = fn(*args)
@@ -88,24 +98,55 @@ class _StreamBroke(Exception):
 class EndpointError(Exception):
     """The endpoint answered with an error status (after the retries for it)."""
 
-    def __init__(self, status_code: int, message: str) -> None:
+    def __init__(self, status_code: int, message: str, asked: float | None = None) -> None:
         super().__init__(f"HTTP {status_code}: {message}")
         self.status_code = status_code
         self.message = message
+        self.asked = asked  # the endpoint's retry-after, in seconds, when it said one
+        self.not_waited = False  # given up at once: that pause was longer than we wait
 
 
 RETRIED_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 MAX_RETRY_AFTER = 60.0  # a longer retry-after is not waited out: the person is told instead
 
 
+def retry_pause(attempt: int, asked: float | None, remaining: float | None) -> float | None:
+    """Seconds to wait before retry number `attempt` (1, 2, …), or None: do not retry, say so now.
+
+    `asked` is the endpoint's retry-after: honoured when it is at most `MAX_RETRY_AFTER` (never
+    retried earlier than asked), else not waited out. Without one, an exponential backoff (0.5 s
+    doubling to 8 s, jittered). A pause that would end after the deadline (`remaining` seconds from
+    now; None: no deadline) is not taken either: the caller would only time out while waiting."""
+    if asked is not None and asked >= 0:
+        if asked > MAX_RETRY_AFTER:
+            return None
+        pause = asked
+    else:
+        pause = min(0.5 * 2 ** (attempt - 1), 8.0) * (1 - 0.25 * random.random())
+    return None if remaining is not None and pause >= remaining else pause
+
+
 def _retry_after(headers: Any) -> float | None:
-    """Seconds the endpoint asks us to wait (`retry-after-ms` or `retry-after` in seconds)."""
+    """Seconds the endpoint asks us to wait (`retry-after-ms`, or `retry-after` in seconds or as an
+    HTTP date)."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         try:
             return float(headers[name]) * scale
         except (KeyError, TypeError, ValueError):
             continue
-    return None
+    try:
+        return max(0.0, parsedate_to_datetime(headers["retry-after"]).timestamp() - time.time())
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def _duration(seconds: float) -> str:
+    """"45 s", "2 minutes", "3 hours": how long, for a person."""
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    if seconds < 90 * 60:
+        return f"{math.ceil(seconds / 60)} minutes"
+    return f"{math.ceil(seconds / 3600)} hours"
 
 
 JSON_BODY = {"Content-Type": "application/json"}
@@ -119,12 +160,6 @@ def _encode(body: dict[str, Any], tools: list[dict[str, Any]] | None) -> bytes:
         encoded = tools.json if isinstance(tools, Schemas) else json.dumps(tools)
         text = f'{text[:-1]}, "tools": {encoded}}}'
     return text.encode()
-
-
-def _backoff(attempt: int, asked: float | None) -> float:
-    if asked is not None and 0 <= asked <= MAX_RETRY_AFTER:
-        return asked
-    return min(0.5 * 2 ** (attempt - 1), 8.0) * (1 - 0.25 * random.random())
 
 
 def _error_text(body: bytes) -> str:
@@ -158,10 +193,11 @@ class LLMClient:
             await self._http.close()
             self._http = None
 
-    async def _send(self, method: str, path: str, body: bytes | None = None, *,
-                    retries: int | None = None, timeout: float | None = None) -> aiohttp.ClientResponse:
+    async def _send(self, method: str, path: str, body: bytes | None = None, *, retries: int | None = None,
+                    timeout: float | None = None, deadline: Deadline | None = None) -> aiohttp.ClientResponse:
         """An answered request with a 2xx status (the caller reads and releases it); errors before
-        that are retried as configured, then raised (`EndpointError`, aiohttp's, TimeoutError)."""
+        that are retried as configured (pausing as `retry_pause` says, before `deadline`), then
+        raised (`EndpointError`, aiohttp's, TimeoutError)."""
         retries = self.settings.max_retries if retries is None else retries
         seconds = timeout or self.settings.timeout
         limits = aiohttp.ClientTimeout(total=None, sock_connect=seconds, sock_read=seconds)
@@ -178,14 +214,18 @@ class LLMClient:
                 if response.status < 300:
                     return response
                 async with response:
-                    failure = EndpointError(response.status, _error_text(await response.read()))
                     asked = _retry_after(response.headers)
+                    failure = EndpointError(response.status, _error_text(await response.read()), asked)
                 if response.status not in RETRIED_STATUSES:
                     raise failure
             attempt += 1
             if attempt > retries:
                 raise failure
-            pause = _backoff(attempt, asked)
+            pause = retry_pause(attempt, asked, _remaining(deadline))
+            if pause is None:
+                if isinstance(failure, EndpointError):
+                    failure.not_waited = True
+                raise failure
             log.info("LLM request failed (%s); retry %d in %.1fs", for_logs(str(failure), self.base_url), attempt,
                      pause)
             await asyncio.sleep(pause)
@@ -225,23 +265,28 @@ class LLMClient:
         return None
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
-                       on_text: TextSink | None = None, on_restart: Callback | None = None) -> Completion:
-        """One streamed completion; text deltas go to `on_text` as they arrive."""
+                       on_text: TextSink | None = None, on_restart: Callback | None = None,
+                       on_progress: Callable[[], None] | None = None,
+                       deadline: Deadline | None = None) -> Completion:
+        """One streamed completion; text deltas go to `on_text` as they arrive, and `on_progress`
+        hears of every piece of the answer (text or tool calls). `deadline()` is when the caller
+        stops waiting (the event loop's clock): no retry pauses past it."""
         attempt = 0
         while True:
             emitted: list[bool] = [False]
             started = time.monotonic()
             try:
-                completion = await self._stream(messages, tools, on_text, emitted)
+                completion = await self._stream(messages, tools, on_text, emitted, on_progress, deadline)
             except _StreamBroke as exc:
                 attempt += 1
-                if attempt > self.settings.max_retries:
+                pause = retry_pause(attempt, None, _remaining(deadline))
+                if attempt > self.settings.max_retries or pause is None:
                     raise LLMError(for_logs(str(exc.__cause__), self.base_url),
                                    self._explain(exc.__cause__)) from exc.__cause__
                 log.warning("LLM stream broke (%s); retry %d", for_logs(str(exc.__cause__), self.base_url), attempt)
                 if emitted[0]:
                     await _call(on_restart)
-                await asyncio.sleep(_backoff(attempt, None))
+                await asyncio.sleep(pause)
                 continue
             except (asyncio.CancelledError, LLMError):
                 raise
@@ -256,7 +301,8 @@ class LLMClient:
             return completion
 
     async def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                      on_text: TextSink | None, emitted: list[bool]) -> Completion:
+                      on_text: TextSink | None, emitted: list[bool], on_progress: Callable[[], None] | None,
+                      deadline: Deadline | None) -> Completion:
         body: dict[str, Any] = {"model": self.settings.model, "messages": messages, "stream": True}
         if self.ask_usage:  # token counts at the end of the stream (for /metrics); older servers refuse it
             body["stream_options"] = {"include_usage": True}
@@ -266,7 +312,7 @@ class LLMClient:
         calls: dict[int, ToolCall] = {}
         finish: str | None = None
         usage: dict[str, int] | None = None
-        async with await self._send("POST", "/chat/completions", _encode(body, tools)) as response:
+        async with await self._send("POST", "/chat/completions", _encode(body, tools), deadline=deadline) as response:
             try:
                 async for data in _events(response):
                     if data == "[DONE]":
@@ -279,6 +325,8 @@ class LLMClient:
                     for choice in chunk.get("choices") or ():
                         finish = choice.get("finish_reason") or finish
                         delta = choice.get("delta") or {}
+                        if on_progress is not None and (delta.get("content") or delta.get("tool_calls")):
+                            on_progress()
                         if delta.get("content"):
                             content.append(delta["content"])
                             emitted[0] = True
@@ -310,6 +358,12 @@ class LLMClient:
                 return f"The language model refused the API key (HTTP {code}). Check llm.api_key."
             if code == 404:
                 return f"The language model endpoint has no model {self.settings.model!r} (HTTP 404). Check llm.model."
+            if exc.not_waited and exc.asked is not None:
+                busy = "is rate-limiting requests" if code == 429 else "is unavailable"
+                wait = _duration(exc.asked)
+                return (f"The language model {busy} (HTTP {code}) and asks to wait {wait} before the next request, "
+                        f"longer than I wait for an answer, so this message was not answered. Please try again in "
+                        f"{wait}.")
             if code == 429:
                 return "The language model is rate-limiting requests (HTTP 429) and did not recover. Please try again in a minute."
             if code >= 500:

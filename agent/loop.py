@@ -1,17 +1,30 @@
-"""The agent loop: stream a completion, run the tool calls it asks for, repeat until it answers."""
+"""The agent loop: stream a completion, run the tool calls it asks for, repeat until it answers.
+
+Each time the loop waits on the model (a completion with its retries and pauses, or compressing
+the conversation first) it waits at most `LLMSettings.turn_timeout` seconds, and each piece of the
+answer that streams in gives it that long again; then the turn ends with an `LLMError` telling the
+person the model did not answer in time. Tool calls and approvals are not bounded by it: a long
+turn that keeps working is not cut short, a model that stalls is.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 from agent.compression import Compressor, is_context_overflow
-from agent.llm import Callback, Completion, LLMClient, LLMError, TextSink
+from agent.llm import Callback, Completion, Deadline, LLMClient, LLMError, TextSink
 from agent.tools import ToolContext, ToolScope
 
 SteerSource = Callable[[], list[str]]
 SummarySink = Callable[[str, int], Awaitable[None]]  # (summary, index in history of the last message it covers)
+R = TypeVar("R")
+
+
+def timed_out_text(seconds: float) -> str:
+    return (f"⏱ The language model did not answer in time (nothing came for {seconds:g} s), so I stopped waiting "
+            "and this message was not answered. Please try again in a while.")
 
 
 @dataclass(slots=True)
@@ -70,19 +83,21 @@ class Agent:
             compressed = True
 
         async def request() -> Completion:
-            return await self.llm.complete(messages, schemas, on_text=on_text, on_restart=on_restart)
+            return await self._within(lambda progress, deadline: self.llm.complete(
+                messages, schemas, on_text=on_text, on_restart=on_restart, on_progress=progress, deadline=deadline))
 
         async def ask() -> Completion:
             squeeze = self.compressor
             if squeeze is None:
                 return await request()
-            messages[:], chars = await squeeze.fit(messages, on_summary=summarised)
+            messages[:], chars = await self._within(lambda *_: squeeze.fit(messages, on_summary=summarised))
             try:
                 reply = await request()
             except LLMError as exc:
                 if not is_context_overflow(exc.__cause__ or exc):
                     raise
-                messages[:], chars = await squeeze.fit(messages, force=True, on_summary=summarised)
+                messages[:], chars = await self._within(
+                    lambda *_: squeeze.fit(messages, force=True, on_summary=summarised))
                 reply = await request()
             squeeze.observe(chars, reply.usage)
             return reply
@@ -107,3 +122,20 @@ class Agent:
                 "Tell me how to continue, or narrow the request.")
         add({"role": "assistant", "content": text})
         return TurnResult(text, added, self.max_iterations, calls_made, exhausted=True)
+
+    async def _within(self, call: Callable[[Callable[[], None] | None, Deadline | None], Awaitable[R]]) -> R:
+        """`call(progress, deadline)`: one wait on the model, ended after `turn_timeout` seconds (an
+        `LLMError` then); each `progress()` gives it that long again from now."""
+        seconds = self.llm.settings.turn_timeout
+        if seconds is None:
+            return await call(None, None)
+        loop = asyncio.get_running_loop()
+        limit = asyncio.timeout(seconds)
+        try:
+            async with limit:
+                return await call(lambda: limit.reschedule(loop.time() + seconds), limit.when)  # type: ignore[arg-type]
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise LLMError(f"the model sent nothing for {seconds:g} s; the turn stopped waiting",
+                           timed_out_text(seconds)) from None

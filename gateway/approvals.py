@@ -359,6 +359,22 @@ class Approvals:
             if row["id"] not in self._waiting:
                 await self.decide(row["id"], "expired", "timeout")
 
+    async def prune(self, before: float) -> int:
+        """Forget requests decided before `before` with their events; return how many. Pending ones stay,
+        and so does a session grant while its session is active (it still answers for that session)."""
+        def batch(db: sqlite3.Connection) -> int:
+            ids = json.dumps([r[0] for r in db.execute(
+                "SELECT id FROM approvals WHERE state != 'pending' AND coalesce(decided_at, created_at) < ?"
+                " AND (state != 'session' OR session_id IS NULL"
+                " OR session_id NOT IN (SELECT id FROM sessions WHERE ended_at IS NULL)) LIMIT 500", (before,))])
+            db.execute("DELETE FROM approval_events WHERE approval_id IN (SELECT value FROM json_each(?))", (ids,))
+            return db.execute("DELETE FROM approvals WHERE id IN (SELECT value FROM json_each(?))", (ids,)).rowcount
+
+        pruned = 0
+        while n := await self.store.write(batch):
+            pruned += n
+        return pruned
+
     # -- helpers --------------------------------------------------------------------------
 
     def _may_decide(self, row: Mapping[str, Any], platform: str, user_id: str) -> bool:

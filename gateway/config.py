@@ -76,8 +76,11 @@ class LLMConfig(Section):
     base_url: str | None = None
     api_key: Secret | None = None
     model: str = "gpt-4o-mini"
-    timeout_seconds: float = setting(120.0, gt=0)
+    timeout_seconds: float = setting(120.0, gt=0)  # between reads of one request
     max_retries: int = setting(3, ge=0, le=10)
+    # how long a turn waits on the model at a time (retries and pauses included; each streamed piece of the
+    # answer gives it this long again); then the person is told it did not answer in time
+    turn_timeout_seconds: float = setting(180.0, gt=0)
     temperature: float | None = setting(None, ge=0, le=2)
     auxiliary: AuxiliaryLLMConfig = AuxiliaryLLMConfig()
     # tokens the model takes (compression keeps requests within); unset: what the endpoint's model
@@ -98,9 +101,16 @@ class GatewayConfig(Section):
     session_idle_seconds: float = setting(300.0, gt=0)
     drain_seconds: float = setting(30.0, ge=0)
     retention_days: float = setting(7.0, gt=0)  # finished inbox/outbox rows and received files older than this go
+    # (and decided approvals, subagent runs, dead letters; token usage is then kept as daily sums)
+    # sessions ended and untouched this long are deleted with their messages; unset: transcripts are kept
+    transcript_retention_days: float | None = setting(None, gt=0)
     durability: Literal["full", "normal"] = "full"  # full: acknowledged messages survive a power loss
+    # how long a write waits for another program's lock on the database (a backup, a `sqlite3` shell);
+    # then it is refused: a message is not acknowledged and comes again, /readyz says storage is not ready
+    lock_wait_seconds: float = setting(5.0, gt=0, le=600)
     max_message_chars: int = setting(32_000, ge=100)  # longer messages are refused with a clear reply
-    max_waiting_messages: int = setting(20, ge=1)  # per session, beyond the running turn; more are refused
+    max_waiting_messages: int = setting(20, ge=1)  # per person in a conversation, beyond the running turn
+    max_waiting_per_conversation: int = setting(100, ge=1)  # all people's together (a shared group, a thread)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"  # json: one object per line, for journald/Docker log shippers
     event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"  # auto: uvloop when installed (chatgate[fast])
@@ -144,6 +154,7 @@ class CronConfig(Section):
     run_timeout_seconds: float = setting(900.0, gt=0)
     min_interval_seconds: float = setting(60.0, ge=1)  # the shortest `every`
     max_jobs_per_person: int = setting(20, ge=1)  # (admins: no limit)
+    keep_runs: int = setting(100, ge=1)  # ledger rows kept per job (with each run's transcript); older ones go
 
 
 class CompressionConfig(Section):
@@ -175,12 +186,14 @@ class CuratorConfig(Section):
     stale_days: float = setting(30.0, gt=0)
     archive_days: float = setting(90.0, gt=0)
     keep_snapshots: int = setting(5, ge=1, le=100)
+    keep_reports: int = setting(50, ge=1, le=10_000)  # runs' folders under logs/curator/ (those with a snapshot stay)
     consolidate: bool = False  # after the deterministic pass, let the LLM merge overlapping agent skills
     notify_admins: bool = True  # tell access.admins (in their direct chats) what a run changed
 
 
 class TrajectoriesConfig(Section):
     enabled: bool = False  # export finished sessions as ShareGPT JSONL under trajectories/
+    retention_days: float | None = setting(None, gt=0)  # unset: the export is kept until the operator moves it
 
 
 class HttpConfig(Section):

@@ -50,7 +50,8 @@ class Control:
         if command.name == "stop":
             stopped = worker is not None and worker.cancel_turn("stop")
             paused = r.goals is not None and await r.goals.pause(item.key, "stopped with /stop") is not None
-            text = "Stopped the running request." if stopped else "Nothing is running."
+            text = ("Stopped the running request." if stopped else "The answer was already on its way."
+                    if worker is not None and worker.busy and worker.answered else "Nothing is running.")
             if paused:
                 text += " The goal is paused: /goal resume to go on, /goal clear to drop it."
         elif command.name in ("goal", "subgoal"):

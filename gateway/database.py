@@ -14,6 +14,16 @@ in a transaction of its own in the same trip (the failing one reports its error;
 commit). A unit alone in its batch that is one statement (`single`) runs in SQLite's
 autocommit, without BEGIN/COMMIT.
 
+Another program's write lock (an operator's `sqlite3` shell in a transaction, a backup tool) is
+waited out on the event loop, not on the thread: SQLite itself waits only `BUSY_TIMEOUT_MS` per
+try, and a batch that found the database locked is tried again after a pause, so reads go on
+meanwhile. A write waits up to `lock_wait` seconds in all, then fails with `StorageError`, as
+does a write the database could not do for its own sake (disk full, I/O error): errors of the
+storage, not of the data, which the caller may try again later. `health()` says which (for
+`/readyz`), until a commit succeeds again; while it is not ready, a probe tries an empty
+transaction every `PROBE_SECONDS`. If the connection itself fails (a ROLLBACK that fails), every
+caller of that trip is told and the connection is opened again.
+
 A record whose last moment may be lost at a power loss (token usage) needs no commit of its
 own: `later` puts it into the next group commit, or into one of its own after `LATER_SECONDS`
 when no other write comes first.
@@ -24,14 +34,56 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
 LATER_SECONDS = 1.0  # the longest a `later` write waits for a group commit to join
+BUSY_TIMEOUT_MS = 100  # SQLite's own wait for a lock, per try, on the database thread
+OPEN_TIMEOUT_MS = 30_000  # the same while opening (another process may be migrating the database)
+LOCK_WAIT = 5.0  # seconds a write waits for another program's lock before it fails (`gateway.lock_wait_seconds`)
+PROBE_SECONDS = 2.0  # while writes fail, how often an empty transaction checks whether they work again
+_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)  # between tries of a batch that found the database locked
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_STORAGE = frozenset({*_BUSY, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR,
+                      sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN,
+                      sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOTADB})
+
+
+class StorageError(RuntimeError):
+    """The database could not do it for its own sake (locked by another program for too long, disk
+    full, an I/O error, its connection lost), not because of the data: it was not stored, and the
+    same write may work later."""
+
+
+class SchemaError(RuntimeError):
+    """The database's schema is not one this chatgate can use (said in one line)."""
+
+
+def _code(exc: BaseException) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.DatabaseError) else None
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def _busy(exc: BaseException) -> bool:
+    """Another connection holds the lock this needed."""
+    return _code(exc) in _BUSY
+
+
+def storage_error(exc: BaseException, lock_wait: float = LOCK_WAIT) -> BaseException:
+    """`exc` as a `StorageError` when it is the storage's fault; otherwise `exc` itself."""
+    if isinstance(exc, StorageError) or _code(exc) not in _STORAGE:
+        return exc
+    if _busy(exc):
+        wrapped = StorageError(f"the database is locked by another program (for over {lock_wait:g}s)")
+    else:
+        wrapped = StorageError(f"the database failed: {exc}")
+    wrapped.__cause__ = exc
+    return wrapped
 
 
 @dataclass(slots=True)
@@ -39,6 +91,10 @@ class _Unit:
     work: Work
     single: bool  # one statement: alone in its batch it needs no BEGIN/COMMIT
     done: asyncio.Future[Any]
+    since: float = field(default_factory=time.monotonic)  # queued at
+
+
+Outcome = tuple[bool, Any]  # (committed, its result or its error)
 
 
 def _retrieved(done: asyncio.Future[Any]) -> None:
@@ -53,80 +109,150 @@ def _logged(done: asyncio.Future[Any]) -> None:
         log.warning("a deferred write failed: %s", done.exception())
 
 
-def _alone(conn: sqlite3.Connection, unit: _Unit) -> tuple[bool, Any]:
-    """(committed, result or error) of one unit in a transaction of its own."""
-    try:
-        if unit.single:
-            return True, unit.work(conn)
-        conn.execute("BEGIN IMMEDIATE")
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back what is open; an error here is the connection's, and leaves `_commit`."""
+    if conn.in_transaction:
+        conn.rollback()
+
+
+def _alone(conn: sqlite3.Connection, unit: _Unit) -> Outcome:
+    """One unit in a transaction of its own."""
+    if unit.single:
         try:
-            result = unit.work(conn)
-        except BaseException:
-            conn.rollback()
-            raise
+            return True, unit.work(conn)
+        except Exception as exc:
+            return False, exc
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        result = unit.work(conn)
         conn.execute("COMMIT")
         return True, result
     except Exception as exc:
+        _rollback(conn)
         return False, exc
 
 
-def _commit(conn: sqlite3.Connection, batch: list[_Unit]) -> list[tuple[bool, Any]]:
-    """On the database thread: the batch in one transaction, or unit by unit when one fails."""
+def _commit(conn: sqlite3.Connection, batch: list[_Unit], out: list[Outcome]) -> None:
+    """On the database thread: the batch in one transaction, or unit by unit when one fails; each
+    unit's outcome is appended to `out`. The database locked: every unit gets the busy error (none
+    ran). An exception left is the connection's: the units without an outcome were not stored."""
     if len(batch) == 1:
-        return [_alone(conn, batch[0])]
+        out.append(_alone(conn, batch[0]))
+        return
     try:
         conn.execute("BEGIN IMMEDIATE")
         results = [unit.work(conn) for unit in batch]
         conn.execute("COMMIT")
-        return [(True, result) for result in results]
     except Exception as exc:
-        if conn.in_transaction:
-            conn.rollback()
+        _rollback(conn)
+        if _busy(exc):
+            out.extend((False, exc) for _ in batch)
+            return
         log.warning("a group commit of %d writes failed (%s); committing them one by one", len(batch), exc)
-        return [_alone(conn, unit) for unit in batch]
+        for unit in batch:
+            out.append(_alone(conn, unit))
+        return
+    out.extend((True, result) for result in results)
 
 
 class Database:
     """Open with `await Database.open(path, pragmas)`; close with `close()`."""
 
-    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
-        self._conn = conn
+    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor,
+                 connect: Callable[[], sqlite3.Connection], lock_wait: float = LOCK_WAIT) -> None:
+        self.lock_wait = lock_wait
+        self._conn: sqlite3.Connection | None = conn  # None: it failed; opened again at the next trip
         self._thread = thread
+        self._connect = connect
         self._queued: list[_Unit] = []
         self._later: list[_Unit] = []  # `later` writes: they join the next group commit
         self._later_timer: asyncio.TimerHandle | None = None
+        self._probe_timer: asyncio.TimerHandle | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._health: tuple[str, float, str | None] = ("ready", time.time(), None)
+        self._closed = False
         self.batches = 0  # group commits so far (the tests read it)
 
     @classmethod
-    async def open(cls, path: str, pragmas: list[str]) -> "Database":
+    async def open(cls, path: str, pragmas: list[str], setup: Work | None = None, *,
+                   lock_wait: float = LOCK_WAIT) -> "Database":
+        """Connect, apply `pragmas`, then run `setup` (the migrations) on the new connection.
+        `lock_wait`: how long a write waits for another program's lock (see the module doc)."""
         thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="database")
 
-        def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(path, isolation_level=None)  # transactions are ours: BEGIN/COMMIT
-            conn.row_factory = sqlite3.Row
-            for pragma in pragmas:
-                conn.execute(f"PRAGMA {pragma}")
-            return conn
+        def connect(opening: bool = False) -> sqlite3.Connection:
+            deadline = time.monotonic() + OPEN_TIMEOUT_MS / 1000
+            while True:
+                conn = sqlite3.connect(path, isolation_level=None)  # transactions are ours: BEGIN/COMMIT
+                try:
+                    conn.row_factory = sqlite3.Row
+                    conn.execute(f"PRAGMA busy_timeout = {OPEN_TIMEOUT_MS if opening else BUSY_TIMEOUT_MS}")
+                    for pragma in pragmas:
+                        conn.execute(f"PRAGMA {pragma}")
+                    if setup is not None and opening:
+                        setup(conn)
+                    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                    return conn
+                except sqlite3.OperationalError as exc:
+                    conn.close()
+                    # switching a new file to WAL beside another opener is refused without waiting
+                    # (SQLite's deadlock rule): opening tries again, the migrations read the version anew
+                    if not (opening and _busy(exc) and time.monotonic() < deadline):
+                        raise
+                except BaseException:
+                    conn.close()
+                    raise
+                time.sleep(0.05)
 
         try:
-            conn = await asyncio.get_running_loop().run_in_executor(thread, connect)
-        except BaseException:
+            conn = await asyncio.get_running_loop().run_in_executor(thread, connect, True)
+        except BaseException as exc:
             thread.shutdown(wait=False)
-            raise
-        return cls(conn, thread)
+            raise storage_error(exc, OPEN_TIMEOUT_MS / 1000)  # (a locked or unreadable file: said in one line)
+        return cls(conn, thread, connect, lock_wait)
 
     async def close(self) -> None:
+        self._closed = True  # (no more probes)
+        if self._probe_timer is not None:
+            self._probe_timer.cancel()
         self._flush_later()
         if self._writer is not None:
             await asyncio.gather(self._writer, return_exceptions=True)
-        await self.read(lambda conn: conn.close())
+
+        def close(_: Any) -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await asyncio.get_running_loop().run_in_executor(self._thread, close, None)
         self._thread.shutdown(wait=False)
+
+    def health(self) -> dict[str, Any]:
+        """Whether writes work: `ready`, `locked` (waiting for another program's lock) or `failing`
+        (the last write failed for the storage's sake), since when, and why."""
+        state, since, error = self._health
+        return {"state": state, "since": round(since, 3), "error": error}
+
+    def _connection(self) -> sqlite3.Connection:
+        """On the database thread: the connection, opened again if it failed."""
+        if self._conn is None:
+            self._conn = self._connect()
+            log.warning("the database connection was opened again")
+        return self._conn
+
+    def _run_read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return work(self._connection())
+        except Exception as exc:
+            wrapped = storage_error(exc, self.lock_wait)
+            if wrapped is exc:
+                raise
+            raise wrapped from exc
 
     async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` on the database thread (one trip); for reads, and for writes that must not
-        wait for a group commit (migrations)."""
-        return await asyncio.get_running_loop().run_in_executor(self._thread, work, self._conn)
+        wait for a group commit."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._run_read, work)
 
     async def write(self, work: Callable[[sqlite3.Connection], T], *, single: bool = False) -> T:
         """Run `work` (statements, no BEGIN/COMMIT of its own) in the next group commit; return its
@@ -156,30 +282,109 @@ class Database:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_batches(), name="group-commit")
 
+    def _trip(self, batch: list[_Unit]) -> list[Outcome]:
+        """On the database thread: commit `batch`; a connection that fails is closed (every unit
+        left without an outcome gets a `StorageError`) and opened again at the next trip."""
+        out: list[Outcome] = []
+        try:
+            _commit(self._connection(), batch, out)
+        except Exception as exc:
+            log.error("the database connection failed (%s); opening it again", exc)
+            failed = StorageError(f"the database connection failed ({exc}); it was not stored")
+            failed.__cause__ = exc
+            out.extend((False, failed) for _ in batch[len(out):])
+            conn, self._conn = self._conn, None
+            try:
+                if conn is not None:
+                    conn.close()  # (SQLite rolls back what was left open)
+            except Exception as close_exc:
+                log.debug("closing the failed connection: %s", close_exc)
+        return out
+
     async def _write_batches(self) -> None:
+        loop = asyncio.get_running_loop()
+        tries = 0  # of a batch that found the database locked
         while self._queued or self._later:
             if self._later_timer is not None:
                 self._later_timer.cancel()
                 self._later_timer = None
             batch, self._queued, self._later = [*self._later, *self._queued], [], []
             self.batches += 1
-            trip = asyncio.get_running_loop().run_in_executor(self._thread, _commit, self._conn, batch)
+            trip = loop.run_in_executor(self._thread, self._trip, batch)
             try:
                 outcomes = await asyncio.shield(trip)
             except asyncio.CancelledError:  # closing: the trip still ends on the database thread
-                _settle(batch, await trip)
-                left, self._queued, self._later = [*self._later, *self._queued], [], []
-                closed = RuntimeError("the store closed before this was committed")
-                _settle(left, [(False, closed)] * len(left))
+                self._queued = [*self._settle(batch, await trip, closing=True), *self._queued]
+                self._close_queue()
                 raise
-            _settle(batch, outcomes)
+            again = self._settle(batch, outcomes)
+            if again:  # locked: the same units first in the next batch, after a pause off the thread
+                self._queued = [*again, *self._queued]
+                try:
+                    await asyncio.sleep(_PAUSES[min(tries, len(_PAUSES) - 1)])
+                except asyncio.CancelledError:
+                    self._close_queue()
+                    raise
+                tries += 1
+            else:
+                tries = 0
 
+    def _close_queue(self) -> None:
+        """Closing: every write still queued is told it was not committed."""
+        left, self._queued, self._later = [*self._later, *self._queued], [], []
+        closed = StorageError("the store closed before this was committed")
+        self._settle(left, [(False, closed)] * len(left), closing=True)
 
-def _settle(batch: list[_Unit], outcomes: list[tuple[bool, Any]]) -> None:
-    for unit, (ok, value) in zip(batch, outcomes):
-        if unit.done.done():
-            continue
-        if ok:
-            unit.done.set_result(value)
+    def _settle(self, batch: list[_Unit], outcomes: list[Outcome], *, closing: bool = False) -> list[_Unit]:
+        """Tell each caller its outcome; return the units that found the database locked and may
+        wait longer (`lock_wait`; when `closing`, those are returned whatever their wait)."""
+        again: list[_Unit] = []
+        now = time.monotonic()
+        trouble: str | None = None
+        for unit, (ok, value) in zip(batch, outcomes):
+            if not ok and _busy(value) and (closing or now - unit.since < self.lock_wait):
+                again.append(unit)
+                continue
+            if not ok:
+                value = storage_error(value, self.lock_wait)
+                if isinstance(value, StorageError) and not closing:
+                    trouble = str(value)
+            if unit.done.done():
+                continue
+            if ok:
+                unit.done.set_result(value)
+            else:
+                unit.done.set_exception(value)
+        if trouble is not None:
+            self._set_health("failing", trouble)
+        elif again and self._health[0] == "ready":  # (failing stays failing until a commit works)
+            self._set_health("locked", "another program holds the database's write lock; writes wait for it "
+                                       f"up to {self.lock_wait:g}s")
+        elif any(ok for ok, _ in outcomes):
+            self._set_health("ready", None)
+        return again
+
+    def _set_health(self, state: str, error: str | None) -> None:
+        if (state, error) == self._health[::2]:
+            return
+        if state == "ready":
+            log.info("the database takes writes again")
+        elif state == "failing":
+            log.error("a write failed for the database's sake: %s", error)
         else:
-            unit.done.set_exception(value)
+            log.warning("the database is locked by another program; writes wait up to %gs", self.lock_wait)
+        self._health = (state, time.time(), error)
+        if state != "ready" and self._probe_timer is None and not self._closed:
+            self._probe_timer = asyncio.get_running_loop().call_later(PROBE_SECONDS, self._probe)
+
+    def _probe(self) -> None:
+        """While writes do not work: an empty transaction, so the state clears without other traffic."""
+        self._probe_timer = None
+        if self._health[0] == "ready" or self._closed:
+            return
+        if not self._queued:
+            unit = _Unit(lambda conn: None, False, asyncio.get_running_loop().create_future())
+            unit.done.add_done_callback(_retrieved)
+            self._queued.append(unit)
+            self._start_writer()
+        self._probe_timer = asyncio.get_running_loop().call_later(PROBE_SECONDS, self._probe)

@@ -2,19 +2,33 @@
 
 A reply is written to the outbox (in the same transaction that finishes its turn) before it
 is sent, and marked sent part by part, so a crash or a platform outage delays a reply but does
-not lose it. When a send fails:
+not lose it.
+
+Order: a chat's replies go out in the order they were queued. A reply that waits (on a retry
+timer, for its platform to be ready, for the chat to open) holds back the chat's later ones; a
+reply given up for good does not: the chat goes on with the next. When a send fails:
 
 * rate limited (`retry_after`): that chat waits that long; other chats are not held up, and a
   429 is not counted against the reply;
-* a retryable error (network, 5xx): the chat waits with a backoff (2, 4, 8 … 300 s), and after
-  `MAX_ATTEMPTS` the reply is given up;
-* a permanent error (blocked by the user, rejected): the reply is marked failed with the reason
-  (`chatgate_delivery_failures_total`), and the chat's next replies go on;
+* a retryable error (network, 5xx): the chat waits with a backoff (2, 4, 8 … 300 s) and tries
+  again; a reply is given up only once it is `GIVE_UP_AFTER` old (a day), however many attempts
+  that took. A failure while the platform reports itself down (`adapter.ready`) is not an
+  attempt: the chat waits for the platform, whose chats are flushed when it is ready again;
+* a permanent error (blocked by the user, rejected): the reply is given up at once;
 * the chat cannot be reached now (no web chat tab open): it waits, without a timer, until the
-  chat opens again (a tab that did not confirm in time is also tried again after a while); a
-  platform that is down is flushed when it is ready again.
+  chat opens again (a tab that did not confirm in time is also tried again after a while).
+
+A reply given up is marked failed with the reason (`chatgate_delivery_failures_total`).
+
+Each part is recorded as sent once the platform took it. The record is tried again when the
+database refuses it (it is idempotent); while it cannot be written, what was sent (and the draft
+a turn's reply edits) is kept in memory, so a later flush sends no part twice, and the chat is
+tried again after `RECORD_RETRY` seconds.
 
 The retry loop runs only while some chat waits on a timer, and sleeps until the earliest one.
+The tick (`sweep`) is the safety net: it flushes any chat with a reply pending for more than
+`STRANDED_AFTER` seconds that no delivery, timer or flush is working on (and that did not say it
+cannot be reached: such a chat is flushed when it opens, `flush_chat`).
 """
 
 from __future__ import annotations
@@ -24,7 +38,7 @@ import logging
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Awaitable, Callable, Iterator, Mapping, TypeVar
+from typing import Awaitable, Callable, Iterator, Literal, Mapping, TypeVar
 
 from gateway.files import OutgoingFile, discard
 from gateway.ops.metrics import Metrics
@@ -36,10 +50,14 @@ from platforms.loops import start_supervised, wait_event
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-MAX_ATTEMPTS = 12
 MAX_BACKOFF = 300.0
+GIVE_UP_AFTER = 86400.0  # a reply still failing a day after it was queued is given up
 MAX_RATE_WAIT = 120.0  # how long a direct send (an approval prompt) waits out rate limits
+RECORD_PAUSES = (0.5, 1.0, 2.0)  # between tries of a delivery record the database refused
+RECORD_RETRY = 10.0  # then the chat is tried again after this long
+STRANDED_AFTER = 5.0  # a reply pending this long with nothing working on it is flushed by the tick
 ChatKey = tuple[str, str]
+Outcome = Literal["sent", "waits", "given up"]
 
 
 def _buttons(rows: list[list[dict[str, str]]]) -> tuple[tuple[Button, ...], ...]:
@@ -53,6 +71,10 @@ class Delivery:
         self.metrics = metrics or Metrics()
         self.typing = Typing(adapters)
         self._inflight: set[int] = set()
+        self._sending: dict[ChatKey, int] = {}  # chat → deliveries in flight
+        self._closed: set[ChatKey] = set()  # chats that cannot be reached now: flushed when they open
+        self._ahead: dict[int, tuple[list[str], str | None]] = {}  # outbox id → parts sent and draft, where
+        # its row may not know them yet (a record the database refused; a turn's draft)
         self._waits: dict[ChatKey, float] = {}  # chat → not before (monotonic), after a retryable failure
         self._wake = asyncio.Event()
         self._retry_task: asyncio.Task[None] | None = None
@@ -84,20 +106,46 @@ class Delivery:
 
     async def deliver(self, item: OutboxItem) -> bool:
         """Send what is left of one outbox item now, unless its chat waits; True once it is all sent."""
+        return await self._deliver(item) == "sent"
+
+    async def _deliver(self, item: OutboxItem) -> Outcome:
         assert item.id is not None
         chat: ChatKey = (item.chat.platform, item.chat.chat_id)
         if item.id in self._inflight or self._waits.get(chat, 0.0) > time.monotonic():
-            return False
+            return "waits"
         adapter = self.adapters.get(item.chat.platform)
         if adapter is None or not adapter.running:
-            return False  # sent when the platform is ready again (`flush`)
+            return "waits"  # sent when the platform is ready again (`flush`)
         self._inflight.add(item.id)
+        self._sending[chat] = self._sending.get(chat, 0) + 1
+        unrecorded = False
         try:
-            return await self._send_parts(adapter, item)
+            outcome = await self._send_parts(adapter, item)
+        except Exception as exc:  # a record the database would not take, even tried again
+            outcome, unrecorded = "waits", True
+            self._wait(chat, RECORD_RETRY)
+            log.warning("outbox %s to %s: could not record its delivery (%s); the chat is tried again in %.0fs",
+                        item.id, item.chat.platform, exc, RECORD_RETRY)
         finally:
             self._inflight.discard(item.id)
+            self._sending[chat] -= 1
+            if not self._sending[chat]:
+                del self._sending[chat]
+        if outcome == "waits" and (unrecorded or item.draft_message_id):  # what its row may not know yet
+            self._ahead[item.id] = (list(item.sent_ids), item.draft_message_id)
+        return outcome
 
-    async def _send_parts(self, adapter: PlatformAdapter, item: OutboxItem) -> bool:
+    def _caught_up(self, item: OutboxItem) -> OutboxItem:
+        """A row read back, with what this process knows of it beyond the row (`_ahead`)."""
+        ahead = self._ahead.get(item.id or 0)
+        if ahead is not None:
+            sent, draft = ahead
+            if len(sent) > len(item.sent_ids):
+                item.sent_ids = list(sent)
+            item.draft_message_id = item.draft_message_id or draft
+        return item
+
+    async def _send_parts(self, adapter: PlatformAdapter, item: OutboxItem) -> Outcome:
         parts = adapter.render(item.text) or [Reply(text="…")]
         buttons = _buttons(item.buttons)
         total = len(parts) + len(item.files)
@@ -113,21 +161,38 @@ class Delivery:
             except ChatUnavailable as exc:  # not an attempt: the chat says when it is back
                 if exc.retry_after is not None:  # (or it may be there, only slow: try again later)
                     self._wait((item.chat.platform, item.chat.chat_id), exc.retry_after)
-                return False
+                else:
+                    self._closed.add((item.chat.platform, item.chat.chat_id))
+                return "waits"
             except DeliveryError as exc:
-                await self._failed(item, exc)
-                return False
+                return await self._failed(adapter, item, exc)
             except Exception as exc:  # an adapter's bug: counted like any failed attempt, never a turn's end
                 log.exception("sending outbox %s to %s failed unexpectedly", item.id, item.chat.platform)
-                await self._failed(item, DeliveryError(f"{type(exc).__name__}: {exc}"))
-                return False
+                return await self._failed(adapter, item, DeliveryError(f"{type(exc).__name__}: {exc}"))
             item.sent_ids.append(message_id)
             self.metrics.outbound.labels(item.chat.platform).inc()
             if index < total - 1:
-                await self.store.outbox_progress(item, done=False)
-        await self.store.outbox_progress(item, done=True)
+                await self._record(item, done=False)
+        await self._record(item, done=True)
         await self._discard(item)
-        return True
+        self._closed.discard((item.chat.platform, item.chat.chat_id))
+        return "sent"
+
+    async def _record(self, item: OutboxItem, *, done: bool, error: str | None = None, failed: bool = False) -> None:
+        """Write the item's delivery record, trying again while the database refuses it (the write is
+        idempotent); raises when it still cannot."""
+        for pause in (*RECORD_PAUSES, None):
+            try:
+                await self.store.outbox_progress(item, done=done, error=error, failed=failed)
+            except Exception as exc:
+                if pause is None:
+                    raise
+                log.warning("outbox %s: recording its delivery failed (%s); trying again in %.1fs", item.id, exc, pause)
+                await asyncio.sleep(pause)
+            else:
+                if done or failed:
+                    self._ahead.pop(item.id or 0, None)
+                return
 
     async def _send_one(self, adapter: PlatformAdapter, item: OutboxItem, part: Reply, *, edit_draft: bool) -> str:
         if edit_draft and item.draft_message_id:
@@ -156,26 +221,32 @@ class Delivery:
         if item.files:
             await asyncio.to_thread(discard, item.files)
 
-    async def _failed(self, item: OutboxItem, exc: DeliveryError) -> None:
+    async def _failed(self, adapter: PlatformAdapter, item: OutboxItem, exc: DeliveryError) -> Outcome:
         chat: ChatKey = (item.chat.platform, item.chat.chat_id)
         if exc.retry_after is not None:  # rate limited: not the reply's fault, not an attempt
             self._wait(chat, exc.retry_after)
             log.info("outbox %s to %s: rate limited, next try in %.1fs", item.id, item.chat.platform, exc.retry_after)
-            return
-        item.attempts += 1
-        give_up = not exc.retryable or item.attempts >= MAX_ATTEMPTS
+            return "waits"
+        counted = adapter.ready  # while the platform says it is down, a failure is not the reply's
+        if counted:
+            item.attempts += 1
+        too_old = bool(item.created_at) and time.time() - item.created_at >= GIVE_UP_AFTER
+        give_up = not exc.retryable or too_old
         error = str(exc)[:500]
         if give_up:
             self.metrics.delivery_failures.labels(item.chat.platform).inc()
-            log.warning("delivery of outbox %s to %s failed for good: %s", item.id, item.chat.platform, error)
-        else:
-            backoff = min(2.0 ** item.attempts, MAX_BACKOFF)
+            log.warning("delivery of outbox %s to %s failed for good%s: %s", item.id, item.chat.platform,
+                        " (tried for a day)" if exc.retryable else "", error)
+        else:  # down: the flush when the platform is ready again comes first (the timer is a fallback)
+            backoff = min(2.0 ** item.attempts, MAX_BACKOFF) if counted else MAX_BACKOFF
             self._wait(chat, backoff)
-            log.warning("delivery of outbox %s to %s failed (%s); retry in %.0fs", item.id, item.chat.platform,
-                        error, backoff)
-        await self.store.outbox_progress(item, done=False, error=error, failed=give_up)
+            log.warning("delivery of outbox %s to %s failed (%s); %s", item.id, item.chat.platform, error,
+                        f"retry in {backoff:.0f}s" if counted else "waiting for the platform to be ready again")
+        await self._record(item, done=False, error=error, failed=give_up)
         if give_up:
             await self._discard(item)
+            return "given up"
+        return "waits"
 
     async def patiently(self, call: Callable[[], Awaitable[T]], *, limit: float = MAX_RATE_WAIT) -> T:
         """Run a direct send/edit (not through the outbox), waiting out rate limits up to `limit` s."""
@@ -226,16 +297,25 @@ class Delivery:
 
     async def flush_chat(self, platform: str, chat_id: str) -> None:
         """Send a chat's pending replies now (e.g. a web chat tab came back); done when they are."""
+        self._closed.discard((platform, chat_id))
         await asyncio.shield(self._flush_later((platform, chat_id)))
 
     async def _flush_chat(self, platform: str, chat_id: str) -> None:
-        """Send a chat's pending replies in order, up to the first that cannot go now."""
+        """Send a chat's pending replies in order, up to the first that must wait (one given up for
+        good is passed over)."""
         self._waits.pop((platform, chat_id), None)
-        for item in await self.store.outbox_pending(platform, chat_id):
+        try:
+            pending = await self.store.outbox_pending(platform, chat_id)
+        except Exception as exc:
+            log.warning("could not read the outbox of a %s chat (%s); tried again in %.0fs", platform, exc,
+                        RECORD_RETRY)
+            self._wait((platform, chat_id), RECORD_RETRY)
+            return
+        for item in pending:
             if item.inbox_id in self._finishing:  # its turn sends it (and then the rest: see `finishing`)
                 self._finishing[item.inbox_id] = (platform, chat_id)
                 break
-            if not await self.deliver(item):
+            if await self._deliver(self._caught_up(item)) == "waits":
                 break
 
     async def flush(self, platform: str | None = None) -> None:
@@ -243,6 +323,18 @@ class Delivery:
         chats = [chat for chat in await self.store.outbox_chats() if platform is None or chat[0] == platform]
         tasks = [self._flush_later(chat) for chat in chats]
         await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)
+
+    async def sweep(self, older_than: float = STRANDED_AFTER) -> None:
+        """The tick's safety net: flush each chat with a reply pending for over `older_than` seconds
+        that nothing works on (no delivery in flight, no timer, no flush) on a platform that is ready."""
+        for chat in await self.store.outbox_chats(before=time.time() - older_than):
+            adapter = self.adapters.get(chat[0])
+            if adapter is None or not adapter.ready or chat in self._waits or chat in self._sending \
+                    or chat in self._closed:
+                continue
+            if chat not in self._flushing:
+                log.info("a reply to a %s chat was left pending; sending it now", chat[0])
+                self._flush_later(chat)
 
     @property
     def waiting(self) -> int:

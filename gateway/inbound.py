@@ -17,23 +17,45 @@ from typing import TYPE_CHECKING
 from gateway.access.policy import TRUSTED_PLATFORMS, check_access
 from gateway.approvals import NO, YES
 from gateway.commands import Command, parse_command
+from gateway.database import StorageError
+from gateway.learning.review import personal_session
 from gateway.session_key import session_key
 from gateway.sessions import WorkItem
-from platforms.base import ButtonPress, ChatOpened, InboundEvent, InboundMessage, Intake, Unreadable
+from gateway.throttle import Throttle
+from platforms.base import (
+    ButtonPress,
+    ChatOpened,
+    InboundEvent,
+    InboundMessage,
+    Intake,
+    StorageUnavailable,
+    Unreadable,
+)
 
 if TYPE_CHECKING:
     from gateway.runner import GatewayRunner
 
 log = logging.getLogger(__name__)
 
+NOTICE_EVERY = 60.0  # seconds: a full queue is said once in this long per person (or conversation)
+
 
 class Inbound:
     def __init__(self, runner: "GatewayRunner") -> None:
         self.runner = runner
         self.held: list[WorkItem] = []  # accepted while starting: dispatched once running
+        self.resumed: set[int] = set()  # inbox ids the start dispatched as unfinished (`release_held`)
+        self.told = Throttle(NOTICE_EVERY)  # who was told of a full queue lately (a flood gets one notice)
 
     async def on_event(self, event: InboundEvent) -> Intake:
-        """The callback every adapter's `emit` reaches."""
+        """The callback every adapter's `emit` reaches. The database failing (locked by another
+        program, full) is `StorageUnavailable` to the adapter: not stored, not the event's fault."""
+        try:
+            return await self._take(event)
+        except StorageError as exc:
+            raise StorageUnavailable(str(exc)) from exc
+
+    async def _take(self, event: InboundEvent) -> Intake:
         r = self.runner
         if isinstance(event, InboundMessage):
             return await self.message(event)
@@ -75,8 +97,8 @@ class Inbound:
         item = WorkItem(inbox_id, key, msg)
         if r.state == "starting":
             self.held.append(item)
-        elif r.state == "running":
-            self.dispatch(item)
+        elif r.state == "running" and inbox_id not in self.resumed:  # (stored while starting, found by the
+            self.dispatch(item)  # start's read of the inbox before this went on: it runs once, from there)
         return Intake.STORED  # while draining it stays in the inbox for the next start
 
     async def _follow_up(self, msg: InboundMessage, key: str) -> bool:
@@ -91,20 +113,34 @@ class Inbound:
         assert r.store is not None
         return await r.store.in_thread(msg.platform, msg.chat_id, msg.thread_id, key)
 
-    def _refusal(self, msg: InboundMessage, key: str) -> tuple[str, str] | None:
-        """(reason, what to tell the person) when a message is not to be taken."""
-        limits = self.runner.config.gateway
+    def _refusal(self, msg: InboundMessage, key: str) -> tuple[str, str, tuple[str, ...] | None] | None:
+        """(reason, what to tell, and a key when that notice is said at most once a minute per key) when a
+        message is not to be taken. The waiting limit is per person, so one member of a shared
+        conversation cannot fill it for the others; all of them together have a larger one."""
+        limits, sessions = self.runner.config.gateway, self.runner.sessions
         if len(msg.text) > limits.max_message_chars:
             return "too_long", (f"⚠️ Your message is {len(msg.text):,} characters long; the limit is "
-                                f"{limits.max_message_chars:,}. It was not passed on — send it shorter, or as a file.")
-        if parse_command(msg.text) is None and self.runner.sessions.waiting(key) >= limits.max_waiting_messages:
-            return "too_many_waiting", (f"⚠️ {limits.max_waiting_messages} of your messages are already waiting "
-                                        "here; this one was not taken. Send it again once I have caught up "
-                                        "(or /stop the running request).")
+                                f"{limits.max_message_chars:,}. It was not passed on — send it shorter, or as a file."
+                                ), None
+        command = parse_command(msg.text)
+        if command is not None and command.immediate:  # /stop, /status … skip the queue: never refused for it
+            return None
+        later = "nor are more until I get to them (I say this at most once a minute). Send it again then"
+        mine = limits.max_waiting_messages
+        if sessions.waiting(key, msg.user_id) >= mine:  # (a reply to their message: "your" is theirs)
+            stop = " (or /stop the running request)" if personal_session(key, msg.chat_type, msg.user_id) else ""
+            return "too_many_waiting", (f"⚠️ {mine} of your messages are already waiting here, so this one was not "
+                                        f"taken, {later}{stop}."), (key, msg.user_id)
+        everyone = limits.max_waiting_per_conversation
+        if sessions.waiting(key) >= everyone:
+            return "conversation_full", (f"⚠️ {everyone} messages are already waiting in this conversation, so this "
+                                         f"one was not taken, {later}."), (key,)
         return None
 
-    async def _refuse(self, msg: InboundMessage, key: str, reason: str, text: str) -> Intake:
-        """Keep a small record (so a re-delivery is still dropped) and tell the person, in a task."""
+    async def _refuse(self, msg: InboundMessage, key: str, reason: str, text: str,
+                      notice_key: tuple[str, ...] | None) -> Intake:
+        """Keep a small record (so a re-delivery is still dropped) and tell the person, in a task — a
+        notice with a key only when that key was not told within the last minute."""
         r = self.runner
         assert r.store is not None and r.delivery is not None
         kept = replace(msg, text=msg.text[:1000], attachments=())
@@ -112,7 +148,8 @@ class Inbound:
             return Intake.DUPLICATE
         r.metrics.refused.labels(msg.platform, reason).inc()
         log.info("refused a %s message in %s: %s", msg.platform, key, reason)
-        r.spawn(r.delivery.reply(msg.reply_chat, text, reply_to=msg.message_id), name="refusal")
+        if notice_key is None or self.told.allow((reason, *notice_key)):
+            r.spawn(r.delivery.reply(msg.reply_chat, text, reply_to=msg.message_id), name="refusal")
         return Intake.REFUSED
 
     async def press(self, press: ButtonPress) -> None:
@@ -159,6 +196,9 @@ class Inbound:
         worker.submit(item)
 
     def release_held(self, skip: set[int]) -> None:
+        """What was accepted while starting, but `skip` (already dispatched as unfinished; a message
+        whose storing is still returning when the start ends is not dispatched again either)."""
+        self.resumed = skip
         for item in self.held:
             if item.inbox_id not in skip:
                 self.dispatch(item)

@@ -56,6 +56,7 @@ from gateway.learning.skill_usage import SkillUsage
 from gateway.learning.trajectories import Trajectories
 from gateway.ops.metrics import Metrics
 from gateway.ops.redact import redact
+from gateway.retention import Retention
 from gateway.sessions import Sessions, WorkItem
 from gateway.store import Store
 from gateway.subagents import SubagentRuns
@@ -75,7 +76,8 @@ ButtonHandler = Callable[[ButtonPress], Awaitable[str]]
 
 def build_adapters(config: Config) -> list[PlatformAdapter]:
     """The adapters the configuration asks for; SDKs are imported only for those."""
-    env = registry.AdapterEnv(home=config.home, http_host=config.http.host, public_url=config.http.public_url)
+    env = registry.AdapterEnv(home=config.home, http_host=config.http.host, public_url=config.http.public_url,
+                              max_message_chars=config.gateway.max_message_chars)
     return registry.build(config.platforms.sections(), env)
 
 
@@ -121,7 +123,8 @@ class GatewayRunner:
             raise RuntimeError(problem)
         self.state = "starting"
         cfg = self.config
-        self.store = await Store.open(cfg.db_path, durability=cfg.gateway.durability)
+        self.store = await Store.open(cfg.db_path, durability=cfg.gateway.durability,
+                                      lock_wait=cfg.gateway.lock_wait_seconds)
         self.pairing = Pairing(self.store)
         trust = Trust(cfg.access, self.pairing)  # whom goal turns and reviews act for
         self.usage = UsageLedger(self.store)
@@ -129,7 +132,8 @@ class GatewayRunner:
             self.llm = self._client(LLMSettings(
                 model=cfg.llm.model, base_url=cfg.llm.base_url,
                 api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
-                timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature))
+                timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature,
+                turn_timeout=cfg.llm.turn_timeout_seconds))
             self.auxiliary = self._auxiliary_llm(self.llm)
         agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations,
                       compressor=self._compressor()) if self.llm else None
@@ -177,9 +181,9 @@ class GatewayRunner:
                                       max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
         self.tick.add_hook("expire approvals", self.approvals.expire_overdue)
         self.tick.add_hook("expire pairing codes", self.pairing.expire)
-        self.tick.add_hook("prune old messages",
-                           lambda: self.store.prune(time.time() - cfg.gateway.retention_days * 86400))
+        self.tick.add_hook("prune old rows", lambda: self.retention.tick())  # (gateway.retention)
         self.tick.add_hook("prune old files", self._prune_files)
+        self.tick.add_hook("send stranded replies", self.delivery.sweep)  # (a safety net: see gateway.delivery)
         self.trajectories = Trajectories(self.store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
         self.curator = Curator(self.store, self.skills, self.skill_usage, cfg.home,
                                interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
@@ -190,6 +194,8 @@ class GatewayRunner:
                                                              max_iterations=cfg.review.max_iterations), self.skills)
                                if cfg.curator.consolidate and self.llm is not None else None)
         await self.curator.first_started()
+        self.retention = Retention(self.store, cfg, approvals=self.approvals, ledger=ledger, curator=self.curator,
+                                   idle_since=self._idle_since)
         if cfg.curator.enabled:
             self.tick.add_hook("curator", self.curator.tick)
         self.button_handlers[APPROVAL_PREFIX] = self.approvals.on_button
@@ -227,7 +233,7 @@ class GatewayRunner:
 
         cfg = self.config.http
         self.http = HttpServer(cfg.host, cfg.port, routes=routes, readiness=self.readiness,
-                               metrics=self._render_metrics)
+                               metrics=self._render_metrics, storage=self.store.health if self.store else None)
         await self.http.start()
 
     async def _report_sandbox(self) -> None:
@@ -292,10 +298,10 @@ class GatewayRunner:
             await self.http.stop()
         for llm in self._clients.values():
             await llm.aclose()
-        if self.store is not None:
+        if self.store is not None:  # (a start refused at the database leaves its one line alone)
             await self.store.close()
+            log.info("chatgate stopped")
         self.state = "stopped"
-        log.info("chatgate stopped")
 
     async def __aenter__(self) -> "GatewayRunner":
         await self.start()

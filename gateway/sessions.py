@@ -41,6 +41,7 @@ class SessionWorker:
         self.current: WorkItem | None = None
         self.turn_task: asyncio.Task[None] | None = None
         self.cancel_reason: str | None = None
+        self.answered = False  # the running turn has committed (or is committing) its reply
         self._closing = False
         self.task = asyncio.create_task(self._run(), name=f"session:{key}")
 
@@ -53,8 +54,10 @@ class SessionWorker:
         self._wake.set()
 
     def cancel_turn(self, reason: str) -> bool:
-        """Cancel the running turn; `reason` tells the turn how to record it."""
-        if self.turn_task is None or self.turn_task.done():
+        """Cancel the running turn; `reason` tells the turn how to record it. A turn whose reply is
+        committed (`answered`) is past stopping: `/stop` and a newer message leave it to deliver its
+        reply; only a shutdown cancels it (the outbox then sends the reply)."""
+        if self.turn_task is None or self.turn_task.done() or (self.answered and reason != "shutdown"):
             return False
         self.cancel_reason = reason
         self.turn_task.cancel()
@@ -74,7 +77,7 @@ class SessionWorker:
                         return
                     continue
                 self.current = self.queue.popleft()
-                self.cancel_reason = None
+                self.cancel_reason, self.answered = None, False
                 self.turn_task = asyncio.create_task(self._process(self, self.current))
                 try:
                     await self.turn_task
@@ -119,10 +122,14 @@ class Sessions:
     def busy_count(self) -> int:
         return sum(1 for w in self.workers.values() if w.busy)
 
-    def waiting(self, key: str) -> int:
-        """Messages of this session taken but not yet started."""
+    def waiting(self, key: str, user_id: str | None = None) -> int:
+        """Messages of this session taken but not yet started (with `user_id`: that person's only)."""
         worker = self.workers.get(key)
-        return 0 if worker is None else len(worker.queue) + len(worker.steered)
+        if worker is None:
+            return 0
+        if user_id is None:
+            return len(worker.queue) + len(worker.steered)
+        return sum(1 for items in (worker.queue, worker.steered) for i in items if i.msg.user_id == user_id)
 
     async def drain(self, timeout: float) -> None:
         """Let running turns finish (up to `timeout`), then cancel what is left, for a restart."""

@@ -11,6 +11,7 @@ The state directory is 0700 and the database files 0600.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from agent.compression import SUMMARY_PREFIX
-from gateway.database import Database, Work
+from gateway.database import LOCK_WAIT, Database, SchemaError, Work
 from platforms.base import Attachment, ChatRef, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class OutboxItem:
     sent_ids: list[str] = field(default_factory=list)
     attempts: int = 0
     files: list[dict[str, str]] = field(default_factory=list)  # captured copies sent after the text (gateway.files)
+    created_at: float = 0.0  # when it was queued (a reply is given up by its age)
 
     def payload(self) -> str:
         return json.dumps({"text": self.text, "buttons": self.buttons, "reply_to": self.reply_to,
@@ -106,17 +108,60 @@ def _private(path: Path, mode: int) -> None:
         pass  # not ours to change (e.g. a mounted volume); SQLite still works
 
 
-def _migrate(db: sqlite3.Connection) -> None:
-    """Apply the numbered migrations the database has not had yet (at open)."""
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+def migrations() -> list[tuple[int, str]]:
+    """The numbered migrations that come with this chatgate: (number, SQL), in order."""
     folder = resources.files("gateway") / "migrations"
-    found = sorted((int(f.name.split("_", 1)[0]), f.read_text(encoding="utf-8"))
-                   for f in folder.iterdir() if f.name.endswith(".sql"))
+    return sorted((int(f.name.split("_", 1)[0]), f.read_text(encoding="utf-8"))
+                  for f in folder.iterdir() if f.name.endswith(".sql"))
+
+
+def _statements(sql: str) -> list[str]:
+    """A migration's statements, one by one (`executescript` would commit the transaction first)."""
+    found, start = [], 0
+    for end, char in enumerate(sql):
+        if char == ";" and sqlite3.complete_statement(sql[start:end + 1]):
+            found.append(sql[start:end + 1])
+            start = end + 1
+    if sql[start:].strip():
+        found.append(sql[start:])
+    return found
+
+
+def _version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _migrate(db: sqlite3.Connection, *, path: str = "the database", upgrade: bool = True,
+             found: list[tuple[int, str]] | None = None) -> None:
+    """Apply the numbered migrations the database has not had yet (at open), each in a write
+    transaction of its own that reads the version again first: another process may have applied
+    it meanwhile. A failure leaves the database at the last migration that committed. A database
+    from a newer chatgate is refused; `upgrade` False: one from an older one too (not upgraded
+    under the daemon that uses it)."""
+    found = migrations() if found is None else found
+    latest = found[-1][0] if found else 0
+    version = _version(db)
+    if version > latest:
+        raise SchemaError(f"{path} was made by a newer chatgate (schema version {version}; this one knows up to "
+                          f"{latest}): run that version, or restore a backup made with this one")
+    if version == latest:
+        return
+    if not upgrade:
+        raise SchemaError(f"{path} is at schema version {version} and this chatgate needs {latest}: the chatgate "
+                          "running on it is older; restart it with this version (it upgrades the database), "
+                          "then try again")
     for number, sql in found:
         if number <= version:
             continue
+        db.execute("BEGIN IMMEDIATE")
         try:
-            db.executescript(f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
+            version = _version(db)  # under the write lock: what another process applied meanwhile counts
+            if number > version:
+                for statement in _statements(sql):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number}")
+                version = number
+            db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.rollback()
@@ -172,29 +217,35 @@ class Store:
         return self.db.batches
 
     @classmethod
-    async def open(cls, path: Path | str, *, durability: str = "full") -> "Store":
-        """Open (and migrate) the database; `durability` "full" or "normal" (see the module doc)."""
+    async def open(cls, path: Path | str, *, durability: str = "full", migrate: bool = True,
+                   lock_wait: float = LOCK_WAIT) -> "Store":
+        """Open (and migrate) the database; `durability` "full" or "normal" (see the module doc).
+        `migrate` False: a database that needs migrating is refused (`SchemaError`), as is always
+        one from a newer chatgate. `lock_wait`: see `gateway.database`."""
         path = Path(path)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _private(path.parent, 0o700)
         synchronous = "FULL" if durability == "full" else "NORMAL"
         old_mask = os.umask(0o077)  # the files SQLite creates (database, -wal, -shm) are the owner's only
         try:
-            db = await Database.open(str(path), ["journal_mode=WAL", f"synchronous={synchronous}",
-                                                 "foreign_keys=ON", "busy_timeout=5000"])
+            new = not path.exists() or path.stat().st_size == 0
+            pragmas = ["auto_vacuum=INCREMENTAL"] * new  # (only before anything is written: see retention)
+            pragmas += ["journal_mode=WAL", f"synchronous={synchronous}", "foreign_keys=ON"]
+            db = await Database.open(str(path), pragmas,
+                                     functools.partial(_migrate, path=str(path), upgrade=migrate),
+                                     lock_wait=lock_wait)
         finally:
             os.umask(old_mask)
         for suffix in ("", "-wal", "-shm"):
             _private(Path(f"{path}{suffix}"), 0o600)
-        try:
-            await db.read(_migrate)
-        except BaseException:
-            await db.close()
-            raise
         return cls(db)
 
     async def close(self) -> None:
         await self.db.close()
+
+    def health(self) -> dict[str, Any]:
+        """Whether writes work now (see `Database.health`)."""
+        return self.db.health()
 
     async def data_version(self) -> int:
         """Changes when another connection (another process) commits to the database."""
@@ -425,7 +476,7 @@ class Store:
             "INSERT INTO outbox (platform, chat_id, thread_id, inbox_id, payload, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
             (item.chat.platform, item.chat.chat_id, item.chat.thread_id, item.inbox_id, item.payload(), now))
-        item.id = int(cur.lastrowid)
+        item.id, item.created_at = int(cur.lastrowid), now
         return item.id
 
     async def outbox_add(self, item: OutboxItem, *, done_inbox_id: int | None = None) -> int:
@@ -455,12 +506,13 @@ class Store:
                                     buttons=p.get("buttons") or [], reply_to=p.get("reply_to"),
                                     draft_message_id=p.get("draft_message_id") or r["inbox_draft"],
                                     inbox_id=r["inbox_id"], id=r["id"], sent_ids=json.loads(r["platform_message_ids"]),
-                                    attempts=r["attempts"], files=p.get("files") or []))
+                                    attempts=r["attempts"], files=p.get("files") or [], created_at=r["created_at"]))
         return items
 
-    async def outbox_chats(self) -> list[tuple[str, str]]:
-        """The chats that have pending replies."""
-        rows = await self.fetch_all("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'")
+    async def outbox_chats(self, before: float | None = None) -> list[tuple[str, str]]:
+        """The chats that have pending replies (queued before `before`, when given)."""
+        rows = await self.fetch_all("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"
+                                    " AND created_at < ?", (float("inf") if before is None else before,))
         return [(r["platform"], r["chat_id"]) for r in rows]
 
     async def outbox_progress(self, item: OutboxItem, *, done: bool, error: str | None = None,

@@ -1,14 +1,17 @@
 """The gateway's side of subagents (`agent.delegation`): each child's run linked to the parent's
-session and turn, and its transcript kept in a session of its own (ended when the child ends)."""
+session and turn, and its transcript kept in a session of its own (ended when the child ends). A run
+that ended more than `gateway.retention_days` ago is forgotten with that transcript (`prune`)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from typing import Any
 
 from agent.tools import ToolContext
 from gateway.store import Store
+from gateway.transcripts import BATCH, forget_sessions
 
 TRANSCRIPT_STATUS = {"done": "ok", "stopped": "ok", "cancelled": "cancelled"}  # else: failed
 
@@ -48,7 +51,28 @@ class SubagentRuns:
                                      status=TRANSCRIPT_STATUS.get(state, "failed"), also=end)
 
     async def interrupted(self) -> None:
-        """At start: children an earlier run left running were cut off with it."""
-        await self.store.write(lambda db: db.execute(
-            "UPDATE subagent_runs SET state = 'interrupted', ended_at = ? WHERE state = 'running'",
-            (time.time(),)).rowcount, single=True)
+        """At start: children an earlier run left running were cut off with it (their sessions end)."""
+        now = time.time()
+
+        def interrupt(db: sqlite3.Connection) -> None:
+            db.execute("UPDATE sessions SET ended_at = ? WHERE ended_at IS NULL AND id IN"
+                       " (SELECT session_id FROM subagent_runs WHERE state = 'running')", (now,))
+            db.execute("UPDATE subagent_runs SET state = 'interrupted', ended_at = ? WHERE state = 'running'", (now,))
+
+        await self.store.write(interrupt)
+
+    async def prune(self, before: float) -> int:
+        """Forget runs that ended before `before` (a running one never), each with its transcript; return
+        how many."""
+        def batch(db: sqlite3.Connection) -> int:
+            rows = db.execute("SELECT id, session_id FROM subagent_runs WHERE state != 'running' AND ended_at < ?"
+                              " LIMIT ?", (before, BATCH)).fetchall()
+            forget_sessions(db, [r["session_id"] for r in rows if r["session_id"] is not None])
+            db.execute("DELETE FROM subagent_runs WHERE id IN (SELECT value FROM json_each(?))",
+                       (json.dumps([r["id"] for r in rows]),))
+            return len(rows)
+
+        pruned = 0
+        while n := await self.store.write(batch):
+            pruned += n
+        return pruned

@@ -2,8 +2,10 @@
 
 A turn ends in one of these ways, each recorded with its inbox row:
 
-* **done**: the reply is committed to the outbox with the transcript, then delivered;
-* **cancelled** by `/stop` or a newer message (busy policy `interrupt`);
+* **done**: the reply is committed to the outbox with the transcript, then delivered. From the
+  commit on the turn is past stopping (`/stop` and a newer message leave it to deliver its reply,
+  in order) and cannot fail: what it could not send is the outbox's to send;
+* **cancelled** by `/stop` or a newer message (busy policy `interrupt`) before that;
 * **failed**: the model could not be reached (the person is told what to do), or something
   unexpected broke — the person gets a short message and the row is marked failed, so the turn
   is not run again at every restart;
@@ -12,6 +14,9 @@ A turn ends in one of these ways, each recorded with its inbox row:
   each such call); otherwise the person is told it was interrupted and what had already run,
   and can say "continue". Either way the message a turn already sent (its streaming preview)
   is edited, not sent a second time.
+
+Under `steer`, messages folded into a turn whose model then fails are not answered by it: they
+go back to the front of the session's queue and each gets a turn of its own.
 """
 
 from __future__ import annotations
@@ -150,6 +155,7 @@ class Turns:
         outcome: str | None = "error"
         try:
             if item.effects:
+                worker.answered = True
                 await self._report_interrupted(item)
                 outcome = "interrupted"
             else:
@@ -205,10 +211,12 @@ class Turns:
         goals = self.goals if is_goal_turn(msg) else None  # nobody asks for a goal's turn now: it acts for the
         acting = await goals.acting_for(msg, session_id) if goals is not None else None  # least trusted it reads
         steered_by: list[str] = []
+        steered: list[WorkItem] = []
 
         def steer() -> list[str]:
             taken = list(worker.steered)
             worker.steered.clear()
+            steered.extend(taken)
             inbox_ids.extend(i.inbox_id for i in taken)
             steered_by.extend(i.msg.user_id for i in taken)
             for i in taken if self.goals is not None else ():  # another person's words: any turn acts for
@@ -240,6 +248,9 @@ class Turns:
                         log.warning("turn in %s failed: %s", item.key, exc)
                         text, outcome = exc.user_message, "llm_error"
                         del record[1:]  # keep the user's message; drop the unfinished exchange
+                        if steered:  # what was folded in is not answered by this: back to the queue
+                            worker.steered.extendleft(reversed(steered))
+                            del inbox_ids[1:], steered_by[:]
         except asyncio.CancelledError:
             preview.stop()
             if outgoing.files:  # nothing of a cancelled turn is sent (a turn run again takes its copies anew)
@@ -262,15 +273,20 @@ class Turns:
                            draft_message_id=preview.message_id, inbox_id=item.inbox_id, files=outgoing.entries)
         count = self.learning.turn_count(session_id, tool_iterations) \
             if self.learning is not None and outcome == "ok" else None
+        worker.answered = True  # from the commit on, /stop and a newer message leave this turn be
         with self.delivery.finishing(item.inbox_id):  # a flush meanwhile does not send it without the draft
             await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, authored(record, steered_by),
                                          reply, status=status, also=count)
-            self.metrics.turns.labels(outcome).inc()
-            self.metrics.turn_seconds.observe(time.monotonic() - started)
-            reply.draft_message_id = await preview.finish()  # a first preview send still in flight lands first
-            await self.delivery.deliver(reply)
-        if self.learning is not None and count is not None:  # after delivery: a review never delays the reply
-            self.learning.review_if_due(count, chat, platform=msg.platform, user_id=msg.user_id)
+            try:  # committed: the turn cannot fail now (what is not sent here is the outbox's to send)
+                self.metrics.turns.labels(outcome).inc()
+                self.metrics.turn_seconds.observe(time.monotonic() - started)
+                reply.draft_message_id = await preview.finish()  # a first preview send still in flight lands first
+                await self.delivery.deliver(reply)
+                if self.learning is not None and count is not None:  # after delivery: never delays the reply
+                    self.learning.review_if_due(count, chat, platform=msg.platform, user_id=msg.user_id)
+            except Exception:
+                log.exception("after its reply was committed, the turn in %s hit an error; the outbox sends it",
+                              item.key)
         return outcome
 
     def _activity(self, name: str, arguments: str) -> str:

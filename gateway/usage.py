@@ -1,13 +1,24 @@
 """Token usage in the store: one row per LLM request (`agent.usage` says whom it served), and the
-sums `/usage`, `chatgate usage` and `/metrics` show."""
+sums `/usage`, `chatgate usage` and `/metrics` show.
+
+Rows older than `gateway.retention_days` (at least two days, so the last 24 hours are always exact)
+are rolled up from the tick into `llm_usage_daily`: one row per UTC day, loop, session, person and
+model with the number of requests and the token sums. Every figure adds both tables, so the sums per
+loop, per session, per person and per day are the same after a roll-up as before it. A window that
+begins inside a rolled-up day (`chatgate usage --days N` reaching that far back) counts that whole day.
+"""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
 
 from agent.usage import UsageScope
 from gateway.store import Store
+
+DAY = 86400
+MIN_RAW_DAYS = 2.0  # requests of the last two days are always kept one by one (`/usage`'s 24 hours)
 
 
 class UsageLedger:
@@ -23,26 +34,96 @@ class UsageLedger:
             "INSERT INTO llm_usage (at, loop, session_id, platform, user_id, model, prompt_tokens,"
             " completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount)
 
-    async def by_loop(self, where: str = "1", args: tuple[Any, ...] = ()) -> dict[str, dict[str, int]]:
-        """{loop: {requests, prompt, completion}} over the rows `where` selects."""
+    async def by_loop(self, *, session_id: int | None = None, person: tuple[str, str] | None = None,
+                      since: float | None = None) -> dict[str, dict[str, int]]:
+        """{loop: {requests, prompt, completion}}, for a session, a person (platform, user id), since a time."""
+        sql, args = _selected(session_id, person, since)
         rows = await self.store.fetch_all(
-            "SELECT loop, count(*) AS requests, coalesce(sum(prompt_tokens), 0) AS prompt,"
-            f" coalesce(sum(completion_tokens), 0) AS completion FROM llm_usage WHERE {where}"
-            " GROUP BY loop ORDER BY loop", args)
+            f"WITH u AS ({sql}) SELECT loop, sum(requests) AS requests, sum(prompt) AS prompt,"
+            " sum(completion) AS completion FROM u GROUP BY loop ORDER BY loop", args)
         return {r["loop"]: {"requests": r["requests"], "prompt": r["prompt"], "completion": r["completion"]}
                 for r in rows}
 
+    async def by_day(self, since: float) -> list[dict[str, Any]]:
+        """[{day, requests, prompt, completion}] per UTC day since a time, oldest first."""
+        sql, args = _selected(None, None, since)
+        rows = await self.store.fetch_all(
+            f"WITH u AS ({sql}) SELECT day, sum(requests) AS requests, sum(prompt) AS prompt,"
+            " sum(completion) AS completion FROM u GROUP BY day ORDER BY day", args)
+        return [dict(r) for r in rows]
+
+    async def top_sessions(self, since: float, limit: int = 5) -> list[dict[str, Any]]:
+        """[{session_id, key, tokens, requests}]: the sessions that used the most tokens since a time."""
+        sql, args = _selected(None, None, since)
+        rows = await self.store.fetch_all(
+            f"WITH u AS ({sql}) SELECT u.session_id, s.key, sum(u.prompt + u.completion) AS tokens,"
+            " sum(u.requests) AS requests FROM u LEFT JOIN sessions s ON s.id = u.session_id"
+            " WHERE u.session_id IS NOT NULL GROUP BY u.session_id ORDER BY tokens DESC, u.session_id LIMIT ?",
+            (*args, limit))
+        return [dict(r) for r in rows]
+
     async def chat_report(self, session_id: int | None, platform: str, user_id: str) -> str:
         """What `/usage` answers: this session, and this person today and in all."""
-        session = await self.by_loop("session_id = ?", (session_id,)) if session_id is not None else {}
-        day = await self.by_loop("platform = ? AND user_id = ? AND at >= ?", (platform, user_id, time.time() - 86400))
-        ever = await self.by_loop("platform = ? AND user_id = ?", (platform, user_id))
+        session = await self.by_loop(session_id=session_id) if session_id is not None else {}
+        day = await self.by_loop(person=(platform, user_id), since=time.time() - DAY)
+        ever = await self.by_loop(person=(platform, user_id))
         lines = [f"This session: {describe(session)}", f"You, last 24 hours: {describe(day)}",
                  f"You, in all: {describe(ever)}"]
         if len(ever) > 1:
             lines.append("By loop (you, in all): " + "; ".join(f"{loop} {describe({loop: t})}"
                                                                for loop, t in ever.items()))
         return "\n".join(lines)
+
+    async def roll_up(self, keep_days: float) -> int:
+        """Fold the requests of whole UTC days older than `keep_days` (at least `MIN_RAW_DAYS`) into daily
+        sums, a day per write (other writes go between); return how many requests were folded."""
+        cutoff = _day_start(time.time() - max(keep_days, MIN_RAW_DAYS) * DAY)
+
+        def fold_oldest_day(db: sqlite3.Connection) -> int:
+            first = db.execute("SELECT min(at) FROM llm_usage WHERE at < ?", (cutoff,)).fetchone()[0]
+            if first is None:
+                return 0
+            start = _day_start(first)
+            end = min(start + DAY, cutoff)
+            db.execute(
+                "INSERT INTO llm_usage_daily (day, loop, session_id, platform, user_id, model, requests, prompt_tokens,"
+                " completion_tokens) SELECT date(?, 'unixepoch'), loop, session_id, platform, user_id, model, count(*),"
+                " sum(prompt_tokens), sum(completion_tokens) FROM llm_usage WHERE at >= ? AND at < ?"
+                " GROUP BY loop, session_id, platform, user_id, model", (start, start, end))
+            return db.execute("DELETE FROM llm_usage WHERE at >= ? AND at < ?", (start, end)).rowcount
+
+        folded = 0
+        while n := await self.store.write(fold_oldest_day):
+            folded += n
+        return folded
+
+
+def _day_start(at: float) -> float:
+    return at - at % DAY
+
+
+def _selected(session_id: int | None, person: tuple[str, str] | None,
+              since: float | None) -> tuple[str, tuple[Any, ...]]:
+    """A query of (loop, session_id, day, requests, prompt, completion) over the requests and the daily
+    sums that match; a daily row counts when its day is the one `since` falls in or later."""
+    where, args = ["1"], []
+    if session_id is not None:
+        where.append("session_id = ?")
+        args.append(session_id)
+    if person is not None:
+        where.append("platform = ? AND user_id = ?")
+        args.extend(person)
+    raw, daily = " AND ".join(where), " AND ".join(where)
+    raw_args, daily_args = list(args), list(args)
+    if since is not None:
+        raw += " AND at >= ?"
+        daily += " AND day >= date(?, 'unixepoch')"
+        raw_args.append(since)
+        daily_args.append(since)
+    sql = (f"SELECT loop, session_id, date(at, 'unixepoch') AS day, 1 AS requests, prompt_tokens AS prompt,"
+           f" completion_tokens AS completion FROM llm_usage WHERE {raw} UNION ALL SELECT loop, session_id, day,"
+           f" requests, prompt_tokens, completion_tokens FROM llm_usage_daily WHERE {daily}")
+    return sql, (*raw_args, *daily_args)
 
 
 def describe(totals: dict[str, dict[str, int]]) -> str:

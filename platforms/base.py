@@ -3,7 +3,11 @@
 An adapter turns its SDK's events into `InboundMessage` / `ButtonPress` / `ChatOpened` values
 and hands each to the one callback it was given (`emit`); it never decides what to do with
 them. `emit` returns an `Intake` once the event is stored (or known to be a re-delivery, or
-ignored): only then may the adapter acknowledge it to the platform. The gateway talks back
+ignored): only then may the adapter acknowledge it to the platform. `StorageUnavailable` from
+`emit` means the gateway could not store it for its own sake (its database locked or failing):
+not the event's fault, so it is never counted towards setting the event aside; the adapter
+does not acknowledge it and tries again later (`take`, `emit_until_stored`) or leaves that to
+the platform's own redelivery. Any other exception is the event's. The gateway talks back
 through `send`, `edit`, `send_file`, `typing` and the support declared in `Capabilities`.
 
 Adapters import their SDK, this module and `platforms.loops` only. Each platform is a package
@@ -156,6 +160,14 @@ class Intake(enum.Enum):
 
 
 EventCallback = Callable[[InboundEvent], Awaitable[Intake]]
+STORAGE_PAUSE_MAX = 30.0  # seconds: the longest pause between tries while the gateway cannot store
+NOT_STORED = "was not taken: chatgate cannot store messages right now. Please send it again in a minute."
+
+
+class StorageUnavailable(Exception):
+    """Raised by `emit`: the gateway could not store the event now (its database is locked by another
+    program, full or failing). The event is not at fault and was not stored: do not acknowledge it;
+    try it again later. Never a reason to set the event aside."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +291,8 @@ class PlatformAdapter(abc.ABC):
         """Hand one event to the gateway; adapters call this and nothing else with input.
 
         It returns once the event is stored (or dropped as a copy, or ignored); an exception
-        means it was not stored, and the platform must not be told it was received.
+        means it was not stored, and the platform must not be told it was received
+        (`StorageUnavailable`: not because of the event; see the module doc).
         """
         if self._on_event is None:
             raise RuntimeError(f"{self.name}: no callback set")
@@ -290,19 +303,48 @@ class PlatformAdapter(abc.ABC):
         chat's page), given the server's base URL; None for platforms reached elsewhere."""
         return None
 
+    async def emit_until_stored(self, event: InboundEvent, *, pause: float = 1.0,
+                                waiting: Callable[[], Awaitable[None]] | None = None) -> Intake:
+        """`emit`, tried again while the gateway cannot store (`StorageUnavailable`) after `pause`,
+        doubling up to `STORAGE_PAUSE_MAX`, for as long as the adapter runs (then that error is
+        raised). `waiting` is called once, at the first pause (to tell the person)."""
+        while True:
+            try:
+                return await self.emit(event)
+            except StorageUnavailable as exc:
+                if not self._running:
+                    raise
+                log.warning("%s: not stored (%s); trying again in %.0fs", self.name, exc, pause)
+                if waiting is not None:
+                    told, waiting = waiting, None
+                    try:
+                        await told()
+                    except Exception as notice_exc:
+                        log.debug("%s: telling of the wait failed: %s", self.name, notice_exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, STORAGE_PAUSE_MAX)
+
     async def take(self, ref: str, describe: Callable[[], InboundEvent], payload: Callable[[], str], *,
-                   tries: int = 3, pause: float = 1.0) -> Intake | None:
+                   tries: int = 3, pause: float = 1.0, hold: bool = True) -> Intake | None:
         """`emit` one event, described anew for each try, trying again after `pause`, 2 × `pause`, …
         while it cannot be described or stored; after `tries` failures it is set aside as
         `Unreadable` (None is returned) so the next event can go on. An exception left means it
-        could not even be set aside: nothing was stored, and the platform must not be told it was."""
+        could not even be set aside: nothing was stored, and the platform must not be told it was.
+
+        `StorageUnavailable` is no failure of the event's and never counts: with `hold` the same
+        try waits for the storage (`emit_until_stored`); without (the platform delivers it again,
+        or wants an answer now) it is raised at once."""
         for attempt in range(1, tries + 1):
             try:
-                return await self.emit(describe())
+                event = describe()
+                return await (self.emit_until_stored(event, pause=pause) if hold else self.emit(event))
+            except StorageUnavailable:
+                raise
             except Exception as exc:
                 if attempt == tries:
                     log.error("%s: event %s failed %d times; set aside: %s", self.name, ref, attempt, exc)
-                    await self.emit(Unreadable(self.name, ref, payload(), f"{type(exc).__name__}: {exc}"))
+                    unreadable = Unreadable(self.name, ref, payload(), f"{type(exc).__name__}: {exc}")
+                    await (self.emit_until_stored(unreadable, pause=pause) if hold else self.emit(unreadable))
                     return None
                 log.warning("%s: event %s failed (attempt %d of %d): %s", self.name, ref, attempt, tries, exc)
                 await asyncio.sleep(pause * attempt)

@@ -26,6 +26,7 @@ class AdapterEnv:
     home: Path  # CHATGATE_HOME; an adapter keeps files under home/files/<platform>
     http_host: str = "127.0.0.1"  # where the gateway's HTTP server listens
     public_url: str | None = None  # the address it is reached at from outside (a reverse proxy), if any
+    max_message_chars: int = 32_000  # the gateway takes no longer message (an adapter may say so first)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ import aiohttp
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.config import load_config
 from gateway.runner import GatewayRunner
+from platforms.base import InboundMessage
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 
@@ -183,6 +184,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def web_message(n: int) -> InboundMessage:
+    """The n-th of a series of one-line messages, each from its own web chat."""
+    return InboundMessage(platform="web", chat_id=f"c{n}", chat_type="dm", user_id="u", text=str(n),
+                          message_id=f"m{n}")
+
+
+async def run_until_it_exits(env: dict[str, str]) -> tuple[int, list[str]]:
+    """`chatgate run` with `env`, expected to stop by itself: its exit status and every line it printed."""
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "gateway", "run", env=env,
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    return process.returncode or 0, out.decode().splitlines()
 
 
 class Daemon:

@@ -9,14 +9,15 @@ import pytest
 
 from gateway.store import OutboxItem, Store
 from platforms.base import ChatRef, InboundMessage
+from tests.harness import web_message
 
 
 async def test_a_store_closed_while_a_batch_commits_finishes_it_and_tells_each_caller(tmp_path):
     store = await Store.open(tmp_path / "s.db")
-    writes = [asyncio.create_task(store.inbox_add(_message(n), "k")) for n in range(10)]
+    writes = [asyncio.create_task(store.inbox_add(web_message(n), "k")) for n in range(10)]
     await asyncio.sleep(0)  # queued
     await asyncio.sleep(0)  # the batch is on the database thread
-    writes += [asyncio.create_task(store.inbox_add(_message(n), "k")) for n in range(10, 20)]
+    writes += [asyncio.create_task(store.inbox_add(web_message(n), "k")) for n in range(10, 20)]
     await asyncio.sleep(0)  # queued for the next batch
     assert store.db._writer is not None
     store.db._writer.cancel()  # as at a shutdown that does not wait
@@ -72,16 +73,12 @@ async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_poi
         await store.close()
 
 
-def _message(n: int) -> InboundMessage:
-    return InboundMessage(platform="web", chat_id=f"c{n}", chat_type="dm", user_id="u", text=str(n),
-                          message_id=f"m{n}")
-
 
 async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_returns(tmp_path):
     store = await Store.open(tmp_path / "state.db")
     try:
         async def add_and_look(n: int) -> tuple[int | None, int]:
-            inbox_id = await store.inbox_add(_message(n), f"web:c{n}")
+            inbox_id = await store.inbox_add(web_message(n), f"web:c{n}")
             with sqlite3.connect(tmp_path / "state.db") as other:  # another connection: only commits show
                 seen = other.execute("SELECT count(*) FROM inbox WHERE id = ?", (inbox_id,)).fetchone()[0]
             return inbox_id, seen
@@ -101,14 +98,14 @@ async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp
             db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
                              " VALUES (999999, 'user', 'x', 'ok', 0)")  # no such session: a foreign key error
 
-        outcomes = await asyncio.gather(*(store.inbox_add(_message(n), "k") for n in range(5)), store.write(broken),
-                                        *(store.inbox_add(_message(n), "k") for n in range(5, 10)),
+        outcomes = await asyncio.gather(*(store.inbox_add(web_message(n), "k") for n in range(5)), store.write(broken),
+                                        *(store.inbox_add(web_message(n), "k") for n in range(5, 10)),
                                         return_exceptions=True)
         assert isinstance(outcomes[5], sqlite3.IntegrityError)
         assert all(isinstance(x, int) for i, x in enumerate(outcomes) if i != 5)
         assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 10
         assert (await store.fetch_one("SELECT count(*) FROM messages"))[0] == 0
-        assert await store.inbox_add(_message(10), "k")  # and the store goes on
+        assert await store.inbox_add(web_message(10), "k")  # and the store goes on
     finally:
         await store.close()
 
@@ -116,12 +113,12 @@ async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp
 async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
     store = await Store.open(tmp_path / "state.db")
     try:
-        waiting = asyncio.create_task(store.inbox_add(_message(1), "k"))
+        waiting = asyncio.create_task(store.inbox_add(web_message(1), "k"))
         await asyncio.sleep(0)  # queued
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        await store.inbox_add(_message(2), "k")  # committed after the first
+        await store.inbox_add(web_message(2), "k")  # committed after the first
         assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 2
     finally:
         await store.close()
@@ -138,7 +135,7 @@ async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_clos
     store = await Store.open(tmp_path / "s.db")
     store.later(usage_row("rides"))
     before = store.batches
-    await store.inbox_add(_message(1), "k")
+    await store.inbox_add(web_message(1), "k")
     assert store.batches == before + 1  # one commit for both
     assert await loops() == ["rides"]
     store.later(usage_row("alone"))

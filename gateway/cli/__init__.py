@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 from gateway.cli import cron, daemon, learning, service, state
 from gateway.config import ConfigError, load_config
+from gateway.database import SchemaError, StorageError
 from gateway.launch import collector_on
 from gateway.ops.logs import setup_logging
 
@@ -42,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return runner.run(handler(config, args))
     except KeyboardInterrupt:
         return 130
+    except (SchemaError, StorageError) as exc:  # a database from a newer chatgate, one locked too long: one line
+        print(f"chatgate {args.command}: {exc}", file=sys.stderr)
+        return 1
 
 
 def event_loop(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:

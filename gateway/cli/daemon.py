@@ -13,7 +13,7 @@ from typing import Any
 from gateway.config import Config
 from gateway.launch import collector_on
 from gateway.ops import systemd
-from gateway.ops.process import not_dumpable
+from gateway.ops.process import EXIT_HOME_IN_USE, LOCK_NAME, HomeInUse, HomeLock, daemon_pid, not_dumpable
 from platforms.registry import PlatformUnavailable
 
 log = logging.getLogger("chatgate")
@@ -28,6 +28,22 @@ def add_parsers(sub: Any) -> None:
 
 
 async def run(config: Config, _: argparse.Namespace) -> int:
+    try:  # one daemon per home, before anything changes there (another one's turns, approvals, updates)
+        home = HomeLock.take(config.home)
+    except HomeInUse as exc:
+        print(f"chatgate cannot start: {exc}", file=sys.stderr)
+        return EXIT_HOME_IN_USE
+    except OSError as exc:
+        print(f"chatgate cannot start: cannot lock {config.home / LOCK_NAME}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    try:
+        return await _serve(config)
+    finally:
+        home.release()
+
+
+async def _serve(config: Config) -> int:
+    """The daemon, from its checks to its orderly stop (the home is held)."""
     from gateway.ops.safety import AS_ROOT, running_as_root
     from gateway.runner import GatewayRunner
 
@@ -121,18 +137,26 @@ async def status(config: Config, args: argparse.Namespace) -> int:
     """0: running and ready; 1: running, not ready; 3: not running (as `systemctl status`)."""
     from gateway.cli.state import open_store
     from gateway.cron.ledger import RunLedger
+    from gateway.database import SchemaError
 
-    report: dict[str, Any] = {"home": str(config.home), "running": False, "ready": None, "platforms": {}}
+    pid = daemon_pid(config.home)  # the daemon holding the home (the lock file says which)
+    report: dict[str, Any] = {"home": str(config.home), "running": pid is not None, "pid": pid, "ready": None,
+                              "platforms": {}, "storage": None, "instances": []}
     if config.db_path.exists():
-        async with open_store(config) as store:
-            instances = await RunLedger(store, "status").live_instances(stale_after=3 * config.gateway.tick_seconds)
-            report["instances"] = [{"pid": i["pid"], "host": i["host"], "since": i["started_at"]} for i in instances]
-            report["running"] = bool(instances)
-            report["queue"] = await store.queue_counts()
-            report["trouble"] = await store.trouble_counts()
-            report["last_errors"] = await store.recent_errors()
+        try:
+            async with open_store(config) as store:
+                instances = await RunLedger(store, "status").live_instances(
+                    stale_after=3 * config.gateway.tick_seconds)
+                report["instances"] = [{"pid": i["pid"], "host": i["host"], "since": i["started_at"]}
+                                       for i in instances]
+                report["running"] = report["running"] or bool(instances)
+                report["queue"] = await store.queue_counts()
+                report["trouble"] = await store.trouble_counts()
+                report["last_errors"] = await store.recent_errors()
+        except SchemaError as exc:
+            report["database"] = str(exc)
     if report["running"]:
-        report["ready"], report["platforms"] = await _readiness(config)
+        report["ready"], report["platforms"], report["storage"] = await _readiness(config)
         report["web_chat"] = _chat_link(config)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
@@ -141,17 +165,17 @@ async def status(config: Config, args: argparse.Namespace) -> int:
     return 3 if not report["running"] else 0 if report["ready"] else 1
 
 
-async def _readiness(config: Config) -> tuple[bool | None, dict[str, Any]]:
-    """The daemon's own /readyz (None: it does not answer)."""
+async def _readiness(config: Config) -> tuple[bool | None, dict[str, Any], dict[str, Any] | None]:
+    """The daemon's own /readyz: ready, its platforms, its storage (None: it does not answer)."""
     import aiohttp
 
     url = f"{_local_url(config, config.http.port)}/readyz"
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as http, http.get(url) as response:
             body = await response.json()
-            return bool(body.get("ready")), dict(body.get("platforms") or {})
+            return bool(body.get("ready")), dict(body.get("platforms") or {}), body.get("storage")
     except (aiohttp.ClientError, OSError, ValueError, TimeoutError):
-        return None, {}
+        return None, {}, None
 
 
 def _print_status(report: dict[str, Any]) -> None:
@@ -163,14 +187,20 @@ def _print_status(report: dict[str, Any]) -> None:
     if not report["running"]:
         print(f"chatgate is not running (home {report['home']})")
     else:
-        pids = ", ".join(f"pid {i['pid']} since {when(i['since'])}" for i in report["instances"])
+        since = {i["pid"]: i["since"] for i in report["instances"]}
+        pids = [report["pid"]] if report["pid"] is not None else []
+        pids += [i["pid"] for i in report["instances"] if i["pid"] not in pids]
+        where = ", ".join(f"pid {pid or '?'}" + (f" since {when(since[pid])}" if pid in since else "") for pid in pids)
         ready = {True: "ready", False: "NOT ready", None: "not answering on HTTP"}[report["ready"]]
-        print(f"chatgate is running ({pids}): {ready}")
-        for name, state in report["platforms"].items():
+        print(f"chatgate is running ({where}): {ready}")
+        parts = {**report["platforms"], **({"storage": report["storage"]} if report["storage"] else {})}
+        for name, state in parts.items():
             error = f" — {state['error']}" if state.get("error") else ""
             print(f"  {name:<9} {state['state']} since {when(state['since'])}{error}")
         if report.get("web_chat"):
             print(f"web chat: {report['web_chat']}")
+    if report.get("database"):
+        print(f"database: {report['database']}")
     if "queue" in report:
         q, t = report["queue"], report["trouble"]
         print(f"messages: {q['waiting']} waiting, {q['running']} running; replies: {q['outbox_pending']} to send")

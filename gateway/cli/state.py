@@ -54,10 +54,13 @@ def add_parsers(sub: Any) -> None:
 
 @asynccontextmanager
 async def open_store(config: Config) -> AsyncIterator[Any]:
-    """The daemon's database, opened beside a running daemon or without one (WAL allows both)."""
+    """The daemon's database, opened beside a running daemon or without one (WAL allows both). It
+    is migrated only when no daemon holds the home: never under one that is running."""
+    from gateway.ops.process import daemon_pid
     from gateway.store import Store
 
-    store = await Store.open(config.db_path)
+    store = await Store.open(config.db_path, migrate=daemon_pid(config.home) is None,
+                             lock_wait=config.gateway.lock_wait_seconds)
     try:
         yield store
     finally:
@@ -154,17 +157,11 @@ async def usage(config: Config, store: Any, args: argparse.Namespace) -> int:
 
     since = time.time() - args.days * 86400
     ledger = UsageLedger(store)
-    loops = await ledger.by_loop("at >= ?", (since,))
-    days = await store.fetch_all(
-        "SELECT date(at, 'unixepoch') AS day, count(*) AS requests, sum(prompt_tokens) AS prompt,"
-        " sum(completion_tokens) AS completion FROM llm_usage WHERE at >= ? GROUP BY day ORDER BY day", (since,))
-    top = await store.fetch_all(
-        "SELECT u.session_id, s.key, sum(prompt_tokens + completion_tokens) AS tokens, count(*) AS requests"
-        " FROM llm_usage u LEFT JOIN sessions s ON s.id = u.session_id WHERE at >= ? AND u.session_id IS NOT NULL"
-        " GROUP BY u.session_id ORDER BY tokens DESC LIMIT 5", (since,))
+    loops = await ledger.by_loop(since=since)
+    days = await ledger.by_day(since)
+    top = await ledger.top_sessions(since)
     if args.json:
-        print(json.dumps({"days": args.days, "loops": loops, "by_day": [dict(r) for r in days],
-                          "top_sessions": [dict(r) for r in top]}, indent=2))
+        print(json.dumps({"days": args.days, "loops": loops, "by_day": days, "top_sessions": top}, indent=2))
         return 0
     print(f"LLM usage, last {args.days:g} days: {describe(loops)}")
     for loop, totals in loops.items():

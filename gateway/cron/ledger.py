@@ -9,6 +9,7 @@ process is gone is marked `interrupted` — it is never run again on a guess.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -19,10 +20,12 @@ from typing import Any
 
 from gateway.cron.jobs import Job, utc
 from gateway.store import OutboxItem, Store
+from gateway.transcripts import forget_sessions
 
 MAX_CATCH_UP = 1000  # slots walked when working out what a long outage missed
 MAX_MISSED_ROWS = 20  # ledger rows written for missed slots; older ones are counted in a note
 FINAL_STATES = ("ok", "silent", "error", "skipped", "missed", "interrupted")
+PRUNE_BATCH = 200  # ledger rows (and their sessions) per write when pruning
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +228,44 @@ class RunLedger:
                        (state, error, claim.scheduled_at, claim.job.id))
 
         await self.store.write(record)
+
+    # -- pruning --------------------------------------------------------------------------
+
+    async def prune(self, keep: int) -> int:
+        """Keep the newest `keep` (at least one) ledger rows of each job, removed jobs too; return how many
+        older ones went, each with its run's session (`cron:<job>:<run>`, once ended).
+
+        Only final rows go: a queued or running one stays whatever its age, and so does each job's
+        newest. A forgotten slot cannot run again: it lies behind the job's `next_run_at`, which a claim
+        compares and moves on; the slots a catch-up records are all newer than any claimed before.
+        The outbox rows the pruned runs delivered are then pruned with the other sent messages.
+        """
+        keep = max(keep, 1)
+        final = json.dumps(FINAL_STATES)
+        over = await self.store.fetch_all("SELECT job_id FROM cron_runs GROUP BY job_id HAVING count(*) > ?", (keep,))
+        pruned = 0
+        for job_id in (r["job_id"] for r in over):
+            edge = await self.store.fetch_one(  # the oldest row kept
+                "SELECT scheduled_at, id FROM cron_runs WHERE job_id = ? ORDER BY scheduled_at DESC, id DESC"
+                " LIMIT 1 OFFSET ?", (job_id, keep - 1))
+            if edge is None:
+                continue
+
+            def batch(db: sqlite3.Connection) -> int:
+                rows = db.execute(
+                    "SELECT id FROM cron_runs WHERE job_id = ? AND (scheduled_at < ? OR (scheduled_at = ? AND id < ?))"
+                    " AND state IN (SELECT value FROM json_each(?)) LIMIT ?",
+                    (job_id, edge["scheduled_at"], edge["scheduled_at"], edge["id"], final, PRUNE_BATCH)).fetchall()
+                ids = [r["id"] for r in rows]
+                keys = json.dumps([f"cron:{job_id}:{i}" for i in ids])
+                forget_sessions(db, [r[0] for r in db.execute(
+                    "SELECT id FROM sessions WHERE key IN (SELECT value FROM json_each(?))", (keys,))])
+                db.execute("DELETE FROM cron_runs WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+                return len(ids)
+
+            while n := await self.store.write(batch):
+                pruned += n
+        return pruned
 
     async def runs(self, job_id: int | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ledger rows (with the delivered message ids), newest first."""

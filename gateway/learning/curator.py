@@ -13,7 +13,8 @@ bundled skills and skills a scheduled job's prompt names are never touched. Befo
 anything it copies the whole `skills/` folder to `logs/curator/<run>/snapshot/` (the last
 `keep_snapshots` are kept). With `curator.consolidate`, an applied run then lets an LLM merge
 overlapping skills among those it may touch (`gateway.learning.consolidate`). Every run writes `logs/curator/<run>/REPORT.md`, dry runs too.
-`restore <run>` puts a snapshot back (the library it replaces is kept beside it first).
+`restore <run>` puts a snapshot back (the library it replaces is kept beside it first). The folders and
+rows of the newest `curator.keep_reports` runs are kept (`prune_reports`, from the tick).
 """
 
 from __future__ import annotations
@@ -197,6 +198,35 @@ class Curator:
         rows = await self.store.fetch_all("SELECT * FROM curator_runs ORDER BY started_at DESC LIMIT ?", (limit,))
         return [dict(r) for r in rows]
 
+    async def prune_reports(self, keep: int) -> int:
+        """Keep the newest `keep` runs' folders (`logs/curator/<run>/`) and rows; return how many older
+        ones went. A run with a snapshot stays (it can be restored; `keep_snapshots` bounds those), and
+        so does the latest applied run (the next one is due from it) and one still going."""
+        if self._lock.locked():  # a run or a restore is going on: next time
+            return 0
+        async with self._lock:
+            rows = await self.store.fetch_all("SELECT id, finished_at FROM curator_runs")
+            last = await self.store.fetch_one("SELECT id FROM curator_runs WHERE dry_run = 0 AND finished_at IS NOT NULL"
+                                              " AND error IS NULL ORDER BY started_at DESC LIMIT 1")
+            held = {r["id"] for r in rows if r["finished_at"] is None} | ({last["id"]} if last else set())
+            gone = await asyncio.to_thread(self._prune_folders, {r["id"] for r in rows}, held, max(keep, 1))
+            if gone:
+                ids = json.dumps(gone)
+                await self.store.write(lambda db: db.execute(
+                    "DELETE FROM curator_runs WHERE id IN (SELECT value FROM json_each(?))", (ids,)).rowcount,
+                    single=True)
+            return len(gone)
+
+    def _prune_folders(self, recorded: set[str], held: set[str], keep: int) -> list[str]:
+        """The run ids beyond the newest `keep` (folders on disk and rows), less those held or with a
+        snapshot; their folders removed."""
+        folders = {p.name for p in self.logs.iterdir() if p.is_dir()} if self.logs.is_dir() else set()
+        runs = sorted((r for r in folders | recorded if _RUN_ID.fullmatch(r)), key=_run_order, reverse=True)
+        gone = [r for r in runs[keep:] if r not in held and not (self.logs / r / "snapshot").is_dir()]
+        for run_id in gone:
+            shutil.rmtree(self.logs / run_id, ignore_errors=True)
+        return gone
+
     # -- files -----------------------------------------------------------------------------
 
     def _new_id(self, at: float) -> str:
@@ -238,6 +268,15 @@ class Curator:
         path = self.logs / run_id / "REPORT.md"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path
+
+
+_RUN_ID = re.compile(r"(\d{8}T\d{6}Z)(?:-(\d+))?")  # what `_new_id` makes
+
+
+def _run_order(run_id: str) -> tuple[str, int]:
+    match = _RUN_ID.fullmatch(run_id)
+    assert match is not None
+    return match.group(1), int(match.group(2) or 1)
 
 
 def _as_dict(change: Change) -> dict[str, Any]:

@@ -10,12 +10,17 @@ Tool calls appear in the assistant's turn as `<tool_call>{"name": ..., "argument
 and their results as `tool` turns. Every value passes through the gateway's redaction (known
 secrets from the configuration and secret-shaped strings) before it is written. Cancelled turns
 are left out, as they are from the session's own history.
+
+The files are an export the operator asked for, so they are kept until the operator moves them, unless
+`trajectories.retention_days` is set: then the tick deletes the day files older than that (`prune`; only
+files named as the export names them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -24,6 +29,7 @@ from gateway.ops.redact import redact
 from gateway.store import Store
 
 ROLES = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}
+DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
 
 
 def conversation(messages: list[dict[str, Any]], secrets: Iterable[str] = ()) -> list[dict[str, str]]:
@@ -62,3 +68,16 @@ class Trajectories:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as f:
             f.write(line)
+
+
+def prune(folder: Path, keep_days: float) -> int:
+    """Delete the day files in `folder` whose whole UTC day ended more than `keep_days` ago; return how
+    many (blocking: run it in a thread)."""
+    oldest = time.strftime("%Y-%m-%d", time.gmtime(time.time() - keep_days * 86400))
+    removed = 0
+    for path in folder.iterdir() if folder.is_dir() else ():
+        match = DAY_FILE.fullmatch(path.name)
+        if match and match.group(1) < oldest and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed

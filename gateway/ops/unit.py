@@ -14,6 +14,8 @@ import pwd
 import sys
 from pathlib import Path
 
+from gateway.ops.process import EXIT_HOME_IN_USE
+
 UNIT_NAME = "chatgate.service"
 
 
@@ -79,6 +81,8 @@ def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: 
         "WatchdogSec=30",
         "Restart=on-failure",
         "RestartSec=2",
+        "# Another chatgate holds this home (e.g. one started by hand): stay stopped, say so, no loop.",
+        f"RestartPreventExitStatus={EXIT_HOME_IN_USE}",
         "UMask=0077",
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",

@@ -3,7 +3,9 @@
 * **Intake.** Each gateway event runs in a task of its own (discord.py's dispatch), so a slow one
   holds up no other. A message is described (attachments by URL, fetched when the turn starts)
   and handed to the gateway; a message that cannot be stored after three tries is set aside as
-  `Unreadable`. Messages come again after a RESUME or a reconnect: the inbox drops the copies.
+  `Unreadable`, while a gateway that cannot store at all (its database locked) is waited for
+  (Discord sends nothing twice). Messages come again after a RESUME or a reconnect: the inbox
+  drops the copies.
 * **Where a conversation is.** A DM is its DM channel; a server channel is `chat_id` (per user,
   as `gateway.group_sessions` says); a thread is `chat_id` = its parent and `thread_id` = the
   thread. With `auto_thread`, a mention in a channel becomes a thread started from that message —
@@ -38,10 +40,12 @@ from platforms.base import (
     Capabilities,
     ChatRef,
     DeliveryError,
+    NOT_STORED,
     InboundMessage,
     Intake,
     PlatformAdapter,
     Reply,
+    StorageUnavailable,
 )
 from platforms.discord.render import DISCORD_LIMIT, render_for_discord
 from platforms.loops import start_supervised
@@ -271,10 +275,13 @@ class DiscordAdapter(PlatformAdapter):
         msg = InboundMessage(platform=self.name, chat_id=chat_id, chat_type=chat_type,  # type: ignore[arg-type]
                              user_id=str(interaction.user.id), user_name=interaction.user.display_name, text=text,
                              message_id=f"i{interaction.id}", thread_id=thread_id, bot_mentioned=True)
-        intake = await self.take(str(interaction.id), lambda: msg, lambda: repr(data))
-        shown = {Intake.STORED: f"`{text}`", Intake.DUPLICATE: f"`{text}` (already received)",
-                 Intake.REFUSED: f"`{text}` was not taken (see the reply)",
-                 Intake.IGNORED: "This bot does not answer you here."}.get(intake, "That did not work; try again.")
+        try:  # (not held while the gateway cannot store: Discord wants its answer within 3 s)
+            intake = await self.take(str(interaction.id), lambda: msg, lambda: repr(data), hold=False)
+            shown = {Intake.STORED: f"`{text}`", Intake.DUPLICATE: f"`{text}` (already received)",
+                     Intake.REFUSED: f"`{text}` was not taken (see the reply)",
+                     Intake.IGNORED: "This bot does not answer you here."}.get(intake, "That did not work; try again.")
+        except StorageUnavailable:
+            shown = f"`{text}` {NOT_STORED}"
         try:
             await interaction.response.send_message(shown, ephemeral=True)
         except discord.HTTPException as exc:

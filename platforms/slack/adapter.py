@@ -3,7 +3,8 @@
 * **Ack first.** Every listener stores what it got (`emit`) and returns; bolt runs it before it
   answers Slack (`process_before_response`), so an envelope is acknowledged only once its message
   is in the inbox, and nothing else (the turn, a download, a decision) happens before the ack. A
-  listener that cannot store raises: Slack is not told "received" and delivers again. Events
+  listener that cannot store raises (at once when the gateway's database is locked or failing:
+  never counted against the event): Slack is not told "received" and delivers again. Events
   delivered again (`x-slack-retry-num`, a Socket Mode reconnect) and a mention that arrives both
   as `message` and as `app_mention` carry the same message `ts`: the inbox keeps one.
 * **Where a conversation is.** A DM is its channel (a thread in it is a session of its own). In a
@@ -47,11 +48,13 @@ from platforms.base import (
     ButtonPress,
     Capabilities,
     ChatRef,
+    NOT_STORED,
     DeliveryError,
     InboundMessage,
     Intake,
     PlatformAdapter,
     Reply,
+    StorageUnavailable,
 )
 from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
@@ -244,7 +247,8 @@ class SlackAdapter(PlatformAdapter):
         if event.get("bot_id") and not self.allow_bots:
             return
         await self.take(f"{event.get('channel')}/{event.get('ts')}", lambda: self._inbound(event),
-                        lambda: json.dumps(body, default=str), tries=INTAKE_TRIES, pause=0.3)
+                        lambda: json.dumps(body, default=str), tries=INTAKE_TRIES, pause=0.3,
+                        hold=False)  # not stored: not acked, and Slack delivers it again
 
     async def _on_other_event(self, event: dict[str, Any]) -> None:
         log.debug("slack: ignored a %s event", event.get("type"))
@@ -333,11 +337,14 @@ class SlackAdapter(PlatformAdapter):
         msg = InboundMessage(platform=self.name, chat_id=channel, chat_type="dm" if channel.startswith("D") else "group",
                              user_id=str(command.get("user_id") or ""), user_name=str(command.get("user_name") or ""),
                              text=text, message_id=f"cmd:{command.get('trigger_id')}", bot_mentioned=True)
-        intake = await self.take(f"{channel}/{msg.message_id}", lambda: msg, lambda: json.dumps(command, default=str),
-                                 tries=INTAKE_TRIES, pause=0.3)
-        shown = {Intake.STORED: f"`{text}`", Intake.DUPLICATE: f"`{text}` (already received)",
-                 Intake.REFUSED: f"`{text}` was not taken (see the reply)",
-                 Intake.IGNORED: "This bot does not answer you here."}.get(intake, "That did not work; try again.")
+        try:  # (not held while the gateway cannot store: Slack wants the ack within 3 s)
+            intake = await self.take(f"{channel}/{msg.message_id}", lambda: msg,
+                                     lambda: json.dumps(command, default=str), tries=INTAKE_TRIES, pause=0.3, hold=False)
+            shown = {Intake.STORED: f"`{text}`", Intake.DUPLICATE: f"`{text}` (already received)",
+                     Intake.REFUSED: f"`{text}` was not taken (see the reply)",
+                     Intake.IGNORED: "This bot does not answer you here."}.get(intake, "That did not work; try again.")
+        except StorageUnavailable:
+            shown = f"`{text}` {NOT_STORED}"
         await ack(text=escape(shown))
 
     # -- sending --------------------------------------------------------------------------

@@ -4,11 +4,15 @@ Polling is our own loop over `getUpdates` (raw JSON, one update at a time) so th
 moves past an update only after the gateway has stored it: a crash between the two means the
 update comes again and the inbox drops the copy. An update that cannot be taken after
 `UPDATE_ATTEMPTS` tries (malformed, or the gateway refuses it) is handed over as `Unreadable`
-(dead-lettered) and skipped, so one bad update never blocks the others. The loop runs under
-`supervise`: an unexpected error restarts it and `/readyz` says the platform is down meanwhile.
+(dead-lettered) and skipped, so one bad update never blocks the others. One the gateway cannot
+store for its own sake (`StorageUnavailable`: its database locked or failing) is not counted: the
+offset stays before it and it is fetched again after a pause (1 s, doubling to 30 s). The loop
+runs under `supervise`: an unexpected error restarts it and `/readyz` says the platform is down
+meanwhile.
 
 Webhook mode serves `POST /telegram/webhook` on the gateway's HTTP server and answers 200 only
-after the update is stored, so Telegram retries anything else (also bounded, then dead-lettered).
+after the update is stored, so Telegram retries anything else (bounded, then dead-lettered; a
+gateway that cannot store is no failure of the update's and is not counted).
 
 A private text message and a button press are read straight from the update's JSON; anything
 else (entities, replies, topics, files, groups) through python-telegram-bot's `Update`, which
@@ -40,6 +44,7 @@ from platforms.base import (
     LengthUnit,
     PlatformAdapter,
     Reply,
+    StorageUnavailable,
     Unreadable,
 )
 from platforms.loops import start_supervised
@@ -104,6 +109,7 @@ class TelegramAdapter(PlatformAdapter):
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
         self._failures: dict[int, int] = {}  # update id → failed attempts
+        self._not_stored = False  # an update of the last batch found the gateway unable to store it
         self._shown: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()  # (chat, message) → its look
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -161,6 +167,7 @@ class TelegramAdapter(PlatformAdapter):
 
     async def _poll(self) -> None:
         backoff = 1.0
+        storage_waits = 0  # batches in a row the gateway could not store
         while True:
             try:
                 updates = await self.api.call("getUpdates", {
@@ -186,10 +193,13 @@ class TelegramAdapter(PlatformAdapter):
             backoff = 1.0
             self.set_health("ready")
             if isinstance(updates, list) and updates:
+                self._not_stored = False
                 again = await self._take_batch(updates)
                 await asyncio.sleep(0)  # the turns just dispatched take their first step before the next poll
+                storage_waits = storage_waits + 1 if again is not None and self._not_stored else 0
                 if again is not None:  # fetch it again (what was taken after it comes again as a duplicate)
-                    await asyncio.sleep(min(2.0 ** self._failures.get(again, 1), 30.0))
+                    tries = storage_waits - 1 if storage_waits else self._failures.get(again, 1)
+                    await asyncio.sleep(min(2.0 ** tries, 30.0))
 
     async def _take_batch(self, updates: list[Any]) -> int | None:
         """Store a batch of updates: chats side by side (their writes share one commit), each chat's
@@ -215,22 +225,30 @@ class TelegramAdapter(PlatformAdapter):
         return None
 
     async def _take(self, raw: Any) -> bool:
-        """Store one raw update (or dead-letter it after repeated failures); False: try it again later."""
+        """Store one raw update (or dead-letter it after repeated failures); False: try it again later.
+        The gateway unable to store (`StorageUnavailable`) is no failure of the update's: not counted."""
         update_id = raw.get("update_id") if isinstance(raw, dict) else None
-        if not isinstance(update_id, int):
-            await self.emit(Unreadable(self.name, "", json.dumps(raw), "an update without an id"))
-            return True  # nothing to confirm by offset: it is not asked for again
         try:
-            await self.handle_update(raw)
-        except Exception as exc:
-            attempts = self._failures[update_id] = self._failures.get(update_id, 0) + 1
-            reason = f"{type(exc).__name__}: {exc}"[:500]
-            if attempts < UPDATE_ATTEMPTS:
-                log.warning("telegram: update %s failed (attempt %d of %d): %s", update_id, attempts,
-                            UPDATE_ATTEMPTS, reason)
-                return False
-            log.error("telegram: update %s failed %d times; dead-lettered: %s", update_id, attempts, reason)
-            await self.emit(Unreadable(self.name, str(update_id), json.dumps(raw), reason))
+            if not isinstance(update_id, int):
+                await self.emit(Unreadable(self.name, "", json.dumps(raw), "an update without an id"))
+                return True  # nothing to confirm by offset: it is not asked for again
+            try:
+                await self.handle_update(raw)
+            except StorageUnavailable:
+                raise
+            except Exception as exc:
+                attempts = self._failures[update_id] = self._failures.get(update_id, 0) + 1
+                reason = f"{type(exc).__name__}: {exc}"[:500]
+                if attempts < UPDATE_ATTEMPTS:
+                    log.warning("telegram: update %s failed (attempt %d of %d): %s", update_id, attempts,
+                                UPDATE_ATTEMPTS, reason)
+                    return False
+                log.error("telegram: update %s failed %d times; dead-lettered: %s", update_id, attempts, reason)
+                await self.emit(Unreadable(self.name, str(update_id), json.dumps(raw), reason))
+        except StorageUnavailable as exc:
+            self._not_stored = True
+            log.warning("telegram: update %s not stored (%s); it is fetched again later", update_id, exc)
+            return not isinstance(update_id, int)  # (one without an id cannot be asked for again)
         self._failures.pop(update_id, None)
         return True
 

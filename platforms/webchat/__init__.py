@@ -17,7 +17,8 @@ def create(config: WebchatConfig, env: AdapterEnv) -> "WebChatAdapter":
 
     token = resolve_token(config.token.get_secret_value() if config.token is not None else None, env.home,
                           env.http_host)
-    return WebChatAdapter(gate=Gate(env.http_host, env.public_url, token), ack_timeout=config.ack_timeout_seconds)
+    return WebChatAdapter(gate=Gate(env.http_host, env.public_url, token), ack_timeout=config.ack_timeout_seconds,
+                          max_chars=env.max_message_chars)
 
 
 SPEC = PlatformSpec("webchat", WebchatConfig, create)

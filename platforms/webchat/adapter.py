@@ -6,6 +6,9 @@ stored it; ids make resending safe), and a finished reply counts as delivered on
 page says it received it (`{"type": "received"}`) within `ack_timeout` seconds. A reply the page
 did not confirm stays in the gateway's outbox and is sent again, under the same message id
 (the page replaces rather than repeats), when the tab reconnects.
+
+The page learns the gateway's message limit from `hello` and refuses a longer text itself; one that
+reaches the server anyway is answered with an error frame and a rejected ack (so it is not resent).
 """
 
 from __future__ import annotations
@@ -37,7 +40,13 @@ from platforms.webchat.render import to_html_or_none
 log = logging.getLogger(__name__)
 
 _CHAT_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
-MAX_TEXT = 32_000
+
+
+def frame_limit(max_chars: int) -> int:
+    """The largest websocket frame read, in bytes: above any message of `max_chars` characters (in JSON
+    at most 12 bytes each: `\\ud83d\\ude00`), and at least 1 MiB, so an over-long paste is answered with
+    an error frame, not a closed socket. Only a larger frame is cut off (aiohttp closes with 1009)."""
+    return max(1 << 20, 12 * max_chars + 64 * 1024)
 
 
 def _buttons(reply: Reply) -> list[list[dict[str, str]]] | None:
@@ -56,9 +65,10 @@ class WebChatAdapter(PlatformAdapter):
                                 can_typing=True, edit_interval=0.1)
 
     def __init__(self, *, gate: Gate | None = None, user_id: str = "local", user_name: str = "you",
-                 ack_timeout: float = 10.0) -> None:
+                 ack_timeout: float = 10.0, max_chars: int = 32_000) -> None:
         super().__init__()
         self.gate = gate or Gate("127.0.0.1", None, None)
+        self.max_chars = max_chars  # the gateway's limit (`gateway.max_message_chars`): the page checks it first
         self._user_id, self._user_name = user_id, user_name
         self.ack_timeout = ack_timeout
         self._sockets: dict[str, set[web.WebSocketResponse]] = {}
@@ -112,11 +122,11 @@ class WebChatAdapter(PlatformAdapter):
             return web.Response(status=400, text="chat must be 8-64 letters, digits, '-' or '_'\n")
         if not self.running:
             return web.Response(status=503, text="starting\n")
-        ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=256 * 1024)
+        ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=frame_limit(self.max_chars))
         await ws.prepare(request)
         self._sockets.setdefault(chat_id, set()).add(ws)
         try:
-            await ws.send_json({"type": "hello", "chat": chat_id, "title": "chatgate"})
+            await ws.send_json({"type": "hello", "chat": chat_id, "title": "chatgate", "max_chars": self.max_chars})
             await self.emit(ChatOpened(self.name, chat_id))
             async for frame in ws:
                 if frame.type != WSMsgType.TEXT:
@@ -158,14 +168,18 @@ class WebChatAdapter(PlatformAdapter):
         if not isinstance(text, str) or not text.strip():
             await ws.send_json({"type": "error", "text": "a message needs some text"})
             return
-        if len(text) > MAX_TEXT:
-            await ws.send_json({"type": "error", "text": f"message too long ({len(text)} characters; "
-                                f"the limit is {MAX_TEXT}). It was not sent."})
+        if len(text) > self.max_chars:
+            await ws.send_json({"type": "error", "text": f"This message is too long ({len(text):,} characters; the "
+                                f"limit is {self.max_chars:,}). It was not sent."})
             await ws.send_json({"type": "ack", "id": msg_id, "duplicate": False, "rejected": True})
             return
         msg = InboundMessage(platform=self.name, chat_id=chat_id, chat_type="dm", user_id=self._user_id,
                              user_name=self._user_name, text=text, message_id=msg_id, bot_mentioned=True)
-        intake = await self.emit(msg)
+        async def waiting() -> None:  # no ack until stored: the page keeps showing it as sending
+            await ws.send_json({"type": "notice", "level": "warning", "text": "Your message is not stored yet: "
+                                "chatgate cannot write to its database right now. It is tried again."})
+
+        intake = await self.emit_until_stored(msg, waiting=waiting)
         await ws.send_json({"type": "ack", "id": msg_id, "duplicate": intake is Intake.DUPLICATE,
                             "rejected": intake is Intake.REFUSED})
 

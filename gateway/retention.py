@@ -1,0 +1,175 @@
+"""Retention: what the tick forgets, and the space the database gives back.
+
+Every tick, each step on its own (one that fails is logged; the others still run):
+
+- finished inbox and outbox rows and dead letters older than `gateway.retention_days` (`Store.prune`);
+- approvals decided that long ago, with their events (a session grant stays while its session is active);
+- subagent runs that ended that long ago, each with its transcript;
+- each scheduled job's ledger beyond its newest `cron.keep_runs` rows, each run with its transcript (only
+  final rows; each job's newest stays);
+- token usage older than that (at least two days), rolled up into daily sums (`gateway.usage`);
+- compression summaries a later one replaced, review counters of sessions that ended;
+- with `gateway.transcript_retention_days`: sessions that ended and were not touched for that long, with
+  their messages, search index rows, summaries and counters (`gateway.transcripts`; off by default);
+- curator runs beyond the newest `curator.keep_reports`; with `trajectories.retention_days`, older
+  trajectory day files.
+
+Giving space back: the database runs with `auto_vacuum = INCREMENTAL`; after pruning,
+`PRAGMA incremental_vacuum` hands the free pages back to the file system (`RECLAIM_PAGES` per trip,
+other work goes between) and a WAL checkpoint lets the file shrink (as far as readers in other processes
+allow at that moment: it does not wait for them). A database made before that
+(`auto_vacuum = NONE`) needs one VACUUM to switch: it rewrites the whole file while every other use
+of the database waits, and needs free disk for a second copy (it passes through the WAL). Up to
+`SWITCH_NOW_BYTES` that is a fraction of a second and is done at the first tick; a larger database
+is switched at the first quiet moment — nothing going on (no message, turn, review or scheduled run)
+for `QUIET_SECONDS` — when the disk has room for the copy, and the log says so until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sqlite3
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from gateway.database import StorageError
+from gateway.learning import trajectories
+from gateway.store import Store
+from gateway.subagents import SubagentRuns
+from gateway.transcripts import prune_leftovers, prune_transcripts
+from gateway.usage import UsageLedger
+
+if TYPE_CHECKING:
+    from gateway.approvals import Approvals
+    from gateway.config import Config
+    from gateway.cron.ledger import RunLedger
+    from gateway.learning.curator import Curator
+
+log = logging.getLogger(__name__)
+
+DAY = 86400.0
+INCREMENTAL = 2  # PRAGMA auto_vacuum
+RECLAIM_PAGES = 2000  # free pages handed back per trip
+SWITCH_NOW_BYTES = 64 * 1024 * 1024  # a database up to this size is switched to incremental vacuum at once
+QUIET_SECONDS = 900.0  # a larger one waits for this long without anything going on
+RETRY_SECONDS = 3600.0  # after a switch that failed (a lock held elsewhere, a full disk)
+
+
+class Retention:
+    def __init__(self, store: Store, config: "Config", *, approvals: "Approvals", ledger: "RunLedger",
+                 curator: "Curator", idle_since: Callable[[], Awaitable[float | None]] | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.approvals = approvals
+        self.ledger = ledger
+        self.curator = curator
+        self.idle_since = idle_since  # None from it: busy now
+        self._switch_after = 0.0
+        self._said_waiting = False
+
+    async def tick(self) -> dict[str, int]:
+        """Prune everything due (see the module doc), then give the space back; return what went."""
+        cfg = self.config
+        before = time.time() - cfg.gateway.retention_days * DAY
+        steps: dict[str, Callable[[], Awaitable[Any]]] = {
+            "scheduled runs": lambda: self.ledger.prune(cfg.cron.keep_runs),
+            "inbox and outbox rows": lambda: self.store.prune(before),
+            "approvals": lambda: self.approvals.prune(before),
+            "subagent runs": lambda: SubagentRuns(self.store).prune(before),
+            "token usage rows": lambda: UsageLedger(self.store).roll_up(cfg.gateway.retention_days),
+            "summaries and counters": lambda: prune_leftovers(self.store, before),
+            "curator runs": lambda: self.curator.prune_reports(cfg.curator.keep_reports),
+        }
+        if cfg.gateway.transcript_retention_days is not None:
+            steps["transcripts"] = lambda: prune_transcripts(
+                self.store, time.time() - cfg.gateway.transcript_retention_days * DAY)
+        if cfg.trajectories.retention_days is not None:
+            steps["trajectory files"] = lambda: asyncio.to_thread(
+                trajectories.prune, cfg.home / "trajectories", cfg.trajectories.retention_days)
+        gone: dict[str, int] = {}
+        for name, step in steps.items():
+            try:
+                result = await step()
+            except StorageError as exc:  # locked by another program, disk full: the next tick tries again
+                log.warning("pruning %s: %s; the rest waits for the next tick", name, exc)
+                return gone
+            except Exception:
+                log.exception("pruning %s failed", name)
+                continue
+            gone[name] = sum(result) if isinstance(result, tuple) else int(result)
+        if any(gone.values()):
+            log.info("pruned %s", ", ".join(f"{n} {name}" for name, n in gone.items() if n))
+        try:
+            gone["pages"] = await self.reclaim()
+        except Exception as exc:  # (a lock another program holds, a full disk: next tick)
+            log.warning("could not give the database's free space back: %s", exc)
+        return gone
+
+    async def reclaim(self) -> int:
+        """Hand the database's free pages back to the file system; return how many went."""
+        mode, free, pages, page_size = await self.store.read(lambda db: tuple(
+            db.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("auto_vacuum", "freelist_count", "page_count", "page_size")))
+        if mode != INCREMENTAL:
+            await self._switch(pages * page_size)
+            return 0
+        reclaimed = 0
+        while free:
+            left = await self.store.read(_reclaim_some)
+            if left >= free:
+                break
+            reclaimed, free = reclaimed + free - left, left
+        if reclaimed:
+            await self.store.read(_checkpoint)
+        return reclaimed
+
+    async def _switch(self, size: int) -> None:
+        """The one VACUUM that turns on incremental vacuum (see the module doc for when)."""
+        now = time.time()
+        if now < self._switch_after:
+            return
+        if size > SWITCH_NOW_BYTES:
+            idle = await self.idle_since() if self.idle_since is not None else None
+            free_disk = shutil.disk_usage(self.config.db_path.parent).free
+            if idle is None or now - idle < QUIET_SECONDS or free_disk < 2 * size:
+                if not self._said_waiting:
+                    self._said_waiting = True
+                    log.info("the database (%d MiB) will be compacted once, to give space back after pruning, at "
+                             "the first %d quiet minutes with %d MiB free on its disk (%d MiB free now)",
+                             size >> 20, QUIET_SECONDS // 60, 2 * size >> 20, free_disk >> 20)
+                return
+        started = time.monotonic()
+
+        def vacuum(db: sqlite3.Connection) -> None:
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            db.execute("VACUUM")
+            _checkpoint(db)
+
+        try:
+            await self.store.read(vacuum)
+        except Exception as exc:
+            self._switch_after = now + RETRY_SECONDS
+            log.warning("could not compact the database to give space back (tried again in an hour): %s", exc)
+            return
+        if size > SWITCH_NOW_BYTES:
+            log.info("the database was compacted once (%d MiB, %.1fs): pruning gives space back from now on",
+                     size >> 20, time.monotonic() - started)
+
+
+def _checkpoint(db: sqlite3.Connection) -> None:
+    """Copy the WAL into the file (which shrinks to the pages in use) and empty it; without waiting for a
+    reader another process has open (an operator's `sqlite3` shell): then only as far as it can."""
+    timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+
+
+def _reclaim_some(db: sqlite3.Connection) -> int:
+    """On the database thread: hand back up to `RECLAIM_PAGES` free pages; the free pages left."""
+    db.executescript(f"PRAGMA incremental_vacuum({RECLAIM_PAGES});")  # (execute() frees one page a call)
+    return int(db.execute("PRAGMA freelist_count").fetchone()[0])
