@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gateway import cli
-from gateway.launch import YOUNG_THRESHOLD
+from gateway.ops.collector import YOUNG_THRESHOLD
 from platforms.text import text_length
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram

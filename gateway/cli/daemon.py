@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from gateway.config import Config
-from gateway.launch import collector_on
 from gateway.ops import systemd
+from gateway.ops.collector import collector_on
 from gateway.ops.process import EXIT_HOME_IN_USE, LOCK_NAME, HomeInUse, HomeLock, daemon_pid, not_dumpable
 from platforms.registry import PlatformUnavailable
 
