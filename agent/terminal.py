@@ -1,4 +1,4 @@
-"""The `terminal` tool: each command is classified first (`agent.command_guard`). Hardline commands
+"""The `terminal` tool: each command is classified first (`agent.safety.classifier`). Hardline commands
 never run; dangerous ones wait for a person's approval through the `ApprovalPort`. Without a
 sandbox (or outside it) a command also asks unless it is on the short read-only list
 (`agent.readonly_commands`) — or, where the operator opted into `unconfined="classifier"`, unless
@@ -107,7 +107,7 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
         seconds = _as_timeout(timeout, shell.timeout)
         if isinstance(seconds, str):
             return seconds
-        from agent.command_guard import classify  # its tables load at the first command, not at start
+        from agent.safety.classifier import classify  # its tables load at the first command, not at start
 
         verdict = classify(command)
         findings = tuple(shell.redact(r) for r in verdict.reasons)  # reasons quote the command

@@ -1,0 +1,1 @@
+"""What keeps the agent's actions safe: the command classifier (`agent.safety.classifier`)."""
