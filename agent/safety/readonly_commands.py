@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from agent.beneath import Beneath, Refused
+from agent.safety.beneath import Beneath, Refused
 
 
 @dataclass(frozen=True)
