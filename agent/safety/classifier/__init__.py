@@ -8,7 +8,8 @@ Read it in this order: `verdict` (`classify`, and the analysis that walks a comm
 (reading text as the shell would), `registry` (which rules judge a command), `rules/` (one module per
 category of harm), and the words they share: `vocabulary` (Call, Hit, Recurse, levels, option parsing),
 `paths` (what a path is), `flow` and `decode` (what commands in a pipeline print).
-Imports point one way: rules → vocabulary, paths, flow; registry → rules; verdict → registry, lexer.
+Imports point one way: rules → vocabulary, paths, flow (two build on another: escapes on execution's
+`runs`, remote on data's `DATA_CLIS`); registry → rules; verdict → registry, lexer.
 """
 
 from agent.safety.classifier.verdict import Verdict, classify
