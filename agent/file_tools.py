@@ -1,6 +1,6 @@
 """The file tools: `read_file`, `write_file`, `patch_file` and `send_file`, rooted at the workspace.
 
-A path inside the workspace is opened beneath it without following links (`agent.beneath`); a
+A path inside the workspace is opened beneath it without following links (`agent.safety.beneath`); a
 path that leads out of it (after `..` and links are resolved) needs a person's approval.
 """
 
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection
 
-from agent.beneath import Beneath, Identity, Refused, TooLarge, identities
+from agent.safety.beneath import Beneath, Identity, Refused, TooLarge, identities
 from agent.redaction import Redactor
 from agent.tools import ApprovalRequest, ToolContext, ToolHandler
-from agent.workspace_gate import gate_for
+from agent.safety.workspace_gate import gate_for
 
 MAX_READ_BYTES = 2_000_000  # read_file and patch_file refuse larger files
 MAX_LINE_CHARS = 2_000  # read_file shortens longer lines

@@ -20,7 +20,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from agent.content_scan import describe, scan
+from agent.safety.content_scan import describe, scan
 
 MEMORY_LIMIT = 2200
 USER_LIMIT = 1375

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.redaction import Redactor, command_env
-from agent.sandbox import Sandbox
+from agent.safety.sandbox import Sandbox
 
 KILL_GRACE = 2.0  # seconds to wait for the pipe to close once the process group is killed
 

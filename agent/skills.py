@@ -6,7 +6,7 @@
     skills/<name>/scripts/...
     skills/.archive/<name>/         archived skills (restorable); removed files go here too
 
-Every write is validated (name, sizes, paths) and scanned (`agent.content_scan`); a refused
+Every write is validated (name, sizes, paths) and scanned (`agent.safety.content_scan`); a refused
 write says why. Nothing is ever deleted: archive moves a skill aside, `remove_file` moves the
 file into the archive. Who wrote a skill (provenance: user, agent, review, bundled) and how it
 is used (views, last use) are kept by the gateway through the `SkillUsage` port; the system
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from agent.content_scan import describe, scan
+from agent.safety.content_scan import describe, scan
 from agent.memory import write_atomic
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from agent.file_tools import (MAX_READ_BYTES, Files, patch_file_tool, read_file_tool, send_file_tool,
                               write_file_tool)
 from agent.redaction import Redactor
-from agent.sandbox import Sandbox
+from agent.safety.sandbox import Sandbox
 from agent.shell import Shell
 from agent.terminal import MAX_TIMEOUT, terminal_tool
 from agent.tools import Tool, ToolContext, ToolHandler
@@ -40,9 +40,9 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
     `secrets` are values (API keys, bot tokens) that must never reach the model: environment
     variables containing one are not passed to commands, and every result has them as ``***``.
     Values shorter than MIN_SECRET_LEN characters are ignored. Commands run in `sandbox`
-    (default: bubblewrap where it works, see `agent.sandbox`); without one, a command that names
+    (default: bubblewrap where it works, see `agent.safety.sandbox`); without one, a command that names
     a `protected` folder (chatgate's home), or leaves the workspace with `..` into it, asks first;
-    so does any other command not on the read-only list (`agent.readonly_commands`), unless
+    so does any other command not on the read-only list (`agent.safety.readonly_commands`), unless
     `unconfined` is "classifier" (then whatever the classifier calls safe runs unasked).
     """
     workspace = Path(workspace).expanduser().absolute()

@@ -1,7 +1,7 @@
-"""The `terminal` tool: each command is classified first (`agent.command_guard`). Hardline commands
+"""The `terminal` tool: each command is classified first (`agent.safety.classifier`). Hardline commands
 never run; dangerous ones wait for a person's approval through the `ApprovalPort`. Without a
 sandbox (or outside it) a command also asks unless it is on the short read-only list
-(`agent.readonly_commands`) — or, where the operator opted into `unconfined="classifier"`, unless
+(`agent.safety.readonly_commands`) — or, where the operator opted into `unconfined="classifier"`, unless
 the classifier calls it safe; either way one that reaches chatgate's own state or runs code from
 the workspace asks, showing that code. No consent port means no consent."""
 
@@ -13,11 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent.readonly_commands import not_read_only
+from agent.safety.readonly_commands import not_read_only
 from agent.shell import Shell
 from agent.tools import ApprovalRequest, ToolContext, ToolHandler
-from agent.workspace_code import files_run, fingerprint, show_code
-from agent.workspace_gate import gate_for
+from agent.safety.workspace_code import files_run, fingerprint, show_code
+from agent.safety.workspace_gate import gate_for
 
 MAX_TIMEOUT = 600.0  # seconds; a model asking for more gets this
 UNCONFINED = ("allowlist", "classifier")  # what decides without a sandbox: the read-only list, or the classifier
@@ -90,8 +90,8 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
     """The `terminal` handler: classify, decide whether a person must say yes, run.
 
     `unconfined`: what lets a command run unasked without a sandbox — "allowlist" (only the
-    read-only list, `agent.readonly_commands`) or "classifier" (whatever the classifier calls safe).
-    A command run unconfined holds the workspace still (`agent.workspace_gate`) while it is checked
+    read-only list, `agent.safety.readonly_commands`) or "classifier" (whatever the classifier calls safe).
+    A command run unconfined holds the workspace still (`agent.safety.workspace_gate`) while it is checked
     and shown, and from the check after the person's yes to its end; what changed in between (the
     code it runs, where its paths lead) makes it refused, not run.
     """
@@ -107,7 +107,7 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
         seconds = _as_timeout(timeout, shell.timeout)
         if isinstance(seconds, str):
             return seconds
-        from agent.command_guard import classify  # its tables load at the first command, not at start
+        from agent.safety.classifier import classify  # its tables load at the first command, not at start
 
         verdict = classify(command)
         findings = tuple(shell.redact(r) for r in verdict.reasons)  # reasons quote the command

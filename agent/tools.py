@@ -73,8 +73,8 @@ class FileSink(Protocol):
     its own rules and hands it over open; the sink keeps a private copy, and only that is sent."""
 
     async def keep(self, source: int, name: str, where: str, limit: int) -> None:
-        """Copy the regular file open as `source` (at most `limit` bytes, else `agent.beneath.TooLarge`)
-        to go out as `name`; `where` says where it came from. Refuses with `agent.beneath.Refused`."""
+        """Copy the regular file open as `source` (at most `limit` bytes, else `agent.safety.beneath.TooLarge`)
+        to go out as `name`; `where` says where it came from. Refuses with `agent.safety.beneath.Refused`."""
         ...
 
 

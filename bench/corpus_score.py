@@ -1,4 +1,4 @@
-"""Score `agent.command_guard.classify` on a labelled corpus, per category. Prints; asserts nothing.
+"""Score `agent.safety.classifier.classify` on a labelled corpus, per category. Prints; asserts nothing.
 
     .venv/bin/python bench/corpus_score.py tests/data/outside_corpus.txt [--misses] [--time 5]
     .venv/bin/python bench/corpus_score.py FILE --root /tmp/other-checkout   # score another checkout's code
@@ -88,12 +88,12 @@ def report(stats: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("corpus", type=Path)
-    ap.add_argument("--root", default=".", help="checkout whose agent/command_guard.py is scored")
+    ap.add_argument("--root", default=".", help="checkout whose classifier is scored")
     ap.add_argument("--misses", action="store_true", help="list every line whose verdict differs from its label")
     ap.add_argument("--time", type=int, default=0, metavar="N", help="time N passes over the corpus")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(args.root).resolve()))
-    from agent.command_guard import classify
+    from agent.safety.classifier import classify
 
     rows = load(args.corpus)
     stats, misses = score(rows, classify)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from agent.beneath import Refused, TooLarge, copy_bounded
+from agent.safety.beneath import Refused, TooLarge, copy_bounded
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from agent.learning_tools import learning_tools
 from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
 from agent.memory import Memory
-from agent.sandbox import Sandbox
+from agent.safety.sandbox import Sandbox
 from agent.skills import SkillLibrary
 from agent.system_tools import system_tools
 from agent.tools import Tool, ToolRegistry

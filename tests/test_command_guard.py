@@ -1,4 +1,4 @@
-"""agent.command_guard: a labelled corpus, reasons, the API, and robustness on garbage."""
+"""agent.safety.classifier: a labelled corpus, reasons, the API, and robustness on garbage."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.command_guard import MAX_LEN, Verdict, classify
+from agent.safety.classifier.verdict import MAX_LEN, Verdict, classify
 
 CORPUS_FILE = Path(__file__).parent / "data" / "command_corpus.txt"
 NEWLINE = "↵"  # how the corpus writes a newline inside a command

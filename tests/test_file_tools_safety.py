@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.beneath import Beneath, Refused
+from agent.safety.beneath import Beneath, Refused
 from agent.system_tools import system_tools
 from agent.tools import ToolContext
 from tests.harness import Approver

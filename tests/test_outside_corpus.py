@@ -1,4 +1,4 @@
-"""agent.command_guard against the outside corpus (tests/data/outside_corpus.txt), category by category.
+"""agent.safety.classifier against the outside corpus (tests/data/outside_corpus.txt), category by category.
 
 Each line must get its label; the per-category goals of issue 25 are asserted as well, so that a
 change which trades one category for another is seen: ≥ 99 % of dangerous-or-hardline lines
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.command_guard import classify
+from agent.safety.classifier import classify
 
 CORPUS_FILE = Path(__file__).parent / "data" / "outside_corpus.txt"
 PROJECT_CORPUS = Path(__file__).parent / "data" / "command_corpus.txt"

@@ -1,4 +1,4 @@
-"""The read-only list for commands without a sandbox (`agent.readonly_commands`): what keeps a
+"""The read-only list for commands without a sandbox (`agent.safety.readonly_commands`): what keeps a
 command off it — shell syntax it cannot prove harmless, options it does not name, a path that
 resolves outside the workspace, a program found in the workspace, a git repository that can run
 a program. (Through the daemon: test_unconfined_allowlist.py.)"""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.readonly_commands import not_read_only, split
+from agent.safety.readonly_commands import not_read_only, split
 from tests.test_unconfined_allowlist import git_repo
 
 @pytest.mark.parametrize(("command", "why"), [

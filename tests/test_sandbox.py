@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import sandbox as sandbox_module
-from agent.sandbox import Sandbox
+from agent.safety import sandbox as sandbox_module
+from agent.safety.sandbox import Sandbox
 from agent.system_tools import system_tools
 from agent.tools import ToolContext
 from tests.fakes.llm import FakeLLM, Reply

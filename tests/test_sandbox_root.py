@@ -14,8 +14,8 @@ from typing import Iterator
 
 import pytest
 
-from agent import sandbox as sandbox_module
-from agent.sandbox import Sandbox
+from agent.safety import sandbox as sandbox_module
+from agent.safety.sandbox import Sandbox
 from tests.fakes.llm import FakeLLM, Reply
 from tests.harness import Tab, start_gateway
 

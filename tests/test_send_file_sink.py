@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.beneath import Refused
+from agent.safety.beneath import Refused
 from agent.system_tools import system_tools
 from agent.tools import ToolContext
 from gateway.files import MAX_FILES_PER_REPLY, OUTGOING, Outgoing, discard

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.command_guard import classify
-from agent.sandbox import Sandbox
+from agent.safety.classifier import classify
+from agent.safety.sandbox import Sandbox
 from agent.system_tools import MAX_READ_BYTES, system_tools
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext, ToolRegistry
 

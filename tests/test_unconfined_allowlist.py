@@ -1,4 +1,4 @@
-"""Without a sandbox only a short read-only list runs unasked (`agent.readonly_commands`): the
+"""Without a sandbox only a short read-only list runs unasked (`agent.safety.readonly_commands`): the
 attacks a classifier lets through ask a person in the chat instead of running, read-only commands
 on workspace files still run at once, a link out of the workspace asks, and the classifier-only
 behaviour is an opt-in that the start-up log warns about. (The parser itself: test_readonly_commands.py.)"""

@@ -84,7 +84,7 @@ def one_line(text: str, limit: int) -> str:
 
 
 def check_command(command: str) -> int:
-    from agent.command_guard import classify
+    from agent.safety.classifier import classify
 
     print(json.dumps(classify(command).as_dict()))
     return 0

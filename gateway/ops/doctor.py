@@ -6,7 +6,7 @@ import socket
 
 from agent.endpoint import redacted
 from agent.llm import LLMClient, LLMSettings
-from agent.sandbox import Sandbox
+from agent.safety.sandbox import Sandbox
 from gateway.config import Config
 from gateway.ops.safety import safety_report
 from gateway.runner import build_adapters

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from agent.sandbox import Sandbox
+from agent.safety.sandbox import Sandbox
 from gateway.config import Config
 
 AS_ROOT = ("chatgate runs as root: a command run outside the sandbox (approved, or with no sandbox) can do "

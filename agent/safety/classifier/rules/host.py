@@ -1,6 +1,6 @@
 """What a command does to this machine as a whole: files and packages it cannot boot or let anyone log in
 without, its boot code, its disks read raw, and sessions that act as another user. Rules over normalised
-commands (`Call`), registered through `agent.command_categories`.
+commands (`Call`), filed by command name in `registry`.
 
 The principles:
 
@@ -39,8 +39,8 @@ import fnmatch
 import re
 from typing import Iterator
 
-from agent.command_categories import size_bytes
-from agent.command_rules import DANGEROUS, HARDLINE, Call, Finding, Hit, is_device, norm_path, parse
+from agent.safety.classifier.paths import is_device, norm_path
+from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, by_name, parse, size_bytes
 
 _VITAL = re.compile(r"/etc/(passwd|fstab)|/etc/pam\.d(/.*)?|/boot/(vmlinuz|initrd|initramfs|grub|efi|loader)[^/]*(/.*)?|/efi(/.*)?"
                     r"|/(usr/)?s?bin/(init|sh|bash)|/(usr/)?lib(32|64|/systemd)?/(.*/)?(ld-linux[^/]*|libc\.so[^/]*"
@@ -151,13 +151,10 @@ def r_umask(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "lets other users write every file created from now on (umask)", c.shown)
 
 
-RULES: dict = {}
-for _names, _rule in (
-        (("rm", "unlink", "shred", "truncate", "dd", "tee", "cp", "mv", "install", "ln", "grub-install",
-          "grub2-install") + tuple(_MANAGERS), r_vital),
-        (("dd", "cat", "pv", "cp", "gzip", "xz", "zstd", "xxd", "hexdump", "od", "strings", "head", "tail",
-          "partclone.dd", "ln", "mknod"), r_raw_disk),
-        (tuple(_CONSOLES), r_session_as_user), (("umask",), r_umask),
-        (("userdel", "deluser", "sysadminctl"), r_home_removal)):
-    for _name in _names:
-        RULES[_name] = RULES.get(_name, ()) + (_rule,)
+RULES = by_name(
+    (("rm", "unlink", "shred", "truncate", "dd", "tee", "cp", "mv", "install", "ln", "grub-install",
+      "grub2-install") + tuple(_MANAGERS), r_vital),
+    (("dd", "cat", "pv", "cp", "gzip", "xz", "zstd", "xxd", "hexdump", "od", "strings", "head", "tail",
+      "partclone.dd", "ln", "mknod"), r_raw_disk),
+    (tuple(_CONSOLES), r_session_as_user), (("umask",), r_umask),
+    (("userdel", "deluser", "sysadminctl"), r_home_removal))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterator
 
-from agent.command_rules import DANGEROUS, HARDLINE, Finding, Hit, Recurse, is_critical, is_system, sensitive_label, \
-    write_risk
+from agent.safety.classifier.paths import is_critical, is_system, secret_label, sensitive_label, write_risk
+from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Finding, Hit, Recurse
 
 _LIT = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 _ESC = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
@@ -250,8 +250,6 @@ _TCL_EXEC = re.compile(r"(?:^|[;\[{\n])\s*(?:exec|spawn)\s+([^;\]\n}]+)")
 
 def scan_more(lang: str, code: str) -> Iterator[Finding]:
     """Findings that need the whole snippet: loops of deletes, secrets sent out, reverse shells, root."""
-    from agent.command_categories import secret_label
-
     part = _clip(code)
     deletes = list(_DELETE.finditer(code))
     if deletes and _MANY.search(code):

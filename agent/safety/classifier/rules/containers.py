@@ -12,6 +12,8 @@ container and is never worse than dangerous; a container without host mounts is 
 namespaces, `reboot` reboots the host, a signal reaches every host process — so its command keeps its full
 weight; sharing the process namespace alone gives that weight to commands that signal processes (`kill -9 -1`)
 and to `nsenter`. The same holds for `kubectl debug node/X -- ...`: the node's / is at /host.
+Leaving a container is dangerous by itself: `--privileged`, the host's namespaces, host system paths or a
+secret mounted into it, `nsenter`, `chroot` (`r_container_escape`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from agent.command_rules import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, parse
+from agent.safety.classifier.paths import secret_label
+from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, by_name, parse
 
 _RUN_FLAGS = frozenset("rm privileged init interactive tty detach read-only publish-all help no-healthcheck "
                        "oom-kill-disable quiet sig-proxy disable-content-trust".split())
@@ -173,3 +176,48 @@ def r_infra(c: Call) -> Iterator[Finding]:
             yield Hit(DANGEROUS, "deleting cloud resources", c.shown)
     elif "delete" in a:
         yield Hit(DANGEROUS, "deleting cloud resources", c.shown)
+
+
+# ---------------------------------------------------------------- leaving a container
+
+_ESCAPE_FLAGS = re.compile(r"--privileged(=true)?$|--(pid|ipc|uts|userns|cgroupns)(=|$)host|--net(work)?=host$"
+                           r"|--cap-add(=|$)(all|sys_admin|sys_ptrace|sys_module|dac_read_search|sys_rawio)"
+                           r"|--security-opt(=|$)(apparmor[=:]unconfined|seccomp[=:]unconfined|label[=:]disable)"
+                           r"|--device(=|$)/dev/(sd|nvme|mem|kmem|kmsg)", re.I)
+_HOST_MOUNTS = re.compile(r"^(/|/etc|/root|/home|/proc|/sys|/dev|/boot|/var/run/docker\.sock|/run/docker\.sock"
+                          r"|/var/run|/run|/var/lib/docker|~)(/)?:|(source|src)=(/|/etc|/root|/var/run/docker\.sock"
+                          r"|/run/docker\.sock)(,|$)")
+
+
+def r_container_escape(c: Call) -> Iterator[Finding]:
+    if c.name == "nsenter":
+        yield Hit(DANGEROUS, "entering another process's namespaces (nsenter)", c.shown)
+        return
+    if c.name == "chroot":
+        yield Hit(DANGEROUS, "chroot", c.shown)
+        return
+    if c.name not in ("docker", "podman", "nerdctl"):
+        return
+    if not any(w in ("run", "create", "exec") for w in c.args[:4]):
+        return
+    joined = []
+    for k, a in enumerate(c.args):  # --flag value → --flag=value
+        if a.startswith("--") and "=" not in a and k + 1 < len(c.args) and not c.args[k + 1].startswith("-") and \
+                a in ("--pid", "--ipc", "--uts", "--userns", "--net", "--network", "--cap-add", "--security-opt",
+                      "--device", "--cgroupns"):
+            joined.append(f"{a}={c.args[k + 1]}")
+        else:
+            joined.append(a)
+    bad = [a for a in joined if _ESCAPE_FLAGS.match(a)]
+    mounts = [c.args[k + 1] for k, a in enumerate(c.args[:-1]) if a in ("-v", "--volume", "--mount")]
+    mounts += [a.partition("=")[2] for a in c.args if a.startswith(("--volume=", "--mount=", "-v="))]
+    if any(_HOST_MOUNTS.search(m) for m in mounts):
+        bad.append("a host system path mounted")
+    if any(secret_label(m.split(":")[0].partition("=")[2] if "=" in m.split(":")[0] else m.split(":")[0])
+           for m in mounts):
+        bad.append("a secret mounted into it")
+    if bad:
+        yield Hit(DANGEROUS, f"container with host access ({bad[0]})", c.shown)
+
+
+RULES = by_name((("docker", "podman", "nerdctl", "nsenter", "chroot"), r_container_escape))

@@ -16,7 +16,8 @@ import re
 import shlex
 from typing import Iterator
 
-from agent.command_rules import DANGEROUS, Call, Finding, Hit, Recurse, parse, write_risk
+from agent.safety.classifier.paths import write_risk
+from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, by_name, parse
 
 PAGERS = frozenset("less more most cat bat batcat delta diff-so-fancy pg head tail".split())
 EDITORS = frozenset("vi vim nvim nano emacs emacsclient code subl micro kak hx helix ed mcedit gedit kate true "
@@ -85,7 +86,7 @@ def wrapper_hits(name: str, argv: list[str], shown: str = "", inner: list | str 
                  terminal: bool = False) -> Iterator[Finding]:
     """What running through wrapper `name` means by itself (its command `inner` is judged separately): it detaches,
     changes root, or — on the terminal — starts an interactive shell (the GTFOBins shape `env /bin/sh`, `nice
-    bash`, `stdbuf -i0 /bin/sh`: a shell escape, see `agent.command_escapes`)."""
+    bash`, `stdbuf -i0 /bin/sh`: a shell escape, see `escapes`)."""
     args, shown = argv[1:], shown or " ".join(argv)
     if name in DETACHING:
         yield Hit(DANGEROUS, f"starts something that outlives the command ({name})", shown)
@@ -384,8 +385,6 @@ def r_powershell(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "runs an encoded PowerShell command", c.shown)
     text = " ".join(c.args)
     if re.search(r"\b(Restart|Stop)-Computer\b", text, re.I):
-        from agent.command_rules import HARDLINE
-
         yield Hit(HARDLINE, "power off / reboot", c.shown)
     elif re.search(r"\b(iex|Invoke-Expression|Invoke-Command|DownloadString|DownloadFile|Start-Process|"
                    r"Invoke-WebRequest|iwr|irm|Invoke-RestMethod|Remove-Item|rm|del|ri|Set-ExecutionPolicy|"
@@ -454,12 +453,9 @@ def r_git_exec(c: Call) -> Iterator[Finding]:
 
 # ---------------------------------------------------------------- registry
 
-RULES = {}
-for _names, _rule in (
-        (("ssh", "scp", "sftp"), r_ssh_family), (("rsync",), r_rsync_exec), (("tar", "gtar", "bsdtar"), r_tar_exec),
-        (("make", "gmake"), r_make_eval), (("vim", "vi", "nvim", "ex", "view", "vimdiff", "gvim", "rvim"), r_vim),
-        (("gdb",), r_gdb), (("find",), r_find_writes), (("sed", "gsed"), r_sed_exec),
-        (("man", "zip", "less", "emacs", "emacsclient"), r_pager_options), (("git",), r_git_exec),
-        (("export", "declare", "typeset"), r_export), (("pwsh", "powershell", "pwsh-preview"), r_powershell)):
-    for _name in _names:
-        RULES[_name] = RULES.get(_name, ()) + (_rule,)
+RULES = by_name(
+    (("ssh", "scp", "sftp"), r_ssh_family), (("rsync",), r_rsync_exec), (("tar", "gtar", "bsdtar"), r_tar_exec),
+    (("make", "gmake"), r_make_eval), (("vim", "vi", "nvim", "ex", "view", "vimdiff", "gvim", "rvim"), r_vim),
+    (("gdb",), r_gdb), (("find",), r_find_writes), (("sed", "gsed"), r_sed_exec),
+    (("man", "zip", "less", "emacs", "emacsclient"), r_pager_options), (("git",), r_git_exec),
+    (("export", "declare", "typeset"), r_export), (("pwsh", "powershell", "pwsh-preview"), r_powershell))

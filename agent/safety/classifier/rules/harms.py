@@ -1,62 +1,29 @@
 """Rules for whole categories of harm, by what a command does rather than by its exact text.
 
 Each rule gets one normalised simple command (`Call`) and yields `Hit`s. The categories: reading
-secrets; stopping or restarting services and process managers; destroying databases through their
-own CLIs and frameworks' management commands; leaving a container; filling disks or memory;
-firmware and disk-erase tools; power-off through D-Bus, IPMI or the RTC; processes started to outlive
-the command; settings that make code run later (global git config, package-manager credentials).
-`agent.command_rules` registers them by command name; the tables of the other command_* modules are
-merged in at the end of this one.
+secrets (which paths are secrets: `paths.secret_label`); stopping or restarting services and process
+managers; destroying databases through their own CLIs and frameworks' management commands; filling
+disks or memory; firmware and disk-erase tools; power-off through D-Bus, IPMI or the RTC; processes
+started to outlive the command; settings that make code run later (global git config, package-manager
+credentials); chatgate's own CLI.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterator
+from typing import Iterator
 
-from agent.command_rules import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, norm_path, parse
+from agent.safety.classifier.paths import secret_label, secrets_file
+from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, by_name, parse, \
+    size_bytes
 
 # ---------------------------------------------------------------- secrets
 
-_SECRET_FILES = (  # (pattern over a normalised path, label)
-    (r"~/\.ssh/?", "ssh keys"),
-    (r"~/\.ssh/(?!.*\.pub$)(?!known_hosts|config$|authorized_keys)[^/]+", "ssh private key"),
-    (r"(?:~|/root|/home/[^/]+)?/?\.ssh/id_[^/]*(?<!\.pub)", "ssh private key"),
-    (r"/etc/ssh/ssh_host_[^/]*_key", "ssh host key"),
-    (r"~/\.aws/(credentials|config)|~/\.config/gcloud(/.*)?|~/\.azure(/.*)?|~/\.kube/config|~/\.(aws|kube)/?",
-     "cloud credentials"),
-    (r"~/\.(netrc|npmrc|pypirc|git-credentials|docker/config\.json|config/gh/hosts\.yml|vault-token)",
-     "stored credentials"),
-    (r"~/\.(gnupg|password-store)(/.*)?", "private keys"),
-    (r"~/\.(bash|zsh|sh|python|psql|mysql|node_repl|sqlite|rediscli)_?history|~/\.local/share/fish/fish_history",
-     "shell history"),
-    (r"/etc/(g?shadow)-?", "password hashes"),
-    (r"/proc/[^/]+/environ", "another process's environment"),
-    (r"(/var)?/run/secrets/.+|/etc/ssl/private(/.*)?|/etc/(pki/tls|letsencrypt)/(private|archive|live)/.*",
-     "service secrets or private keys"),
-    (r"~/\.(pgpass|my\.cnf|config/rclone/rclone\.conf|terraform\.d/credentials\.tfrc\.json|config/hub"
-     r"|config/glab-cli/config\.yml|s3cfg|boto|oci/config|config/doctl/config\.yaml|vault-token|cargo/credentials"
-     r"(\.toml)?|gem/credentials|config/op(/.*)?|local/share/keyrings(/.*)?)", "stored credentials"),
-    (r"(~/\.chatgate|\$\{?CHATGATE_HOME\}?)(/.*)?|(\.\./)+(config\.yaml|state\.db(-wal|-shm)?|webchat-token)"
-     r"|(\.\./)+\.chatgate(/.*)?", "chatgate's own state (config, database, tokens)"),
-    (r"~/\.(config/(chromium|google-chrome[^/]*|BraveSoftware|microsoft-edge[^/]*|vivaldi|opera)|mozilla/firefox"
-     r"|var/app/[^/]+|snap/(chromium|firefox))(/.*)?", "a browser profile (cookies, saved passwords, site storage)"),
-)
-_SECRET_RE = [(re.compile(p), label) for p, label in _SECRET_FILES]
 _READERS = frozenset("""cat tac less more head tail nl base64 base32 basenc xxd od hexdump strings grep egrep fgrep
     rg ag awk gawk sed cut sort uniq tr cp scp rsync tar zip 7z gzip bzip2 xz zstd curl wget nc ncat socat openssl
     gpg python python3 perl ruby node jq yq sqlite3 dd install unshadow view vim vi nano ed diff cmp md5sum sha256sum
     bat batcat pr fold paste join split csplit look rev tee""".split())
 _NOT_READING = {"ssh-keygen", "ssh-add", "ssh", "chmod", "chown", "ls", "stat", "test", "file"}
-
-
-def secret_label(path: str) -> str | None:
-    """What secret `path` holds, or None."""
-    n = norm_path(path.lstrip("@<"))  # curl -d @file, -F f=@file
-    n = re.sub(r"^(?:/root|/home/[^/]+|\$HOME|\$\{HOME\})(?=/|$)", "~", n)
-    if n.startswith(".ssh/"):
-        n = "~/" + n
-    return next((label for pattern, label in _SECRET_RE if pattern.fullmatch(n)), None)
 
 
 def r_secret_reads(c: Call) -> Iterator[Finding]:
@@ -67,7 +34,7 @@ def r_secret_reads(c: Call) -> Iterator[Finding]:
     pattern = _search_pattern(c) if c.name in _SEARCHERS else None
     for arg in c.args:
         for part in re.split(r"[=,]", arg) if arg.startswith("-") or "=@" in arg else [arg]:
-            label = secret_label(part) or (c.name in _PRINTERS and arg is not pattern and _secrets_file(part)
+            label = secret_label(part) or (c.name in _PRINTERS and arg is not pattern and secrets_file(part)
                                            and "a secrets file")
             if label:
                 yield Hit(DANGEROUS, f"reads {label}", c.shown)
@@ -87,21 +54,6 @@ def _search_pattern(c: Call) -> str | None:
 
 _PRINTERS = _READERS - frozenset("cp scp rsync tar zip 7z gzip bzip2 xz zstd curl wget nc ncat socat gpg python "
                                  "python3 perl ruby node install tee split csplit dd sqlite3 vim vi view nano".split())
-_ENV_FILE = re.compile(r"(^|/)(\.env(\.[\w.-]+)?|[^/]*\.(key|p12|pfx|kdbx|jks|keystore)|[^/]*(key|priv|[*?])[^/]*\.pem"
-                       r"|(credentials|service[-_]?account)[^/]*\.json|[^/]*secrets?\.[\w-]+|id_[a-z0-9]+"
-                       r"|\.(pgpass|netrc|git-credentials|htpasswd))$", re.I)
-_TEMPLATE = re.compile(r"[._-](example|sample|template|dist|defaults?|tmpl|tpl|md|rst)$|\.pub$", re.I)
-
-
-def _secrets_file(path: str) -> bool:
-    n = norm_path(path.lstrip("@<"))
-    return bool(_ENV_FILE.search(n)) and not _TEMPLATE.search(n)
-
-
-def sensitive_file(path: str) -> str | None:
-    """A secret file, or a file that usually holds secrets (.env, key.pem, *.key, credentials.json); not a
-    template of one (.env.example)."""
-    return secret_label(path) or ("secrets file" if _secrets_file(path) else None)
 
 
 # ---------------------------------------------------------------- services and process managers
@@ -200,60 +152,7 @@ def r_framework(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, f"destroys database data ({task})", c.shown)
 
 
-# ---------------------------------------------------------------- containers
-
-_ESCAPE_FLAGS = re.compile(r"--privileged(=true)?$|--(pid|ipc|uts|userns|cgroupns)(=|$)host|--net(work)?=host$"
-                           r"|--cap-add(=|$)(all|sys_admin|sys_ptrace|sys_module|dac_read_search|sys_rawio)"
-                           r"|--security-opt(=|$)(apparmor[=:]unconfined|seccomp[=:]unconfined|label[=:]disable)"
-                           r"|--device(=|$)/dev/(sd|nvme|mem|kmem|kmsg)", re.I)
-_HOST_MOUNTS = re.compile(r"^(/|/etc|/root|/home|/proc|/sys|/dev|/boot|/var/run/docker\.sock|/run/docker\.sock"
-                          r"|/var/run|/run|/var/lib/docker|~)(/)?:|(source|src)=(/|/etc|/root|/var/run/docker\.sock"
-                          r"|/run/docker\.sock)(,|$)")
-
-
-def r_container_escape(c: Call) -> Iterator[Finding]:
-    if c.name == "nsenter":
-        yield Hit(DANGEROUS, "entering another process's namespaces (nsenter)", c.shown)
-        return
-    if c.name == "chroot":
-        yield Hit(DANGEROUS, "chroot", c.shown)
-        return
-    if c.name not in ("docker", "podman", "nerdctl"):
-        return
-    if not any(w in ("run", "create", "exec") for w in c.args[:4]):
-        return
-    joined = []
-    for k, a in enumerate(c.args):  # --flag value → --flag=value
-        if a.startswith("--") and "=" not in a and k + 1 < len(c.args) and not c.args[k + 1].startswith("-") and \
-                a in ("--pid", "--ipc", "--uts", "--userns", "--net", "--network", "--cap-add", "--security-opt",
-                      "--device", "--cgroupns"):
-            joined.append(f"{a}={c.args[k + 1]}")
-        else:
-            joined.append(a)
-    bad = [a for a in joined if _ESCAPE_FLAGS.match(a)]
-    mounts = [c.args[k + 1] for k, a in enumerate(c.args[:-1]) if a in ("-v", "--volume", "--mount")]
-    mounts += [a.partition("=")[2] for a in c.args if a.startswith(("--volume=", "--mount=", "-v="))]
-    if any(_HOST_MOUNTS.search(m) for m in mounts):
-        bad.append("a host system path mounted")
-    if any(secret_label(m.split(":")[0].partition("=")[2] if "=" in m.split(":")[0] else m.split(":")[0])
-           for m in mounts):
-        bad.append("a secret mounted into it")
-    if bad:
-        yield Hit(DANGEROUS, f"container with host access ({bad[0]})", c.shown)
-
-
 # ---------------------------------------------------------------- filling disks and memory
-
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmgtpe]?)(?:i?b)?$", re.I)
-
-
-def size_bytes(text: str) -> float | None:
-    """'100G' → bytes (powers of 1024), None when it is not a size."""
-    m = _SIZE.match(text.strip())
-    if not m:
-        return None
-    return float(m.group(1)) * 1024 ** ("kmgtpe".index(m.group(2).lower()) + 1 if m.group(2) else 0)
-
 
 def r_fill(c: Call) -> Iterator[Finding]:
     big = 8 * 1024 ** 3
@@ -274,9 +173,6 @@ def r_fill(c: Call) -> Iterator[Finding]:
     elif c.name == "head" and {"/dev/zero", "/dev/urandom"} & set(c.args) and any(
             (size_bytes(v) or 0) >= big for v in c.args if not v.startswith("-")):
         yield Hit(DANGEROUS, "fills the disk (head -c)", c.shown)
-
-
-# fleets: agent.command_runners
 
 
 # ---------------------------------------------------------------- firmware and disk erase
@@ -382,33 +278,20 @@ def r_chatgate_cli(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "runs chatgate's own CLI (pairing, approvals, memory, jobs, its tokens)", c.shown)
 
 
-RULES: dict[str, tuple[Callable[[Call], Iterator[Finding]], ...]] = {}
-for _names, _rule in (
-        (_READERS, r_secret_reads),
-        (_STOPPING, r_service_managers), (("nginx", "openresty", "httpd", "apache2"), r_server_signals),
-        (("dropdb", "dropuser", "dropcluster", "pg_dropcluster", "mysqladmin", "mongorestore", "influx", "arangosh",
-          "cockroach", "pg_restore", "flyway", "liquibase", "diesel", "sqlx", "migrate", "dotnet", "goose", "dbmate",
-          "atlas"), r_db_cli),
-        (("rails", "rake", "php", "python", "python3", "bundle", "npx", "django-admin", "sequelize", "sequelize-cli",
-          "typeorm", "knex", "prisma", "alembic", "flask", "mix", "artisan", "yarn", "pnpm"), r_framework),
-        (("docker", "podman", "nerdctl", "nsenter", "chroot"), r_container_escape),
-        (("fallocate", "stress", "stress-ng", "memtester", "dd", "head"), r_fill),
-        (("flashrom", "fwupdmgr", "fwupdtool", "nvme", "hdparm", "sg_format", "sg_sanitize", "sg_write_buffer",
-          "efibootmgr", "mokutil"), r_firmware),
-        (("dbus-send", "busctl", "gdbus", "qdbus", "qdbus6", "dbus", "ipmitool", "rtcwake"), r_power_bus),
-        (("setsid", "nohup", "disown", "daemonize", "start-stop-daemon", "systemd-run", "at", "batch", "screen",
-          "tmux"), r_detach),
-        (("git",), r_git_config), (("redis-cli", "valkey-cli", "keydb-cli"), r_redis),
-        (("npm", "pnpm", "yarn", "pip", "pip3"), r_credentials_config),
-        (("chatgate",), r_chatgate_cli)):
-    for _name in _names:
-        RULES[_name] = RULES.get(_name, ()) + (_rule,)
-
-from agent import (  # noqa: E402 (they use names above)
-    command_data, command_escapes, command_exfil, command_host, command_rules_exec, command_rules_remote,
-    command_rules_system, command_runners)
-
-for _table in (command_rules_exec.RULES, command_rules_system.RULES, command_rules_remote.RULES, command_exfil.RULES,
-               command_host.RULES, command_runners.RULES, command_escapes.RULES, command_data.RULES):
-    for _name, _rules in _table.items():
-        RULES[_name] = RULES.get(_name, ()) + _rules
+RULES = by_name(
+    (_READERS, r_secret_reads),
+    (_STOPPING, r_service_managers), (("nginx", "openresty", "httpd", "apache2"), r_server_signals),
+    (("dropdb", "dropuser", "dropcluster", "pg_dropcluster", "mysqladmin", "mongorestore", "influx", "arangosh",
+      "cockroach", "pg_restore", "flyway", "liquibase", "diesel", "sqlx", "migrate", "dotnet", "goose", "dbmate",
+      "atlas"), r_db_cli),
+    (("rails", "rake", "php", "python", "python3", "bundle", "npx", "django-admin", "sequelize", "sequelize-cli",
+      "typeorm", "knex", "prisma", "alembic", "flask", "mix", "artisan", "yarn", "pnpm"), r_framework),
+    (("fallocate", "stress", "stress-ng", "memtester", "dd", "head"), r_fill),
+    (("flashrom", "fwupdmgr", "fwupdtool", "nvme", "hdparm", "sg_format", "sg_sanitize", "sg_write_buffer",
+      "efibootmgr", "mokutil"), r_firmware),
+    (("dbus-send", "busctl", "gdbus", "qdbus", "qdbus6", "dbus", "ipmitool", "rtcwake"), r_power_bus),
+    (("setsid", "nohup", "disown", "daemonize", "start-stop-daemon", "systemd-run", "at", "batch", "screen",
+      "tmux"), r_detach),
+    (("git",), r_git_config), (("redis-cli", "valkey-cli", "keydb-cli"), r_redis),
+    (("npm", "pnpm", "yarn", "pip", "pip3"), r_credentials_config),
+    (("chatgate",), r_chatgate_cli))

@@ -1,4 +1,4 @@
-"""Data leaving the machine, and secrets printed: rules for `agent.command_guard`.
+"""Data leaving the machine, and secrets printed: rules for the classifier.
 
 The principles:
 
@@ -32,9 +32,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterator
 
-from agent.command_categories import secret_label, sensitive_file
-from agent.command_flow import SHELLS
-from agent.command_rules import DANGEROUS, HARDLINE, Call, Finding, Hit, is_device, norm_path, parse
+from agent.safety.classifier.flow import SHELLS
+from agent.safety.classifier.paths import private_path, secret_label
+from agent.safety.classifier.vocabulary import ASSIGN, DANGEROUS, HARDLINE, Call, Finding, Hit, by_name, parse
 
 NET_TOOLS = frozenset("nc ncat netcat socat telnet".split())
 WEB_SENDERS = NET_TOOLS | frozenset("curl wget http https xh".split())
@@ -43,38 +43,11 @@ SENDERS = WEB_SENDERS | frozenset("ssh scp sftp ftp rsync mail mailx sendmail mu
 _ENV_DUMPS = frozenset({"env", "printenv", "set", "declare", "export", "history", "compgen"})
 _DB_DUMPS = frozenset("pg_dump pg_dumpall mysqldump mariadb-dump mysqlpump mongodump mongoexport "
                       "clickhouse-backup".split())
-_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 CREDENTIAL = re.compile(r"token|secret|passw|api[_-]?key|access[_-]?key|private[_-]?key|_key\b|\bkey\b|credential|"
                         r"auth(?!or)|bearer|AKIA|ASIA|BEGIN [A-Z ]*PRIVATE|ghp_|gho_|github_pat|xox[abpr]-|sk-\w"
                         r"|sk_live|AIza", re.I)
 _SECRET_VAR = re.compile(r"token|secret|passw|api_?key|access_?key|private_?key|credential|_pat$|^pat_"
                          r"|auth(?!or|_sock)", re.I)
-_HOME_FOLDERS = re.compile(r"~|~[\w.-]+|/home|/Users|/root|~/(Documents|Desktop|Downloads|Pictures|Photos|Movies"
-                           r"|Videos|Music|Mail|Library|Dropbox|OneDrive|Google Drive|iCloud Drive|Nextcloud|\.config"
-                           r"|\.local|\.local/share|\.mozilla|\.thunderbird|\.var|snap)")
-_PRIVATE_TREES = re.compile(r"~/(Documents|Desktop|Pictures|Photos|Mail|Library|\.mozilla|\.thunderbird)/|/root/")
-_SYSTEM_FILES = re.compile(r"/(etc|var/log|var/lib|var/mail|var/spool|proc|boot)(/.*)?")
-
-
-def private_path(path: str) -> str | None:
-    """What private data `path` names: a secret, a home or personal folder, system files, a raw disk; or None."""
-    p = path.lstrip("@<").split(";", 1)[0]
-    if not p or "://" in p or re.match(r"[\w.-]+@[\w.-]+:|[\w.-]+:(?!/)", p):
-        return None
-    if label := sensitive_file(p):
-        return label
-    n = re.sub(r"^/(home|Users)/[^/]+(?=/|$)", "~", re.sub(r"/\.?\*$", "", norm_path(p)) or "/")
-    if n == "/":
-        return "the whole file system"
-    if _HOME_FOLDERS.fullmatch(n) or _PRIVATE_TREES.match(n):
-        return "a home or personal folder"
-    if _SYSTEM_FILES.fullmatch(n):
-        return "system files"
-    if is_device(n):
-        return "a raw disk"
-    return None
-
-
 def secret_variables(words: list[str]) -> list[str]:
     """The secret-looking variables `echo`/`printf`/`printenv` words print (`$API_TOKEN`, `GH_TOKEN`)."""
     name = words[0].rsplit("/", 1)[-1] if words else ""
@@ -88,7 +61,7 @@ def secret_variables(words: list[str]) -> list[str]:
 def private_source(words: list[str], redirs: list, full: bool = True) -> str | None:
     """What private data a pipeline stage emits: the environment, a secret file, a database, a home folder...
     (`full=False`: only a secret variable printed, for a stage whose output goes nowhere but the model.)"""
-    words = [w for w in words if not _ASSIGN.match(w)]
+    words = [w for w in words if not ASSIGN.match(w)]
     if not words:
         return None
     name = words[0].rsplit("/", 1)[-1]
@@ -276,14 +249,11 @@ def r_credential_search(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "searches a home folder or the system for credentials", c.shown)
 
 
-RULES: dict = {}
-for _names, _rule in (
-        (("curl", "wget", "http", "https", "xh", "scp", "rsync", "sftp"), r_upload),
-        (("dig", "host", "nslookup", "drill", "kdig", "delv", "ping", "ping6", "traceroute", "tracepath", "mtr",
-          "getent", "resolvectl", "curl", "wget", "nc", "ncat", "netcat", "telnet", "http", "https", "xh",
-          "ssh"), r_network_names),
-        (("python", "php", "ruby", "npx", "pnpx", "bunx", "http-server", "serve", "miniserve", "darkhttpd",
-          "static-web-server", "live-server", "updog", "httpd", "caddy", "twistd"), r_file_server),
-        (_SEARCHERS, r_credential_search)):
-    for _name in _names:
-        RULES[_name] = RULES.get(_name, ()) + (_rule,)
+RULES = by_name(
+    (("curl", "wget", "http", "https", "xh", "scp", "rsync", "sftp"), r_upload),
+    (("dig", "host", "nslookup", "drill", "kdig", "delv", "ping", "ping6", "traceroute", "tracepath", "mtr",
+      "getent", "resolvectl", "curl", "wget", "nc", "ncat", "netcat", "telnet", "http", "https", "xh",
+      "ssh"), r_network_names),
+    (("python", "php", "ruby", "npx", "pnpx", "bunx", "http-server", "serve", "miniserve", "darkhttpd",
+      "static-web-server", "live-server", "updog", "httpd", "caddy", "twistd"), r_file_server),
+    (_SEARCHERS, r_credential_search))

@@ -1,9 +1,10 @@
-"""Rules for the machine itself: kernel and network settings, mounts, security modules, packages,
-boot, logs; disks and volumes; power; other processes; programs set to start later.
+"""Rules for the machine itself: formatting and partitioning disks, power, signals to other processes,
+services; kernel and network settings, mounts, security modules, packages, boot, logs; disks and volumes;
+programs set to start later.
 
 Each table lists, per program, the subcommands or options that change the system; what only
 shows its state (`sysctl -a`, `mount`, `ip route`, `zpool status`, `systemctl is-enabled`) stays
-safe. Whole-disk destruction and power-off are hardline like their cousins in `command_rules`.
+safe. Whole-disk destruction and power-off are hardline.
 """
 
 from __future__ import annotations
@@ -11,7 +12,127 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from agent.command_rules import DANGEROUS, HARDLINE, Call, Finding, Hit, is_device, is_system, parse
+from agent.safety.classifier.flow import PIDS_FOUND
+from agent.safety.classifier.paths import GLOB, is_critical, is_device, is_system, secret_label, sensitive_label, writes
+from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, by_name, parse
+
+# ---------------------------------------------------------------- disks, power, processes
+
+def r_disk(c: Call) -> Iterator[Finding]:
+    n, args = c.name, c.args
+    if any(a in ("--help", "-h", "-V", "--version") for a in args) and n != "parted":
+        return
+    if n.startswith(("mkfs", "mke2fs", "mkntfs", "mkdosfs", "newfs")) or n in ("blkdiscard", "mkswap"):
+        targets = [c.at(a) for a in args if not a.startswith("-") and not a.isdigit()]
+        if n == "blkdiscard" or not targets or any(t.startswith("/dev/") or GLOB.search(t) or "$" in t or "…" in t
+                                                   for t in targets):
+            yield Hit(HARDLINE, "formatting a disk", c.shown)
+        else:  # an image file (mkfs.ext4 -F disk.img): a write to that file
+            yield from writes(c, targets)
+    elif n == "wipefs":
+        if not any(a in ("-n", "--no-act") for a in args) and any(
+                a in ("--all", "--offset") or re.fullmatch(r"-[a-zA-Z]*[ao][a-zA-Z]*", a) or a.startswith(
+                    ("--offset=", "-o")) for a in args):
+            yield Hit(HARDLINE, "wiping disk signatures", c.shown)
+    elif n == "cryptsetup":
+        if any(a.lower() in ("luksformat", "erase", "luksErase") for a in args):
+            yield Hit(HARDLINE, "formatting a disk", c.shown)
+    elif n in ("fdisk", "sfdisk", "cfdisk", "gdisk", "sgdisk", "parted"):
+        listing = {"-l", "--list", "print", "-p", "--print", "-d", "--dump"}
+        if n == "sgdisk" and any(a in ("-Z", "--zap-all", "-o", "--clear", "-z", "--zap") for a in args):
+            yield Hit(HARDLINE, "wiping a partition table", c.shown)
+        elif any(is_device(a) for a in args) and not (listing & set(args)):
+            typed = c.stdin_kind == "" and (n in ("fdisk", "cfdisk", "gdisk") or n == "parted" and not any(
+                a in ("-s", "--script") for a in args) and not args[[is_device(a) for a in args].index(True) + 1:])
+            yield Hit(*(DANGEROUS, "interactive partitioning (nothing changes until a person writes it)") if typed
+                      else (HARDLINE, "rewriting a partition table"), c.shown)
+    elif n in ("lvremove", "vgremove", "pvremove") or (n in ("zfs", "zpool") and "destroy" in args):
+        yield Hit(HARDLINE, "destroying a volume", c.shown)
+
+
+def r_power(c: Call) -> Iterator[Finding]:
+    args = c.args
+    if "--help" in args or (c.name == "shutdown" and any(a in ("-c", "-k", "--show") for a in args)):
+        return
+    if c.name in ("init", "telinit"):
+        if args and args[0] in ("0", "6", "1", "s", "S", "single"):
+            yield Hit(HARDLINE, "power off / reboot", c.shown)
+        return
+    if c.name == "kexec" and not any(a in ("-e", "--exec") for a in args):
+        return
+    yield Hit(HARDLINE, "power off / reboot", c.shown)
+
+
+_KILL_SIGS = {"9", "KILL", "SIGKILL"}
+
+
+def r_kill(c: Call) -> Iterator[Finding]:
+    if c.name == "fuser":
+        if any(re.fullmatch(r"-\w*k\w*", a) or a == "--kill" for a in c.args):
+            yield Hit(DANGEROUS, "killing processes by port/file", c.shown)
+        return
+    if c.name != "kill":
+        if not any(a in ("-l", "--list", "-L", "-V", "--version", "--help") for a in c.args):
+            yield Hit(DANGEROUS, "killing processes by name", c.shown)
+        return
+    sig, pids, args, i = None, [], c.args, 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            pids += args[i + 1:]
+            break
+        if a in ("-l", "-L", "--list", "--table"):
+            return
+        if a in ("-s", "-n", "--signal") and i + 1 < len(args):
+            sig, i = args[i + 1], i + 1
+        elif a.startswith("-") and sig is None and not pids and len(a) > 1:
+            sig = a[1:]
+        else:
+            pids.append(a)
+        i += 1
+    sig = (sig or "TERM").upper()
+    if sig in ("0", "SIG0"):
+        return
+    if "-1" in pids or ("1" in pids and sig.removeprefix("SIG") not in ("HUP", "1", "CONT", "18", "WINCH", "USR1",
+                                                                        "USR2")):
+        yield Hit(HARDLINE, "killing every process / init", c.shown)
+    elif sig in _KILL_SIGS or sig.removeprefix("SIG") in ("STOP", "19", "TSTP"):
+        yield Hit(DANGEROUS, "force kill (SIGKILL)" if sig in _KILL_SIGS else "stopping a process", c.shown)
+    elif any(p in ("$PPID", "${PPID}") for p in pids):
+        yield Hit(DANGEROUS, "killing the parent process (chatgate itself)", c.shown)
+    elif PIDS_FOUND in pids or c.bulk and not pids:  # pgrep x | xargs kill: pkill by another name
+        yield Hit(DANGEROUS, "killing the processes a search found", c.shown)
+    elif c.root:  # root reaches every process: a system service, another user's
+        yield Hit(DANGEROUS, "signals a process with root privileges", c.shown)
+
+
+_SYSTEMCTL_HARD = {"poweroff", "reboot", "halt", "kexec", "rescue", "emergency", "soft-reboot", "default"}
+_SYSTEMCTL_BAD = {"stop", "disable", "mask", "kill", "isolate", "suspend", "hibernate", "hybrid-sleep", "restart",
+                  "try-restart", "reload-or-restart", "try-reload-or-restart", "daemon-reexec",
+                  "suspend-then-hibernate", "edit", "revert", "set-default"}
+
+
+def r_systemctl(c: Call) -> Iterator[Finding]:
+    o = parse(c.args, short="HMtpnosP", long=("host", "machine", "type", "property", "lines", "output", "signal",
+                                               "state", "root", "kill-whom"))
+    sub = o.pos[0] if o.pos else ""
+    if c.name == "loginctl":
+        if sub in ("poweroff", "reboot", "halt"):
+            yield Hit(HARDLINE, "power off / reboot", c.shown)
+        elif sub.startswith(("terminate", "kill")):
+            yield Hit(DANGEROUS, "terminating sessions", c.shown)
+    elif sub in _SYSTEMCTL_HARD or (sub == "isolate" and any(
+            t.startswith(("rescue", "emergency", "poweroff", "reboot", "halt")) for t in o.pos[1:])):
+        yield Hit(HARDLINE, "power off / reboot", c.shown)
+    elif sub in _SYSTEMCTL_BAD:
+        yield Hit(DANGEROUS, f"systemctl {sub}", c.shown)
+
+
+def r_service(c: Call) -> Iterator[Finding]:
+    if len(c.args) >= 2 and c.args[1] in ("stop", "disable", "kill", "zap", "restart", "force-reload",
+                                          "try-restart", "condrestart"):
+        yield Hit(DANGEROUS, "stopping or restarting a service", c.shown)
+
 
 # ---------------------------------------------------------------- system configuration
 
@@ -201,9 +322,6 @@ _READABLE = re.compile(r"^(?:[0-7]?[0-7][4-7][0-7]|[0-7]?[0-7][0-7][4-7])$|(?:^|
 
 
 def r_permissions_more(c: Call) -> Iterator[Finding]:
-    from agent.command_categories import secret_label
-    from agent.command_rules import is_critical, sensitive_label
-
     a = c.args
     targets = [x for x in a if not x.startswith("-")]
     if c.name == "chmod" and len(targets) >= 2:
@@ -222,20 +340,17 @@ def r_permissions_more(c: Call) -> Iterator[Finding]:
 
 # ---------------------------------------------------------------- registry
 
-RULES = {}
-for _names, _rule in (
-        (tuple(_SET_VERBS) + ("hostname", "sysctl", "modprobe", "mount", "ip", "nmcli", "ifconfig", "dpkg", "rpm",
-                              "chattr", "journalctl", "dmesg", "auditctl", "ethtool", "systemctl", "launchctl"),
-         r_system),
-        (("ddrescue", "badblocks", "mdadm", "zpool", "zfs", "btrfs", "fsck.ext4", "fsck.xfs", "fsck.vfat")
-         + tuple(_VOLUME_TOOLS), r_disks_more),
-        (("systemctl",) + tuple(_DESKTOP_POWER) + ("virsh", "vboxmanage", "vagrant", "multipass", "qm", "pct",
-                                                    "prlctl", "vmrun", "lxc", "incus", "lxc-stop", "xl"), r_power_more),
-        (("killall5", "pkill", "killall", "skill", "gcore", "gdbserver", "pstack", "eu-stack", "cpulimit"),
-         r_processes_more),
-        (("cat", "dd", "xxd", "od", "hexdump", "strings", "head", "tail", "cp", "python", "python3", "less"),
-         r_proc_memory),
-        (("setcap", "gpasswd", "groupadd", "groupmod", "addgroup", "machinectl"), r_privilege),
-        (("chmod", "setfacl"), r_permissions_more)):
-    for _name in _names:
-        RULES[_name] = RULES.get(_name, ()) + (_rule,)
+RULES = by_name(
+    (tuple(_SET_VERBS) + ("hostname", "sysctl", "modprobe", "mount", "ip", "nmcli", "ifconfig", "dpkg", "rpm",
+                          "chattr", "journalctl", "dmesg", "auditctl", "ethtool", "systemctl", "launchctl"),
+     r_system),
+    (("ddrescue", "badblocks", "mdadm", "zpool", "zfs", "btrfs", "fsck.ext4", "fsck.xfs", "fsck.vfat")
+     + tuple(_VOLUME_TOOLS), r_disks_more),
+    (("systemctl",) + tuple(_DESKTOP_POWER) + ("virsh", "vboxmanage", "vagrant", "multipass", "qm", "pct",
+                                                "prlctl", "vmrun", "lxc", "incus", "lxc-stop", "xl"), r_power_more),
+    (("killall5", "pkill", "killall", "skill", "gcore", "gdbserver", "pstack", "eu-stack", "cpulimit"),
+     r_processes_more),
+    (("cat", "dd", "xxd", "od", "hexdump", "strings", "head", "tail", "cp", "python", "python3", "less"),
+     r_proc_memory),
+    (("setcap", "gpasswd", "groupadd", "groupmod", "addgroup", "machinectl"), r_privilege),
+    (("chmod", "setfacl"), r_permissions_more))

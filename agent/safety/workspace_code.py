@@ -7,7 +7,7 @@ directly, a sourced file, a Makefile, package.json scripts, a setup.py, a Cargo 
 hooks or a git config that names programs — is shown to a person with that code first.
 
 Only what is really in the workspace is read for that: a regular file reached with no symbolic link
-on the way (`agent.beneath`) and with no other hard link, its first few KiB. A link, a file through a
+on the way (`agent.safety.beneath`) and with no other hard link, its first few KiB. A link, a file through a
 linked folder, a hooks folder that is a link, a FIFO or a device is named in the prompt as "not
 shown", and still asks. For git, the repository's own pointers are followed within the workspace
 (a `.git` file's `gitdir:`, `commondir`): the hooks and config of the folder they name are what runs.
@@ -22,7 +22,7 @@ import shlex
 import stat
 from pathlib import Path
 
-from agent.beneath import Beneath, Refused, ThroughLink
+from agent.safety.beneath import Beneath, Refused, ThroughLink
 
 INTERPRETERS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "python", "python3", "node", "nodejs", "perl",
                           "ruby", "php", "lua", "Rscript", "deno", "bun", "tsx", "ts-node", "awk", "gawk", "tclsh"})

@@ -1,5 +1,5 @@
 """Programs that run a command they are handed — on many hosts, in a cloud VM, in a terminal multiplexer, under an
-environment or secret injector — for `agent.command_guard`. The principle: the command handed over keeps its full
+environment or secret injector — for the classifier. The principle: the command handed over keeps its full
 weight wherever it runs, so each rule here finds that command and hands it back to the guard.
 
 * Fleets (pdsh, pssh, clush, mussh, dsh, knife ssh, fab, ansible `-m command|shell|raw -a`, salt/salt-ssh
@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from agent.command_rules import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, parse
+from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, by_name, parse
 
 # ---------------------------------------------------------------- fleets
 
@@ -332,14 +332,11 @@ def r_dev_runner(c: Call) -> Iterator[Finding]:
             yield Recurse("shell", v, "nodemon --exec")
 
 
-RULES: dict = {}
-for _names, _rule in (
-        (("ansible", "salt", "salt-ssh", "salt-call", "pdsh", "pssh", "parallel-ssh", "clush", "mussh", "dsh", "pdcp",
-          "knife", "mco", "fab", "fab2"), r_fleet),
-        (("gcloud", "az", "aws", "doctl", "flyctl", "fly", "tsh", "mosh", "heroku", "vagrant", "lxc", "incus",
-          "multipass", "limactl", "colima", "distrobox", "distrobox-enter", "toolbox", "autossh"),
-         r_remote_exec),
-        (("tmux", "byobu", "screen", "zellij"), r_multiplexer), (tuple(_ENV_RUNNERS), r_env_runner),
-        (("hyperfine", "entr", "watchexec", "nodemon"), r_dev_runner)):
-    for _name in _names:
-        RULES[_name] = RULES.get(_name, ()) + (_rule,)
+RULES = by_name(
+    (("ansible", "salt", "salt-ssh", "salt-call", "pdsh", "pssh", "parallel-ssh", "clush", "mussh", "dsh", "pdcp",
+      "knife", "mco", "fab", "fab2"), r_fleet),
+    (("gcloud", "az", "aws", "doctl", "flyctl", "fly", "tsh", "mosh", "heroku", "vagrant", "lxc", "incus",
+      "multipass", "limactl", "colima", "distrobox", "distrobox-enter", "toolbox", "autossh"),
+     r_remote_exec),
+    (("tmux", "byobu", "screen", "zellij"), r_multiplexer), (tuple(_ENV_RUNNERS), r_env_runner),
+    (("hyperfine", "entr", "watchexec", "nodemon"), r_dev_runner))

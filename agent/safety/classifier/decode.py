@@ -1,6 +1,6 @@
 """What the decoding filters of a pipeline print: `base64 -d`, `xxd -r -p`, `rev`, `tr`, `gunzip`, ...
 
-`agent.command_guard` follows literal text through a pipeline; when it reaches one of these
+The analysis (`verdict`) follows literal text through a pipeline; when it reaches one of these
 filters the output is computed here (bounded, never raising), so `echo cm0g.. | base64 -d | sh`
 is judged by what it decodes to. Also: backslash escapes as `$'..'`, `echo -e` and `printf` read them.
 """
@@ -14,7 +14,7 @@ import lzma
 import re
 import zlib
 
-from agent.command_rules import parse
+from agent.safety.classifier.vocabulary import parse
 
 DECOMPRESS_LIMIT = 1_000_000  # bytes a decompressor may produce: no decompression bombs
 DECODERS = frozenset("base64 base32 basenc gbase64 openssl xxd rev tr gunzip zcat gzip bunzip2 bzip2 bzcat xz xzcat "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from agent.command_rules import DANGEROUS, Finding, Hit, Recurse
+from agent.safety.classifier.vocabulary import DANGEROUS, Finding, Hit, Recurse
 
 
 def _strip_sql(sql: str) -> str:

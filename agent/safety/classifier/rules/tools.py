@@ -1,7 +1,7 @@
-"""Rules over everyday tools, used by `agent.command_rules`: git (force pushes, hard resets, discarded work,
+"""Rules over everyday tools, filed by command name in `registry`: git (force pushes, hard resets, discarded work,
 destroyed recovery data, rewritten history), system administration (crontabs, accounts, firewalls, network
 interfaces, package removal, network shells), package publishing (it cannot be undone), SQL and NoSQL clients
-(their SQL is handed to `agent.command_sql`), and which files a downloader saves (`download_info`).
+(their SQL is handed to `sql`), and which files a downloader saves (`download_info`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from agent.command_rules import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, parse
+from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, parse
 
 
 # ---------------------------------------------------------------- git
@@ -91,14 +91,14 @@ def r_admin(c: Call) -> Iterator[Finding]:
         yield Hit(HARDLINE if a[0] == "reboot" else DANGEROUS, f"launchctl {a[0]}", c.shown)
 
 
-_PUBLISH = {"npm": ("publish", "unpublish", "deprecate"), "pnpm": ("publish",), "yarn": ("publish", "npm"),
+PUBLISH = {"npm": ("publish", "unpublish", "deprecate"), "pnpm": ("publish",), "yarn": ("publish", "npm"),
             "cargo": ("publish", "yank"), "twine": ("upload",), "gem": ("push", "yank"), "poetry": ("publish",),
             "flit": ("publish",), "uv": ("publish",), "hatch": ("publish",), "rye": ("publish",)}
 
 
 def r_publish(c: Call) -> Iterator[Finding]:
     words = [a for a in c.args if not a.startswith("-")]
-    if words and words[0] in _PUBLISH.get(c.name, ()):
+    if words and words[0] in PUBLISH.get(c.name, ()):
         if not (c.name == "yarn" and words[0] == "npm" and "publish" not in words[1:2]):
             yield Hit(DANGEROUS, "publishing a package", c.shown)
 

@@ -7,16 +7,12 @@
 * dangerous: runs only after a person approves it (recursive deletes, force pushes, curl | sh, ...);
 * safe: everything else.
 
-How it works: a small shell lexer (quotes, backslashes, `$'..'`, `$IFS`, variables assigned
+How it works: a small shell lexer (`lexer`: quotes, backslashes, `$'..'`, `$IFS`, variables assigned
 earlier in the line, `$(..)`, backticks, `<(..)`, heredocs, here-strings, comments) turns the
 text into pipelines of simple commands, the way bash would split them. Each simple command
-is normalised (assignments, reserved words, `{ }` and wrappers such as sudo, env, nohup,
+is normalised here (assignments, reserved words, `{ }` and wrappers such as sudo, env, nohup,
 timeout, nice, xargs, find -exec are peeled off; argv[0] becomes its lower-cased basename)
-and the rules in `agent.command_rules` (plus, by category, `command_categories`,
-`command_rules_exec` — options, variables and wrappers that run code —, `command_rules_system`,
-`command_rules_remote`, `command_containers`, `command_host` — the machine as a whole —, `command_exfil` — data
-leaving it —, `command_escapes` — shell escapes of ordinary programs —, `command_runners` — commands handed to
-fleets, multiplexers and runners, at full weight — and `command_data` — data and infrastructure CLIs) look at its
+and the rules (`rules/`, one module per category, filed by command name in `registry`) look at its
 argv, never at the raw text, so `grep 'rm -rf' notes.txt` stays safe; each also learns whether it runs as root, whether its stdin is the
 terminal, and what earlier commands of the line noted (a git remote added). Code that runs other code is followed: `sh -c`, `eval`,
 `ssh host cmd`, `python -c`/`perl -e`/`node -e` one-liners, heredocs fed to shells,
@@ -55,22 +51,24 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Iterator
 
-from agent import command_rules as rules
-from agent.command_categories import secret_label
-from agent.command_code import fork_bombs, scan_code
-from agent.command_decode import DECODERS, b64, decode, decoding, printf, unescape
-from agent.command_exfil import SENDERS, pipeline_hits, private_source
-from agent.command_host import vital
-from agent.command_flow import (EVERY_PID, PIDS_FOUND, SHELLS, dirname, expand_braces, find_output, keeps_every_line,
-                                lists_every_process, searches_processes)
-from agent.command_rules import DANGEROUS, HARDLINE, SAFE, Call, Hit
-from agent.command_escapes import EXTRA_INTERP_OPTS, EXTRA_INTERPRETERS, escape
-from agent.command_rules_exec import EXTRA_WRAPPERS, PRIVILEGED, assignments, wrapped, wrapper_hits
-from agent.command_rules_remote import reads_stdin
-from agent.command_sql import scan_sql
+from agent.safety.classifier.decode import DECODERS, b64, decode, decoding, printf, unescape
+from agent.safety.classifier.flow import (EVERY_PID, PIDS_FOUND, SHELLS, dirname, expand_braces, find_output,
+                                          keeps_every_line, lists_every_process, searches_processes)
+from agent.safety.classifier.lexer import Cmd, Lexer, Stream
+from agent.safety.classifier.paths import GLOB, norm_path, secret_label, write_risk
+from agent.safety.classifier.registry import RULE_NAMES, check
+from agent.safety.classifier.rules.code import fork_bombs, scan_code
+from agent.safety.classifier.rules.escapes import EXTRA_INTERP_OPTS, EXTRA_INTERPRETERS, escape
+from agent.safety.classifier.rules.execution import EXTRA_WRAPPERS, PRIVILEGED, assignments, wrapped, wrapper_hits
+from agent.safety.classifier.rules.exfil import SENDERS, pipeline_hits, private_source
+from agent.safety.classifier.rules.host import vital
+from agent.safety.classifier.rules.remote import reads_stdin
+from agent.safety.classifier.rules.sql import scan_sql
+from agent.safety.classifier.rules.tools import download_info
+from agent.safety.classifier.vocabulary import ASSIGN, DANGEROUS, HARDLINE, SAFE, Call, Hit, parse
 
 __all__ = ["Verdict", "classify"]
 
@@ -106,448 +104,6 @@ def classify(command: str, *, strict_sudo: bool = False) -> Verdict:
     level = max((lvl for lvl, _ in a.hits), default=SAFE)
     reasons = tuple(dict.fromkeys(r for lvl, r in sorted(a.hits, key=lambda h: -h[0]) if lvl > SAFE))
     return Verdict(_LEVELS[level], reasons)
-
-
-# ---------------------------------------------------------------- lexer
-
-@dataclass
-class Stream:
-    """What flows through a pipe: its text when known, and whether it was downloaded or decoded."""
-
-    text: str | None = None
-    origin: str | None = None  # None | "download" | "decode"
-    desc: str = ""  # the producing commands, for reasons
-    secret: str | None = None  # what secret it carries (`cat ~/.ssh/id_rsa | ...`, `$(env)`)
-    every: bool = False  # every item: without text every process id (`ps -e`), with text every path below it
-
-
-@dataclass
-class _Cmd:
-    words: list = field(default_factory=list)
-    redirs: list = field(default_factory=list)  # (operator, target)
-    stdin_text: str | None = None
-    stdin_origin: str | None = None
-    stdin_set: bool = False
-    stdin_desc: str = ""
-    subs: list = field(default_factory=list)  # Streams of $(..), `..`, <(..) in this command
-    exec_origin: str | None = None  # argv[0] came from downloaded / decoded output
-    origins: dict = field(default_factory=dict)  # x=$(curl ..): variable -> origin of its value
-    hidden_name: str | None = None  # argv[0] comes from a value the check cannot see ($x unknown, "$@", IFS)
-
-
-_OPAQUE_SETTERS = frozenset({"read", "mapfile", "readarray", "getopts"})
-_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
-def _match(s: str, i: int, open_: str = "(", close: str = ")") -> int:
-    """Index of the bracket closing the one opened just before `i` (len(s) if unbalanced)."""
-    depth, n = 1, len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'" and open_ == "(":
-            j = s.find("'", i + 1)
-            i = n if j < 0 else j + 1
-            continue
-        if c == '"':
-            i += 1
-            while i < n and s[i] != '"':
-                i += 2 if s[i] == "\\" else 1
-            i += 1
-            continue
-        if c == open_:
-            depth += 1
-        elif c == close:
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return n
-
-
-class _Lexer:
-    """Splits shell text into pipelines of simple commands, expanding what it can."""
-
-    def __init__(self, text: str, env: dict, resolve: Callable[[str], Stream]):
-        self.s, self.n, self.i = text, len(text), 0
-        self.env, self.resolve = env, resolve
-        self.out: list = []
-        self.pipe: list = []
-        self.cmd = _Cmd()
-        self.cur: list | None = None
-        self.quoted = False
-        self.redir: str | None = None
-        self.heredocs: list = []
-        self.after_op = False
-
-    def run(self) -> Iterator[list]:
-        s = self.s
-        while self.i < self.n:
-            if self.out and not self.heredocs:
-                yield self.out.pop(0)
-            c = s[self.i]
-            if c in " \t\r":
-                self.end_word()
-                self.i += 1
-            elif c == "\n":
-                self.i += 1
-                if self.after_op and not self.heredocs:
-                    self.end_word()
-                    continue
-                self.end_cmd()
-                self.end_pipe()
-                self.read_heredocs()
-            elif c == "#" and self.cur is None:
-                j = s.find("\n", self.i)
-                self.i = self.n if j < 0 else j
-            elif c == "\\":
-                nxt = s[self.i + 1:self.i + 2]
-                if nxt != "\n":
-                    self.add(nxt or "\\", quoted=True)
-                self.i += 2
-            elif c == "'":
-                j = s.find("'", self.i + 1)
-                j = self.n if j < 0 else j
-                self.add(s[self.i + 1:j], quoted=True)
-                self.i = j + 1
-            elif c == '"':
-                self.i = self.dquote(self.i + 1)
-            elif c == "`":
-                self.backtick()
-            elif c == "$":
-                self.dollar(False)
-            elif c in ";&|()<>":
-                self.operator(c)
-            else:
-                j = self.i + 1
-                while j < self.n and s[j] not in " \t\r\n#\\'\"`$;&|()<>":
-                    j += 1
-                self.add(s[self.i:j])
-                self.i = j
-        self.end_cmd()
-        self.end_pipe()
-        yield from self.out
-
-    def expand_heredoc(self) -> str:
-        self.add("", quoted=True)
-        self.dquote(0, stop=False)
-        return "".join(self.cur or [])
-
-    # words
-
-    def add(self, text: str, quoted: bool = False) -> None:
-        if self.cur is None:
-            self.cur = []
-        self.cur.append(text)
-        self.quoted = self.quoted or quoted
-        self.after_op = False
-
-    def at_command(self) -> bool:
-        """Whether the word being built is in command position (only assignments before it)."""
-        return self.redir is None and all(_ASSIGN.match(w) for w in self.cmd.words)
-
-    def assigning(self) -> str | None:
-        """The variable name when the word being built is an assignment such as `x=$(..)`."""
-        m = _ASSIGN.match("".join(self.cur or []))
-        return m.group().rstrip("+=").split("[")[0] if m and self.at_command() else None
-
-    def insert(self, value: str, quoted: bool) -> None:
-        if quoted or self.redir or self.assigning():  # no word splitting in x=$(..)
-            self.add(value, quoted=quoted)
-            return
-        ifs = self.env.get("IFS")
-        if ifs and ifs.strip() and self.at_command():  # split by a changed IFS: the name is not what it seems
-            self.cmd.hidden_name = self.cmd.hidden_name or f"a word split by IFS={ifs!r}"
-        for piece in re.split(r"(\s+)", value):
-            if piece and piece.isspace():
-                self.end_word()
-            elif piece:
-                self.add(piece)
-
-    def end_word(self) -> None:
-        if self.cur is None:
-            return
-        w, q = "".join(self.cur), self.quoted
-        self.cur, self.quoted = None, False
-        if not w and not q:
-            return
-        if self.redir:
-            op, self.redir = self.redir, None
-            if op in ("<<", "<<-"):
-                self.heredocs.append((self.cmd, w, op == "<<-", q))
-            elif op == "<<<":
-                self.cmd.stdin_text, self.cmd.stdin_set = w + "\n", True
-            else:
-                self.cmd.redirs.append((op, w))
-                self.cmd.stdin_set = self.cmd.stdin_set or op == "<"
-            return
-        self.cmd.words.append(w)
-
-    def end_cmd(self) -> None:
-        self.end_word()
-        self.redir = None
-        c = self.cmd
-        if c.words or c.redirs or c.stdin_set or c.subs:
-            self.note_assignments(c.words)
-            self.pipe.append(c)
-        self.cmd = _Cmd()
-
-    def end_pipe(self) -> None:
-        if self.pipe:
-            self.out.append(self.pipe)
-        self.pipe = []
-
-    def note_assignments(self, words: list) -> None:
-        env = self.env
-        if words[:1] == ["alias"]:
-            for w in words[1:]:
-                name, eq, val = w.partition("=")
-                if eq:
-                    env["alias " + name] = val
-            return
-        if words[:1] == ["set"] and "--" in words:  # set -- a b c: the positional parameters
-            env["@"] = " ".join(words[words.index("--") + 1:])
-            return
-        if words[:1] and words[0] in _OPAQUE_SETTERS:  # read x, mapfile a, printf -v x: values not seen here
-            for w in words[1:]:
-                if re.fullmatch(r"[A-Za-z_]\w*", w):
-                    env.pop(w, None)
-                    env["opaque " + w] = "1"
-            return
-        if words[:1] == ["unset"]:
-            for w in words[1:]:
-                env.pop(w, None)
-            return
-        if words[:1] and words[0] in ("export", "declare", "typeset", "local", "readonly"):
-            nameref = any(w.startswith("-") and "n" in w for w in words[1:])
-            words = [w for w in words[1:] if not w.startswith(("-", "+"))]
-            if nameref:  # declare -n r=x: $r is whatever $x is, which is not tracked
-                for w in words:
-                    env.pop(w.partition("=")[0], None)
-                    env["opaque " + w.partition("=")[0]] = "1"
-                return
-        if words and all(_ASSIGN.match(w) for w in words):
-            for w in words:
-                name, _, val = w.partition("=")
-                if name.endswith("+"):
-                    name = name[:-1]
-                    val = env.get(name, "") + val
-                name = name.split("[")[0]
-                env[name] = val
-                if name in self.cmd.origins:
-                    env["origin " + name] = self.cmd.origins[name]
-                else:
-                    env.pop("origin " + name, None)
-
-    # quotes and expansions
-
-    def dquote(self, i: int, stop: bool = True) -> int:
-        s = self.s
-        self.add("", quoted=True)
-        while i < self.n:
-            c = s[i]
-            if c == '"' and stop:
-                return i + 1
-            if c == "\\" and i + 1 < self.n:
-                nxt = s[i + 1]
-                self.add(nxt if nxt in "$`\"\\" else "" if nxt == "\n" else "\\" + nxt, quoted=True)
-                i += 2
-            elif c == "$":
-                self.i = i
-                self.dollar(True)
-                i = self.i
-            elif c == "`":
-                self.i = i
-                self.backtick(True)
-                i = self.i
-            else:
-                j = i + 1
-                while j < self.n and s[j] not in '"\\$`':
-                    j += 1
-                self.add(s[i:j], quoted=True)
-                i = j
-        return i
-
-    def backtick(self, quoted: bool = False) -> None:
-        s, i, buf = self.s, self.i + 1, []
-        while i < self.n and s[i] != "`":
-            if s[i] == "\\" and i + 1 < self.n and s[i + 1] in "`\\$":
-                i += 1
-            buf.append(s[i])
-            i += 1
-        self.i = i + 1
-        self.substitute("".join(buf), quoted)
-
-    def dollar(self, quoted: bool) -> None:
-        s, i = self.s, self.i
-        nx = s[i + 1:i + 2]
-        if nx == "'" and not quoted:
-            j = i + 2
-            while j < self.n and s[j] != "'":
-                j += 2 if s[j] == "\\" else 1
-            self.add(unescape(s[i + 2:j]), quoted=True)
-            self.i = j + 1
-        elif nx == '"' and not quoted:
-            self.i = self.dquote(i + 2)
-        elif s.startswith("$((", i):
-            j = _match(s, i + 2)
-            self.add(s[i:j + 1], quoted=True)
-            self.i = j + 1
-        elif nx == "(":
-            j = _match(s, i + 2)
-            self.i = j + 1
-            self.substitute(s[i + 2:j], quoted)
-        elif nx == "{":
-            j = _match(s, i + 2, "{", "}")
-            self.i = j + 1
-            self.param(s[i + 2:j], quoted, braced=True)
-        elif nx and (nx.isalnum() or nx == "_"):
-            m = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d").match(s, i + 1)
-            self.i = m.end() if m else i + 2
-            self.param(m.group() if m else nx, quoted)
-        elif nx in ("@", "*"):
-            self.i = i + 2
-            self.param(nx, quoted)
-        elif nx and nx in "#?$!-":
-            self.add(s[i:i + 2], quoted=True)
-            self.i = i + 2
-        else:
-            self.add("$")
-            self.i = i + 1
-
-    def param(self, expr: str, quoted: bool, braced: bool = False) -> None:
-        if expr.startswith("IFS"):  # ${IFS}, $IFS, ${IFS%?}: a word separator
-            self.add(" ") if quoted else self.end_word()
-            return
-        m = re.match(r"[A-Za-z_]\w*|\d+|[@*]", expr)
-        if not m or expr.startswith("#"):
-            self.add("${" + expr + "}", quoted=True)
-            return
-        name, rest = m.group(), expr[m.end():]
-        val = self.env.get(name)
-        naming = self.at_command() and not self.assigning() and not self.redir
-        if val is None and (name.isdigit() and name != "0" or name in "@*"):
-            val = self.env.get("@", "") if name in "@*" else ""
-        literal = "${" + expr + "}" if braced else "$" + name
-        # A command name from a value not seen here: set by read/mapfile/declare -n, a lowercase variable
-        # this line never set, an array element. (An unset UPPERCASE name is the environment's: $EDITOR.)
-        if naming and (rest.startswith("[") or self.env.get("opaque " + name)
-                       or val is None and not name.isupper() and name not in "@*"):
-            self.cmd.hidden_name = self.cmd.hidden_name or literal
-        if rest.startswith(("?", ":?")) or val is None and re.fullmatch(r"%%?/\*?/?", rest):  # ${HOME:?}, ${HOME%/*}
-            literal = ".." if name == "PWD" and "*" in rest else "${" + name + "}" + ("/.." if "*" in rest else "")
-        elif rest.startswith((":-", "-", ":=", "=")):
-            val = val or rest.lstrip(":")[1:]
-        elif rest.startswith((":+", "+")):
-            val = rest.lstrip(":")[1:] if val else ""
-        elif sl := re.fullmatch(r":\s*(-?\d+)(?::\s*(\d+))?", rest):
-            if val is None and name in ("PATH", "HOME", "PWD", "SHELL", "OLDPWD") and sl.group(1) == "0":
-                val = "/"
-            if val is not None:
-                start = int(sl.group(1))
-                val = val[start:start + int(sl.group(2))] if sl.group(2) else val[start:]
-        if val is None:
-            self.add(literal, quoted=True)
-            return
-        if self.env.get("origin " + name) and self.at_command() and not self.assigning():
-            self.cmd.exec_origin = self.env["origin " + name]
-        elif self.env.get("origin " + name):  # bash -c "$s" after s=$(curl ..): that text is run
-            self.cmd.subs.append(Stream(None, self.env["origin " + name], literal))
-        if name == "@" and quoted and not self.assigning():  # "$@": one word per parameter
-            for k, piece in enumerate(val.split()):
-                if k:
-                    self.end_word()
-                self.add(piece, quoted=True)
-            return
-        self.insert(val, quoted)
-
-    def substitute(self, inner: str, quoted: bool) -> None:
-        st = self.resolve(inner)
-        self.cmd.subs.append(st)
-        if self.redir == "<<<" and st.origin:
-            self.cmd.stdin_origin = st.origin
-        name = self.assigning()
-        if st.origin and name:
-            self.cmd.origins[name] = st.origin
-        elif st.origin and self.at_command():
-            self.cmd.exec_origin = st.origin
-        if st.text is None and not st.every:
-            self.add("$(…)", quoted=True)
-        else:
-            self.insert(st.text.rstrip("\n") if st.text is not None else EVERY_PID, quoted)
-
-    def operator(self, c: str) -> None:
-        s, i = self.s, self.i
-        if c in "<>" and s[i + 1:i + 2] == "(":  # process substitution
-            j = _match(s, i + 2)
-            st = self.resolve(s[i + 2:j])
-            if self.redir == "<":  # bash < <(curl ..): the output is stdin
-                self.cmd.stdin_text, self.cmd.stdin_origin, self.cmd.stdin_desc = st.text, st.origin, st.desc
-            else:
-                self.cmd.subs.append(st)
-            self.add("/dev/fd/63", quoted=True)
-            self.i = j + 1
-            return
-        if c in "<>":
-            if self.cur is not None and "".join(self.cur).isdigit() and not self.quoted:
-                self.cur = None  # a file descriptor number such as 2>
-            else:
-                self.end_word()
-            op = next(o for o in ("<<<", "<<-", "<<", "<>", "<&", ">>", ">|", ">&", "<", ">") if s.startswith(o, i))
-            self.i = i + len(op)
-            if op in ("<&", ">&"):
-                m = re.match(r"\s*(?:\d+|-)(?=$|[\s;&|)<>])", s[self.i:])
-                if m:
-                    self.i += m.end()
-                    return
-                op = op[0]
-            self.redir = op
-            return
-        if c == "&" and s[i + 1:i + 2] == ">":
-            self.end_word()
-            self.redir = ">>" if s.startswith("&>>", i) else ">"
-            self.i = i + (3 if self.redir == ">>" else 2)
-            return
-        if c == "(" and self.cur is not None and "".join(self.cur).endswith("="):  # arr=(a b)
-            j = _match(s, i + 1)
-            self.add(s[i:j + 1])
-            self.i = j + 1
-            return
-        self.end_word()
-        self.after_op = c in "|&"
-        if c == "(" and s.startswith("((", i):  # arithmetic command
-            self.i = _match(s, i + 2) + 2
-        elif c == "|" and s[i + 1:i + 2] in ("&", ""):
-            self.end_cmd()
-            self.i = i + 2
-        elif c == "|" and s[i + 1] != "|":
-            self.end_cmd()
-            self.i = i + 1
-        else:
-            self.end_cmd()
-            self.end_pipe()
-            self.i = i + (2 if s[i:i + 2] in ("&&", "||", ";;", ";&") else 1)
-
-    def read_heredocs(self) -> None:
-        s = self.s
-        for cmd, delim, strip, quoted in self.heredocs:
-            lines, i = [], self.i
-            while i < self.n:
-                j = s.find("\n", i)
-                end = self.n if j < 0 else j
-                line = s[i:end].lstrip("\t") if strip else s[i:end]
-                i = end + 1
-                if line == delim:
-                    break
-                lines.append(line)
-            self.i = min(i, self.n)
-            body = "\n".join(lines) + "\n" if lines else ""
-            if not quoted and ("$" in body or "`" in body):
-                sub = _Lexer(body, self.env, self.resolve)
-                body = sub.expand_heredoc()
-                cmd.subs.extend(sub.cmd.subs)
-            cmd.stdin_text, cmd.stdin_set = body, True
-        self.heredocs = []
 
 
 # ---------------------------------------------------------------- analysis
@@ -589,7 +145,7 @@ _WRAPPERS = {
 }
 _RUNNERS = {"poetry": "run", "pipenv": "run", "pdm": "run", "uv": "run", "hatch": "run", "rye": "run",
             "bundle": "exec", "conda": "run", "mamba": "run", "micromamba": "run", "npm": "exec", "pnpm": "exec"}
-KNOWN = rules.RULE_NAMES | SHELLS | set(INTERPRETERS) | set(_WRAPPERS) | DOWNLOADERS | {
+KNOWN = RULE_NAMES | SHELLS | set(INTERPRETERS) | set(_WRAPPERS) | DOWNLOADERS | {
     "python", "python3", "eval", "source", "xargs", "ssh", "echo", "printf", "cat"}
 _DYNAMIC = re.compile(r"\s*\$\{?[A-Za-z_@*0-9]")
 _PLAIN = re.compile(r"[\w@%+=:,./~*?\[\]{}$!^#()…-]+")
@@ -629,7 +185,7 @@ class _Analysis:
         part = part if len(part) <= 200 else part[:197] + "..."
         self.hits.append((min(level, cap), f"{rule}: {part}" + (f" (via {' -> '.join(via)})" if via else "")))
 
-    def take(self, findings: Iterator, cmd: _Cmd | None, stdin: Stream, depth: int, via: tuple, env: dict,
+    def take(self, findings: Iterator, cmd: Cmd | None, stdin: Stream, depth: int, via: tuple, env: dict,
              cap: int) -> None:
         for f in findings:
             if isinstance(f, Hit):
@@ -637,7 +193,7 @@ class _Analysis:
             elif f.kind == "shell":
                 self.script(str(f.payload), depth + 1, via + (f.via,), dict(env), min(cap, f.cap))
             elif f.kind == "argv":
-                self.run_argv(list(f.payload), cmd or _Cmd(), stdin, depth + 1, via + (f.via,), env,
+                self.run_argv(list(f.payload), cmd or Cmd(), stdin, depth + 1, via + (f.via,), env,
                               min(cap, f.cap), bulk=f.bulk)
             elif f.kind == "code":
                 self.code(f.lang, str(f.payload), depth + 1, via + (f.via,), env, cap)
@@ -654,7 +210,7 @@ class _Analysis:
             return Stream()
         for bomb in fork_bombs(text):
             self.hit(HARDLINE, "fork bomb", bomb, via, cap)
-        lexer = _Lexer(text, env, lambda inner: self.script(inner, depth + 1, via + ("$(…)",), dict(env), cap))
+        lexer = Lexer(text, env, lambda inner: self.script(inner, depth + 1, via + ("$(…)",), dict(env), cap))
         last = Stream()
         for pipe in lexer.run():
             last = self.pipeline(pipe, depth, via, env, cap)
@@ -693,10 +249,10 @@ class _Analysis:
             self.hit(level, rule, part, via, cap)
         return Stream(stream.text, stream.origin, stream.desc, sources[0][1], stream.every) if sources else stream
 
-    def simple(self, cmd: _Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int) -> Stream:
+    def simple(self, cmd: Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int) -> Stream:
         for op, target in cmd.redirs:
             target = self._through_links(target)
-            risk = rules.write_risk(target) if op != "<" or target.startswith("/dev/tcp/") else None
+            risk = write_risk(target) if op != "<" or target.startswith("/dev/tcp/") else None
             if op in (">", ">|") and vital(target) and _rooted(via):  # a root shell empties it (sudo sh -c '> f')
                 risk = (HARDLINE, "destroys a file the system needs to boot or to let anyone log in")
             if risk:
@@ -725,7 +281,7 @@ class _Analysis:
                 argv = argv[2:] if w == "time" and argv[1:2] == ["-p"] else argv[1:]
             elif w == "function":
                 argv = [a for a in argv[2:] if a not in ("{", "()")]
-            elif _ASSIGN.match(w):
+            elif ASSIGN.match(w):
                 argv = argv[1:]
             elif re.fullmatch(r"\{[^{}]*,[^{}]*\}", w):
                 argv = [x for x in w[1:-1].split(",") if x] + argv[1:]
@@ -749,7 +305,7 @@ class _Analysis:
             if name == "su":
                 self.sudo = True
                 return ["sh"]
-        o = rules.parse(argv[1:], short, long, stop=True)
+        o = parse(argv[1:], short, long, stop=True)
         if name in _PRIVILEGED:
             self.sudo = True
         if name == "command" and o.has("v", "V"):
@@ -766,22 +322,22 @@ class _Analysis:
             return ["sh"]
         return rest or None
 
-    def run_argv(self, argv: list, cmd: _Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int,
+    def run_argv(self, argv: list, cmd: Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int,
                  bulk: bool = False) -> Stream:
         if depth > MAX_DEPTH:
             self.hit(DANGEROUS, "too deeply nested to analyse", show(argv), via, cap)
             return Stream()
         sudo = False
         for _ in range(32):
-            if argv and _ASSIGN.match(argv[0]):  # PAGER=…, LD_PRELOAD=…: variables that make programs run code
-                self.take(assignments([a for a in argv if _ASSIGN.match(a)], show(argv)), cmd, stdin, depth, via,
+            if argv and ASSIGN.match(argv[0]):  # PAGER=…, LD_PRELOAD=…: variables that make programs run code
+                self.take(assignments([a for a in argv if ASSIGN.match(a)], show(argv)), cmd, stdin, depth, via,
                           env, cap)
             argv = self.prefix(argv, env)
             if not argv:
                 return Stream()
             name = _name(argv[0])
             if name in _RUNNERS and argv[1:2] == [_RUNNERS[name]]:
-                o = rules.parse(argv[2:], "np", ("with", "python", "env-file", "project", "directory", "package",
+                o = parse(argv[2:], "np", ("with", "python", "env-file", "project", "directory", "package",
                                                  "extra", "group", "index", "name", "prefix"), stop=True)
                 argv, via = o.rest, via + (f"{name} {_RUNNERS[name]}",)
                 continue
@@ -797,7 +353,7 @@ class _Analysis:
             if nxt is None:
                 return Stream()
             argv, via = nxt, via + (name,)
-        if _GLOB.search(name):
+        if GLOB.search(name):
             for cand in sorted(n for n in KNOWN if fnmatch.fnmatchcase(n, name)):
                 self.run_argv([cand] + argv[1:], cmd, stdin, depth + 1, via + (f"glob {argv[0]}",), env, cap, bulk)
             return Stream()
@@ -809,12 +365,12 @@ class _Analysis:
             self.file_exec(argv[0], "shell", show(argv), depth, via, env, cap)
         if name in ("cd", "pushd"):
             target = next((a for a in args if not a.startswith("-") or a == "-"), "~")
-            self.cwd = (rules.norm_path(target) if target.startswith(("/", "~", "$HOME", "${HOME}")) else
-                        rules.norm_path(self.cwd + "/" + target) if self.cwd and target != "-" else None)
+            self.cwd = (norm_path(target) if target.startswith(("/", "~", "$HOME", "${HOME}")) else
+                        norm_path(self.cwd + "/" + target) if self.cwd and target != "-" else None)
         elif name == "trap" and len(args) >= 2 and not args[0].startswith("-"):
             self.script(args[0], depth + 1, via + ("trap",), dict(env), cap)
         elif name == "parallel" and ":::" in args:
-            o = rules.parse(args[:args.index(":::")], "jSPn", ("jobs", "sshlogin", "delay"), stop=True)
+            o = parse(args[:args.index(":::")], "jSPn", ("jobs", "sshlogin", "delay"), stop=True)
             items = [a for a in args[args.index(":::") + 1:] if a not in (":::", "::::")][:64]
             self.run_argv(o.rest + items, cmd, Stream(), depth + 1, via + ("parallel",), env, cap, bulk=True)
         elif name in SHELLS:
@@ -829,13 +385,13 @@ class _Analysis:
             elif args:
                 self.file_exec(args[0], "shell", shown, depth, via, env, cap)
         elif name == "python" or name in INTERPRETERS:
-            self.take(rules.check(self.call(name, args, argv[0], bulk, stdin, cmd, via, sudo)), cmd, stdin, depth, via,
+            self.take(check(self.call(name, args, argv[0], bulk, stdin, cmd, via, sudo)), cmd, stdin, depth, via,
                       env, cap)
             self.interpreter(name, INTERPRETERS.get(name, "python"), args, cmd, stdin, shown, depth, via, env, cap)
         elif name == "deno" and args[:1] == ["eval"] and len(args) > 1:
             self.code("node", args[1], depth + 1, via + ("deno eval",), env, cap)
         elif name == "xargs":
-            o = rules.parse(args, "ILnPsdEa", ("max-args", "max-procs", "delimiter", "arg-file", "replace", "eof",
+            o = parse(args, "ILnPsdEa", ("max-args", "max-procs", "delimiter", "arg-file", "replace", "eof",
                                                "max-lines", "max-chars", "process-slot-var"), stop=True)
             if stdin.origin:
                 self.hit(DANGEROUS, f"{_ORIGIN[stdin.origin]} fed to xargs", f"{stdin.desc} | {shown}", via, cap)
@@ -853,8 +409,8 @@ class _Analysis:
             self.run_argv(sub, cmd, Stream(), depth + 1, via + ("xargs",), env, cap,
                           bulk=stdin.text is None or stdin.every)
         elif name == "ssh":
-            self.take(rules.check(Call(name, list(args), shown)), cmd, stdin, depth, via, env, cap)
-            o = rules.parse(args, "BbcDEeFIiJLlmOopQRSWw", stop=True)
+            self.take(check(Call(name, list(args), shown)), cmd, stdin, depth, via, env, cap)
+            o = parse(args, "BbcDEeFIiJLlmOopQRSWw", stop=True)
             if len(o.rest) > 1:
                 self.script(" ".join(o.rest[1:]), depth + 1, via + (f"ssh {o.rest[0]}",), {}, cap)
             unseen = " ".join(o.rest[1:2]).startswith("$(…)")  # ssh host "$(cat setup.sh)"
@@ -874,11 +430,11 @@ class _Analysis:
             args = expand_braces([self._through_links(a) for a in args])
             if name == "ln" and {"-s", "-sf", "-sfn", "-sn", "--symbolic"} & set(args) and len(targets) == 2:
                 self.links[targets[1].rstrip("/")] = targets[0]
-            self.take(rules.check(self.call(name, args, argv[0], bulk, stdin, cmd, via, sudo, shown + where)), cmd,
+            self.take(check(self.call(name, args, argv[0], bulk, stdin, cmd, via, sudo, shown + where)), cmd,
                       stdin, depth, via, env, cap)
         return self.stdout(name, args, stdin, shown, cmd)
 
-    def call(self, name: str, args: list, raw0: str, bulk: bool, stdin: Stream, cmd: _Cmd, via: tuple, sudo: bool,
+    def call(self, name: str, args: list, raw0: str, bulk: bool, stdin: Stream, cmd: Cmd, via: tuple, sudo: bool,
              shown: str = "") -> Call:
         """A simple command as the rules see it, with what the line around it says: privilege, stdin, memo."""
         terminal = not (cmd.stdin_set or stdin.desc or stdin.text is not None) and all(v in _WRAPPERS for v in via)
@@ -902,7 +458,7 @@ class _Analysis:
             else:
                 self.code(lang, self.scripts[base], depth + 1, via + (f"script {base}",), env, cap)
 
-    def exec_checks(self, cmd: _Cmd, code: str | None, shown: str, via: tuple, cap: int) -> None:
+    def exec_checks(self, cmd: Cmd, code: str | None, shown: str, via: tuple, cap: int) -> None:
         for st in cmd.subs:
             if st.origin:
                 self.hit(DANGEROUS, f"{_ORIGIN[st.origin]} executed", f"{shown}, running the output of {st.desc}",
@@ -924,9 +480,9 @@ class _Analysis:
         elif not stdin.origin and (rule := "interactive root shell" if sudo and lang == "shell" else escape(via)):
             self.hit(DANGEROUS, rule, shown, via, cap)
 
-    def shell(self, name: str, args: list, cmd: _Cmd, stdin: Stream, shown: str, depth: int, via: tuple, env: dict,
+    def shell(self, name: str, args: list, cmd: Cmd, stdin: Stream, shown: str, depth: int, via: tuple, env: dict,
               cap: int, sudo: bool) -> None:
-        o = rules.parse(args, "oO", ("rcfile", "init-file"), stop=True)
+        o = parse(args, "oO", ("rcfile", "init-file"), stop=True)
         if "c" in o.flags:
             code = o.rest[0] if o.rest else ""
             penv = dict(env)
@@ -941,10 +497,10 @@ class _Analysis:
             self.exec_checks(cmd, None, shown, via, cap)
             self.file_exec(o.rest[0], "shell", shown, depth, via, env, cap)
 
-    def interpreter(self, name: str, lang: str, args: list, cmd: _Cmd, stdin: Stream, shown: str, depth: int,
+    def interpreter(self, name: str, lang: str, args: list, cmd: Cmd, stdin: Stream, shown: str, depth: int,
                     via: tuple, env: dict, cap: int) -> None:
         code_short, code_long, values, module = _INTERP_OPTS[lang]
-        o = rules.parse(args, values, code_long + ("require", "import", "loader", "input-type"), stop=lang != "awk")
+        o = parse(args, values, code_long + ("require", "import", "loader", "input-type"), stop=lang != "awk")
         codes = [v for k in code_short for v in o.vals.get(k, [])] + [v for k in code_long for v in o.longs.get(k, [])]
         script = o.rest[0] if o.rest else (o.pos[0] if o.pos else None)
         if lang == "awk" and not o.has("f"):
@@ -962,7 +518,7 @@ class _Analysis:
             self.exec_checks(cmd, None, shown, via, cap)
             self.file_exec(script, lang, shown, depth, via, env, cap)
 
-    def stdout(self, name: str, args: list, stdin: Stream, shown: str, cmd: _Cmd) -> Stream:
+    def stdout(self, name: str, args: list, stdin: Stream, shown: str, cmd: Cmd) -> Stream:
         desc = f"{stdin.desc} | {shown}" if stdin.desc else shown
         if name == "echo":
             flags = ""
@@ -987,15 +543,12 @@ class _Analysis:
             text = decode(name, args, stdin.text) if stdin.text is not None else None
             return Stream(text, stdin.origin or "decode", desc)
         if name in DOWNLOADERS:
-            to_stdout, files = rules.download_info(name, args)
+            to_stdout, files = download_info(name, args)
             redirected = [t for op, t in cmd.redirs if op in (">", ">>", ">|")]
             self.downloads.update(f.rsplit("/", 1)[-1] for f in files + (redirected if to_stdout else []))
             if to_stdout:
                 return Stream(None, "download", desc)
         return Stream(None, stdin.origin, desc)
-
-
-_GLOB = re.compile(r"[*?\[]")
 
 
 def _split(text: str) -> list[str]:

@@ -1,11 +1,11 @@
 """Shell escapes of ordinary programs (the GTFOBins "shell", "command", "suid" and "sudo" shapes), for
-`agent.command_guard`. The principles:
+the classifier. The principles:
 
 * A program made to start a shell or an interpreter with nothing to run is a shell escape — the way a restricted
   or sudo-granted program is turned into a shell, and what that shell then does is not in the line: through its
   own way of running commands (`find . -exec /bin/sh \\; -quit`, `lua -e 'os.execute("/bin/sh")'`, `python3 -c
   'import pty; pty.spawn("/bin/bash")'`, `awk 'BEGIN{system("/bin/sh")}'`; `escape`) or as a wrapper on the
-  terminal (`env /bin/sh`, `nice bash`, `stdbuf -i0 /bin/sh`, `busybox sh`; `command_rules_exec.wrapper_hits`).
+  terminal (`env /bin/sh`, `nice bash`, `stdbuf -i0 /bin/sh`, `busybox sh`; `execution.wrapper_hits`).
   Dangerous. A shell typed directly (`bash`, `exec bash`), sudo's own (`sudo -i` is an interactive root shell,
   a rule of its own), a container's shell (`docker exec -it web sh`) and a remote login are not escapes; a shell
   given a script, `-c` code or piped input is judged by that.
@@ -15,7 +15,7 @@
   --receive-pack`/`difftool -x`/`send-email --to-cmd`/`--exec-path=DIR`, `gem open -e`, `apt-get -o
   APT::Update::Pre-Invoke::=CMD`, `hg --config hooks.x=CMD`, `busctl --address=unixexec:path=...` — is dangerous
   unless its program is the ordinary one (`tcpdump -z gzip`, `rsync --rsync-path='sudo rsync'`), and the value is
-  judged as a command too (`RUN_OPTIONS`, the same rule as `command_rules_exec`'s tables).
+  judged as a command too (`RUN_OPTIONS`, the same rule as `execution`'s tables).
 * Code given on the command line in a language whose programs spawn processes: rpm macros (`%(cmd)`, `%{lua:..}`),
   puppet manifests (`puppet apply -e "exec {'cmd': }"`), rake (`rake -e`), and the interpreters the code scanner
   reads besides those the guard knows: R, julia, guile/racket (scheme), sbcl/clisp, groovy, jrunscript/jjs, elixir,
@@ -34,9 +34,9 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from agent.command_flow import SHELLS
-from agent.command_rules import DANGEROUS, Call, Finding, Hit, Recurse, parse
-from agent.command_rules_exec import COMPRESSORS, EDITORS, PAGERS, SSH_CLIENTS, runs
+from agent.safety.classifier.flow import SHELLS
+from agent.safety.classifier.rules.execution import COMPRESSORS, EDITORS, PAGERS, SSH_CLIENTS, runs
+from agent.safety.classifier.vocabulary import DANGEROUS, Call, Finding, Hit, Recurse, by_name, parse
 
 # ---------------------------------------------------------------- interactive shells started by other programs
 
@@ -278,13 +278,10 @@ def r_library_load(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, f"{c.name} loads a library from outside the system's folders (runs its code)", c.shown)
 
 
-RULES: dict = {}
-for _names, _rule in (
-        (tuple(RUN_OPTIONS), r_run_options),
-        (("apt", "apt-get", "aptitude", "apt-cache", "rpm", "rpmquery", "rpmspec", "rpmbuild", "puppet", "rake", "hg",
-          "busctl", "dbus-send", "gdbus", "dbus-monitor", "sshfs", "restic", "knife", "gimp", "xdotool", "run-parts",
-          "service", "csvtool") + tuple(_TEX), r_option_code),
-        (("ed", "red", "ex", "mail", "mailx", "s-nail", "bsd-mailx", "lldb", "nmap"), r_bang),
-        (("install", "rsync", "cp"), r_setuid_copy), (("ssh-keygen", "ssh", "openssl"), r_library_load)):
-    for _name in _names:
-        RULES[_name] = RULES.get(_name, ()) + (_rule,)
+RULES = by_name(
+    (tuple(RUN_OPTIONS), r_run_options),
+    (("apt", "apt-get", "aptitude", "apt-cache", "rpm", "rpmquery", "rpmspec", "rpmbuild", "puppet", "rake", "hg",
+      "busctl", "dbus-send", "gdbus", "dbus-monitor", "sshfs", "restic", "knife", "gimp", "xdotool", "run-parts",
+      "service", "csvtool") + tuple(_TEX), r_option_code),
+    (("ed", "red", "ex", "mail", "mailx", "s-nail", "bsd-mailx", "lldb", "nmap"), r_bang),
+    (("install", "rsync", "cp"), r_setuid_copy), (("ssh-keygen", "ssh", "openssl"), r_library_load))

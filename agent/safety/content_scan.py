@@ -9,7 +9,7 @@ refused when it carries:
 * **invisible** — zero-width, bidi-override and Unicode tag characters that hide text from a
   person reading the file (a zero-width joiner between two emoji is allowed: 👨‍👩‍👧);
 * **exfiltration** — sending keys, tokens, `.env` files or the environment to a URL or socket;
-* **destructive** — shell commands `agent.command_guard` rates hardline, or recursive deletes of
+* **destructive** — shell commands `agent.safety.classifier` rates hardline, or recursive deletes of
   `/` or home, in shell code blocks, `$ ` lines and `scripts/` files;
 * **persistence** — writes to crontabs, shell rc files, `authorized_keys`, systemd or launchd;
 * **obfuscation** — decoded payloads run as code, long base64 or hex-escaped blobs.
@@ -210,7 +210,7 @@ def describe(findings: list[Finding]) -> str:
 
 
 def _classify(command: str) -> Any:
-    from agent.command_guard import classify  # the classifier's tables, loaded when first needed
+    from agent.safety.classifier import classify  # the classifier's tables, loaded when first needed
 
     return classify(command)
 

@@ -1,7 +1,7 @@
 """The commands that run unasked when no sandbox confines them: a short, explicit read-only list.
 
 Without bubblewrap a command runs with chatgate's own rights, and a classifier that looks for
-danger (`agent.command_guard`) is a list with holes: every program that can start another (awk,
+danger (`agent.safety.classifier`) is a list with holes: every program that can start another (awk,
 sed, find, tar, git, an editor, a debugger, …) is a way round it. So, unconfined, the question is
 turned round: a command runs without a person's yes only when this module can show that it only
 reads the workspace. It must be simple commands joined by `|`, `&&`, `||` or `;`, made of plain
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from agent.beneath import Beneath, Refused
+from agent.safety.beneath import Beneath, Refused
 
 
 @dataclass(frozen=True)

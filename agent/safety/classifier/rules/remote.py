@@ -28,10 +28,10 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from agent.command_data import DATA_CLIS
-from agent.command_exfil import private_path
-from agent.command_flow import SHELLS
-from agent.command_rules import DANGEROUS, Call, Finding, Hit, parse
+from agent.safety.classifier.flow import SHELLS
+from agent.safety.classifier.paths import private_path, secret_label
+from agent.safety.classifier.rules.data import DATA_CLIS
+from agent.safety.classifier.vocabulary import DANGEROUS, Call, Finding, Hit, by_name, parse
 
 _CLOUD = frozenset("""aws gcloud gsutil az doctl hcloud openstack linode-cli oci ibmcloud scw exo vultr-cli civo
     flyctl fly heroku vercel netlify firebase supabase wrangler railway render eksctl serverless sls sam terragrunt
@@ -246,8 +246,6 @@ def reads_stdin(words: list[str]) -> bool:
 
 
 def r_socat_files(c: Call) -> Iterator[Finding]:
-    from agent.command_categories import secret_label
-
     for arg in c.args:
         m = re.match(r"(?i)(?:file|open|gopen|exec)?:?([^,]+)", arg.split(":", 1)[1] if ":" in arg else "")
         if arg.lower().startswith(("file:", "open:", "gopen:")) and m and (label := secret_label(m.group(1))):
@@ -255,12 +253,9 @@ def r_socat_files(c: Call) -> Iterator[Finding]:
             return
 
 
-RULES = {}
-for _names, _rule in (
-        (_CLOUD | DATA_CLIS | {"terraform", "tofu"}, r_cloud),
-        (("kubectl", "oc", "helm", "crictl", "ctr", "nerdctl"), r_kube_more),
-        (("gh", "glab", "hub", "tea", "bb", "hg", "svn"), r_code_hosting), (("git",), r_git_more),
-        (tuple(_SECRET_STORES), r_secret_stores), (tuple(_TUNNELS), r_tunnels),
-        (("curl", "wget", "http", "https", "xh", "gh"), r_http_delete), (("socat",), r_socat_files)):
-    for _name in _names:
-        RULES[_name] = RULES.get(_name, ()) + (_rule,)
+RULES = by_name(
+    (_CLOUD | DATA_CLIS | {"terraform", "tofu"}, r_cloud),
+    (("kubectl", "oc", "helm", "crictl", "ctr", "nerdctl"), r_kube_more),
+    (("gh", "glab", "hub", "tea", "bb", "hg", "svn"), r_code_hosting), (("git",), r_git_more),
+    (tuple(_SECRET_STORES), r_secret_stores), (tuple(_TUNNELS), r_tunnels),
+    (("curl", "wget", "http", "https", "xh", "gh"), r_http_delete), (("socat",), r_socat_files))

@@ -1,4 +1,4 @@
-"""Small models of what shell words and commands produce, for `agent.command_guard`.
+"""Small models of what shell words and commands produce, for the classifier.
 
 Brace expansion (`/{bin,etc}` is `/bin /etc`); what `find`, `ps`, `pwd` and `dirname` print when
 their output feeds another command (`find ~ | xargs rm -rf` removes home; `ps -e | xargs kill -9`

@@ -1,0 +1,17 @@
+"""The command classifier: is a shell command line hardline, dangerous or safe?
+
+    >>> from agent.safety.classifier import classify
+    >>> classify("rm -rf build/")
+    Verdict(verdict='dangerous', reasons=('recursive delete: rm -rf build/',))
+
+Read it in this order: `verdict` (`classify`, and the analysis that walks a command line), `lexer`
+(reading text as the shell would), `registry` (which rules judge a command), `rules/` (one module per
+category of harm), and the words they share: `vocabulary` (Call, Hit, Recurse, levels, option parsing),
+`paths` (what a path is), `flow` and `decode` (what commands in a pipeline print).
+Imports point one way: rules → vocabulary, paths, flow (two build on another: escapes on execution's
+`runs`, remote on data's `DATA_CLIS`); registry → rules; verdict → registry, lexer.
+"""
+
+from agent.safety.classifier.verdict import Verdict, classify
+
+__all__ = ["Verdict", "classify"]
