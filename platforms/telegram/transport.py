@@ -3,9 +3,9 @@
 PTB lets the transport be replaced (`telegram.request.BaseRequest`); PTB still builds every
 request and reads every answer (`RequestData`, `BaseRequest.post`/`retrieve`, its errors), this
 only moves the bytes. The wire format is the one PTB's httpx transport sends — parameters as a
-form, files as multipart — so Telegram (and the fakes) see the same requests. On the shared
-benchmark (1,000 conversations) httpx's request building and connection pool cost more CPU per
-call than aiohttp's client (figures in the commit that brought this back).
+form, files as multipart — so Telegram (and the fakes) see the same requests. Measured against
+PTB's default `HTTPXRequest` (pool 256) with bench/paired_ab.sh, 5 rounds: scenario C (1,000
+answers) took 13.5 s and 10.2 ms of CPU per answer on httpx, 4.2 s and 2.1 ms on this.
 
 No error raised here shows the URL: the bot token is part of it.
 """
