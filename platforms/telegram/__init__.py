@@ -1,8 +1,7 @@
-"""Telegram (`chatgate[telegram]`): our Bot API client, python-telegram-bot's model of updates."""
+"""Telegram (`chatgate[telegram]`) on python-telegram-bot, imported when Telegram is configured."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import TYPE_CHECKING
 
 from platforms.registry import AdapterEnv, PlatformSpec
@@ -13,10 +12,8 @@ if TYPE_CHECKING:
 
 
 def create(config: TelegramConfig, env: AdapterEnv) -> "TelegramAdapter":
-    from platforms.telegram.adapter import TelegramAdapter
+    from platforms.telegram.adapter import TelegramAdapter  # (python-telegram-bot: not installed is one line)
 
-    if importlib.util.find_spec("telegram") is None:  # imported at the first update that needs it, not now
-        raise ModuleNotFoundError("No module named 'telegram'", name="telegram")
     assert config.token is not None
     return TelegramAdapter(
         config.token.get_secret_value(), base_url=config.base_url, mode=config.mode, webhook_url=config.webhook_url,

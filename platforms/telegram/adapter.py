@@ -1,22 +1,25 @@
-"""Telegram: the Bot API over our own client (`botapi.py`), python-telegram-bot for reading updates.
+"""Telegram on python-telegram-bot: one `telegram.Bot` makes every Bot API call, and
+`telegram.Update.de_json` reads every update, once.
 
-Polling is our own loop over `getUpdates` (raw JSON, one update at a time) so that the offset
-moves past an update only after the gateway has stored it: a crash between the two means the
-update comes again and the inbox drops the copy. An update that cannot be taken after
-`UPDATE_ATTEMPTS` tries (malformed, or the gateway refuses it) is handed over as `Unreadable`
-(dead-lettered) and skipped, so one bad update never blocks the others. One the gateway cannot
-store for its own sake (`StorageUnavailable`: its database locked or failing) is not counted: the
-offset stays before it and it is fetched again after a pause (1 s, doubling to 30 s). The loop
-runs under `supervise`: an unexpected error restarts it and `/readyz` says the platform is down
-meanwhile.
+Polling is our own loop over `getUpdates` (PTB's `Updater` confirms a batch as soon as it has
+fetched it) so that the offset moves past an update only after the gateway has stored it: a
+crash between the two means the update comes again and the inbox drops the copy. An update that
+cannot be taken after `UPDATE_ATTEMPTS` tries (unreadable, or the gateway refuses it) is handed
+over as `Unreadable` (dead-lettered) and skipped, so one bad update never blocks the others. One
+the gateway cannot store for its own sake (`StorageUnavailable`: its database locked or failing)
+is not counted: the offset stays before it and it is fetched again after a pause (1 s, doubling
+to 30 s). The loop runs under `supervise`: an unexpected error restarts it and `/readyz` says the
+platform is down meanwhile.
 
 Webhook mode serves `POST /telegram/webhook` on the gateway's HTTP server and answers 200 only
 after the update is stored, so Telegram retries anything else (bounded, then dead-lettered; a
 gateway that cannot store is no failure of the update's and is not counted).
 
-A private text message and a button press are read straight from the update's JSON; anything
-else (entities, replies, topics, files, groups) through python-telegram-bot's `Update`, which
-is imported at the first such update, not at start.
+Calls whose answer the gateway does not read beyond an id (getUpdates, sendMessage,
+editMessageText) go through `Bot.do_api_request` and come back as PTB's parsed JSON: building a
+`Message` from every send's answer was an eighth of the gateway's CPU on the benchmark. The rest
+are PTB's typed methods. PTB's errors (`telegram.error`) are mapped to the adapter contract's in
+`_api`. The transport is PTB's `BaseRequest` on aiohttp (`transport.py`).
 
 Nothing here waits on a network call on the intake path: attachments are described at intake
 and downloaded by `fetch` when their turn starts; a button press is only handed over.
@@ -30,9 +33,24 @@ import hmac
 import json
 import logging
 import re
+import warnings
 from collections import OrderedDict
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, TypeVar
+
+from telegram import Bot, CallbackQuery, InputFile, Message, Update, User
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Conflict,
+    EndPointNotFound,
+    Forbidden,
+    InvalidToken,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from platforms.base import (
     Attachment,
@@ -49,37 +67,50 @@ from platforms.base import (
 )
 from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
-from platforms.telegram.botapi import BotAPI, BotAPIError
 from platforms.telegram.render import render_for_telegram
+from platforms.telegram.transport import AiohttpRequest
 
 if TYPE_CHECKING:
     from aiohttp import web
-    from telegram import Message
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 WEBHOOK_PATH = "/telegram/webhook"
 ALLOWED_UPDATES = ["message", "callback_query"]
-_PLAIN_KEYS = frozenset({"message_id", "from", "chat", "date", "text"})  # a message `_plain_dm` reads itself
 UPDATE_ATTEMPTS = 3  # tries at one update before it is dead-lettered
 SHOWN_REMEMBERED = 4096  # messages whose current text is kept to skip edits that change nothing
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# Refusals that trying again will not change (blocked by the person, a bad token, a chat that moved).
+_REFUSED = (Forbidden, InvalidToken, EndPointNotFound, Conflict, ChatMigrated)
+# PTB suggests its typed methods when `do_api_request` names an endpoint it knows: the raw answer
+# is what we want there (see above). And PTB 22 warns on every RetryAfter (its own constructor
+# reads the attribute) that it will become a timedelta; `_seconds` reads either form.
+warnings.filterwarnings("ignore", message="Please use 'Bot\\.", category=PTBUserWarning)
+warnings.filterwarnings("ignore", message=".*`retry_after` will be of type", category=PTBDeprecationWarning)
 
 
-def _chat_of(raw: Any) -> Any:
-    """The chat of a message or button-press update (the update itself when it names none)."""
+def _seconds(value: int | float | timedelta) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _line_of(raw: Any, update: Update | Exception) -> Any:
+    """Whose line an update waits in: its chat's. One that PTB cannot read keeps its place in the
+    line of the chat its JSON names (the only thing read from the JSON itself), so that what its
+    chat sent after it waits until it is taken or set aside; one without a chat has a line of its own."""
+    if isinstance(update, Update):
+        chat = update.effective_chat
+        return chat.id if chat is not None else ("update", id(raw))
     holder = (raw.get("callback_query") or raw) if isinstance(raw, dict) else None
     message = holder.get("message") if isinstance(holder, dict) else None
     chat = message.get("chat") if isinstance(message, dict) else None
     return chat.get("id") if isinstance(chat, dict) else ("update", id(raw))
 
 
-def _user_name(user: dict[str, Any]) -> str:
+def _user_name(user: User) -> str:
     """What a person is called: first and last name, else the username, else the id."""
-    first, last = user.get("first_name"), user.get("last_name")
-    name = " ".join(part for part in (first, last) if isinstance(part, str) and part)
-    return name or str(user.get("username") or "") or str(user.get("id"))
+    name = " ".join(part for part in (user.first_name, user.last_name) if part)
+    return name or user.username or str(user.id)
 
 
 def webhook_secret_for(token: str) -> str:
@@ -97,7 +128,11 @@ class TelegramAdapter(PlatformAdapter):
                  max_file_bytes: int = 20 * 1024 * 1024, poll_timeout: int = 30,
                  max_sends_per_second: float = 0.0) -> None:
         super().__init__()
-        self.api = BotAPI(token, base_url)
+        base = base_url.rstrip("/")
+        self._token = token
+        self.bot = Bot(token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot",
+                       request=AiohttpRequest(pool_size=256),
+                       get_updates_request=AiohttpRequest(pool_size=1, read_timeout=poll_timeout + 10.0))
         self.username: str | None = None  # the bot's, from getMe
         self.bot_id: int | None = None
         self.mode = mode
@@ -112,32 +147,33 @@ class TelegramAdapter(PlatformAdapter):
         self._not_stored = False  # an update of the last batch found the gateway unable to store it
         self._shown: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()  # (chat, message) → its look
 
+    def _said(self, exc: BaseException) -> str:
+        """What an error says, without the token (it is in every URL)."""
+        text = exc.message if isinstance(exc, TelegramError) else str(exc)
+        return (text or type(exc).__name__).replace(self._token, "<token>")
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def connect(self) -> None:
-        """Open the client and learn who the bot is (getMe)."""
-        await self.api.open()
+        """Open the Bot's connections and learn who it is (`Bot.initialize`: getMe)."""
         try:
-            me = await self.api.call("getMe")
-        except BotAPIError as exc:
-            if exc.token_refused:
-                raise RuntimeError("Telegram refused the bot token (platforms.telegram.token / "
-                                   "TELEGRAM_BOT_TOKEN)") from None
-            raise
-        if not isinstance(me, dict) or not isinstance(me.get("id"), int):
-            raise RuntimeError("Telegram's getMe answered without the bot's id")
-        self.bot_id, self.username = me["id"], me.get("username") or None
+            await self.bot.initialize()
+        except InvalidToken:
+            await self.bot.shutdown()
+            raise RuntimeError("Telegram refused the bot token (platforms.telegram.token / "
+                               "TELEGRAM_BOT_TOKEN)") from None
+        self.bot_id, self.username = self.bot.id, self.bot.username or None
 
     async def _start(self) -> None:
         try:
             await self.connect()
             if self.mode == "webhook":
-                await self.api.call("setWebhook", {"url": self.webhook_url or "", "secret_token": self.webhook_secret,
-                                                   "allowed_updates": ALLOWED_UPDATES})
+                await self.bot.set_webhook(self.webhook_url or "", secret_token=self.webhook_secret,
+                                           allowed_updates=ALLOWED_UPDATES)
             else:
-                await self.api.call("deleteWebhook")
+                await self.bot.delete_webhook()
         except BaseException:
-            await self.api.close()  # (a start that failed is not stopped: nothing else closes it)
+            await self.bot.shutdown()  # (a start that failed is not stopped: nothing else closes it)
             raise
         if self.mode != "webhook":
             self._poller = start_supervised("telegram-poll", self._poll,
@@ -151,17 +187,16 @@ class TelegramAdapter(PlatformAdapter):
             self._poller = None
             if self._offset is not None:  # confirm what was stored, so it is not sent again
                 try:
-                    await self.api.call("getUpdates", {"offset": self._offset, "timeout": 0})
-                except BotAPIError as exc:
-                    log.debug("telegram: final offset confirmation failed: %s", exc)
-        await self.api.close()
+                    await self.bot.do_api_request("getUpdates", api_kwargs={"offset": self._offset, "timeout": 0})
+                except TelegramError as exc:
+                    log.debug("telegram: final offset confirmation failed: %s", self._said(exc))
+        await self.bot.shutdown()
 
     async def set_commands(self, commands: dict[str, str]) -> None:
         try:
-            await self.api.call("setMyCommands", {"commands": [
-                {"command": name, "description": text[:256]} for name, text in commands.items()]})
-        except BotAPIError as exc:
-            log.warning("telegram: could not register commands: %s", exc)
+            await self.bot.set_my_commands([(name, text[:256]) for name, text in commands.items()])
+        except TelegramError as exc:
+            log.warning("telegram: could not register commands: %s", self._said(exc))
 
     # -- receiving ------------------------------------------------------------------------
 
@@ -170,23 +205,22 @@ class TelegramAdapter(PlatformAdapter):
         storage_waits = 0  # batches in a row the gateway could not store
         while True:
             try:
-                updates = await self.api.call("getUpdates", {
+                updates = await self.bot.do_api_request("getUpdates", api_kwargs={
                     "offset": self._offset, "timeout": self.poll_timeout, "allowed_updates": ALLOWED_UPDATES},
                     read_timeout=self.poll_timeout + 10.0)
-            except BotAPIError as exc:
-                if exc.status == 409:
-                    self.fail("another process is polling updates for this bot token (409 Conflict); "
-                              "stop the other instance or use a different token")
-                    return
-                if exc.token_refused:
-                    self.fail("Telegram refused the bot token")
-                    return
-                if exc.retry_after is not None:
-                    await asyncio.sleep(exc.retry_after)
-                    continue
-                # no answer, 5xx, or a refusal that may pass
-                self.set_health("down", f"getUpdates failed: {exc}")
-                log.warning("telegram: getUpdates failed (%s); retrying in %.1fs", exc, backoff)
+            except Conflict:
+                self.fail("another process is polling updates for this bot token (409 Conflict); "
+                          "stop the other instance or use a different token")
+                return
+            except (InvalidToken, EndPointNotFound):
+                self.fail("Telegram refused the bot token")
+                return
+            except RetryAfter as exc:
+                await asyncio.sleep(_seconds(exc.retry_after))
+                continue
+            except TelegramError as exc:  # no answer, a timeout, 5xx, or a refusal that may pass
+                self.set_health("down", f"getUpdates failed: {self._said(exc)}")
+                log.warning("telegram: getUpdates failed (%s); retrying in %.1fs", self._said(exc), backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
                 continue
@@ -201,21 +235,30 @@ class TelegramAdapter(PlatformAdapter):
                     tries = storage_waits - 1 if storage_waits else self._failures.get(again, 1)
                     await asyncio.sleep(min(2.0 ** tries, 30.0))
 
+    def _read(self, raw: Any) -> Update | Exception:
+        """The update as PTB reads it, or what reading it raised (the update's failure, counted in `_take`)."""
+        try:
+            update = Update.de_json(raw, self.bot)
+        except Exception as exc:
+            return exc
+        return update if isinstance(update, Update) else ValueError("an empty update")
+
     async def _take_batch(self, updates: list[Any]) -> int | None:
         """Store a batch of updates: chats side by side (their writes share one commit), each chat's
         updates in order. The offset moves past the batch, or to the first update that could not be
         taken yet (returned; None: all were taken)."""
-        by_chat: dict[Any, list[Any]] = {}
+        by_chat: dict[Any, list[tuple[Any, Update | Exception]]] = {}
         for raw in updates:
-            by_chat.setdefault(_chat_of(raw), []).append(raw)
+            update = self._read(raw)
+            by_chat.setdefault(_line_of(raw, update), []).append((raw, update))
 
-        async def in_order(raws: list[Any]) -> int | None:
-            for raw in raws:
-                if not await self._take(raw):
+        async def in_order(taken: list[tuple[Any, Update | Exception]]) -> int | None:
+            for raw, update in taken:
+                if not await self._take(raw, update):
                     return raw["update_id"]
             return None
 
-        stuck = [u for u in await asyncio.gather(*(in_order(raws) for raws in by_chat.values())) if u is not None]
+        stuck = [u for u in await asyncio.gather(*(in_order(taken) for taken in by_chat.values())) if u is not None]
         if stuck:
             self._offset = min(stuck)
             return self._offset
@@ -224,8 +267,8 @@ class TelegramAdapter(PlatformAdapter):
             self._offset = max(ids) + 1
         return None
 
-    async def _take(self, raw: Any) -> bool:
-        """Store one raw update (or dead-letter it after repeated failures); False: try it again later.
+    async def _take(self, raw: Any, update: Update | Exception) -> bool:
+        """Store one update (or dead-letter it after repeated failures); False: try it again later.
         The gateway unable to store (`StorageUnavailable`) is no failure of the update's: not counted."""
         update_id = raw.get("update_id") if isinstance(raw, dict) else None
         try:
@@ -233,7 +276,9 @@ class TelegramAdapter(PlatformAdapter):
                 await self.emit(Unreadable(self.name, "", json.dumps(raw), "an update without an id"))
                 return True  # nothing to confirm by offset: it is not asked for again
             try:
-                await self.handle_update(raw)
+                if isinstance(update, Exception):
+                    raise update
+                await self.handle_update(update)
             except StorageUnavailable:
                 raise
             except Exception as exc:
@@ -270,44 +315,19 @@ class TelegramAdapter(PlatformAdapter):
         except ValueError:
             return web.Response(status=400, text="not a Telegram update\n")
         # an exception in `_take` answers 500 and Telegram sends it again
-        return web.Response(text="ok") if await self._take(raw) else web.Response(status=500, text="try again\n")
+        return web.Response(text="ok") if await self._take(raw, self._read(raw)) \
+            else web.Response(status=500, text="try again\n")
 
-    async def handle_update(self, raw: dict[str, Any]) -> None:
-        plain = self._plain_dm(raw)
-        if plain is not None:  # the common case, read without building PTB's objects (see `_plain_dm`)
-            await self.emit(plain)
+    async def handle_update(self, update: Update) -> None:
+        if update.callback_query is not None:
+            await self._on_callback(update.callback_query)
             return
-        if "callback_query" in raw:
-            await self._on_callback(raw["callback_query"])
-            return
-        from telegram import Update  # (imported at the first update that needs its model)
-
-        message = Update.de_json(raw, None).message
+        message = update.message
         if message is None or message.from_user is None or message.from_user.is_bot:
             return  # edits, channel posts and service messages are not conversations
         if message.chat.type == "channel":
             return
         await self.emit(self._inbound(message))
-
-    def _plain_dm(self, raw: dict[str, Any]) -> InboundMessage | None:
-        """A private text message with nothing else to it (no entities, reply, topic or file), read
-        straight from the update: building PTB's objects for it was a tenth of the gateway's CPU
-        with 1,000 conversations. None for anything else, which PTB's objects read. Both give the
-        same InboundMessage (tests/test_telegram_e2e.py compares them)."""
-        message = raw.get("message")
-        if raw.keys() != {"update_id", "message"} or not isinstance(message, dict) \
-                or not message.keys() <= _PLAIN_KEYS or not isinstance(message.get("text"), str):
-            return None
-        user, chat = message.get("from"), message.get("chat")
-        if not isinstance(user, dict) or not isinstance(chat, dict) or chat.get("type") != "private" \
-                or user.get("is_bot") is not False or not isinstance(user.get("id"), int) \
-                or not isinstance(chat.get("id"), int) or not isinstance(message.get("message_id"), int) \
-                or not isinstance(user.get("first_name"), str):
-            return None
-        return InboundMessage(
-            platform=self.name, chat_id=str(chat["id"]), chat_type="dm", user_id=str(user["id"]),
-            user_name=_user_name(user), text=self._without_mention(message["text"]),
-            message_id=str(message["message_id"]), bot_mentioned=True)
 
     def _without_mention(self, text: str) -> str:
         """The text without the bot's @username (a command keeps it: /start@bot is for this bot)."""
@@ -342,7 +362,7 @@ class TelegramAdapter(PlatformAdapter):
         thread = str(message.message_thread_id) if message.is_topic_message and message.message_thread_id else None
         return InboundMessage(
             platform=self.name, chat_id=str(message.chat.id), chat_type=chat_type, user_id=str(user.id),
-            user_name=_user_name(user.to_dict()), text=text,
+            user_name=_user_name(user), text=text,
             message_id=str(message.message_id), thread_id=thread, attachments=self._attachments(message),
             reply_to=str(message.reply_to_message.message_id) if message.reply_to_message else None,
             bot_mentioned=self._addressed(message))
@@ -369,46 +389,43 @@ class TelegramAdapter(PlatformAdapter):
         return tuple(attachments)
 
     async def fetch(self, attachment: Attachment, folder: Path) -> Attachment:
+        """Download a described attachment (getFile, then the file): over the limit, nothing is written."""
         if attachment.ref is None or attachment.error or attachment.path:
             return attachment
         file_id, _, message_id = attachment.ref.rpartition(":")
         path = folder / f"{message_id}-{_SAFE_NAME.sub('_', attachment.name)}"
+        limit = f"the limit is {self.max_file_bytes / 1e6:.0f} MB"
         try:
+            file = await self.bot.get_file(file_id)
+            if (file.file_size or 0) > self.max_file_bytes:
+                raise ValueError(f"it is {file.file_size / 1e6:.1f} MB; {limit}")
+            content = await file.download_as_bytearray()
+            if len(content) > self.max_file_bytes:
+                raise ValueError(f"it is {len(content) / 1e6:.1f} MB; {limit}")
             folder.mkdir(parents=True, exist_ok=True)
-            file = await self.api.call("getFile", {"file_id": file_id})
-            if not isinstance(file, dict) or not isinstance(file.get("file_path"), str):
-                raise ValueError("Telegram gave no path for it")
-            stated = file.get("file_size")
-            if isinstance(stated, int) and stated > self.max_file_bytes:
-                raise ValueError(f"it is {stated / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB")
-            size = await self.api.download(file["file_path"], path, self.max_file_bytes)
-        except (BotAPIError, OSError, ValueError) as exc:
-            log.warning("telegram: could not download %s: %s", attachment.name, exc)
+            await asyncio.to_thread(path.write_bytes, content)
+        except (TelegramError, OSError, ValueError, RuntimeError) as exc:  # (RuntimeError: PTB's "no file_path")
+            log.warning("telegram: could not download %s: %s", attachment.name, self._said(exc))
             return Attachment(attachment.kind, attachment.name, attachment.mime_type, attachment.size,
-                              error=f"{attachment.name} could not be downloaded ({exc})")
-        return Attachment(attachment.kind, attachment.name, attachment.mime_type, size, str(path))
+                              error=f"{attachment.name} could not be downloaded ({self._said(exc)})")
+        return Attachment(attachment.kind, attachment.name, attachment.mime_type, len(content), str(path))
 
-    async def _on_callback(self, query: Any) -> None:
-        """A button press, read from the update's JSON (malformed: ValueError, dead-lettered)."""
-        user = query.get("from") if isinstance(query, dict) else None
-        if not isinstance(user, dict) or not isinstance(user.get("id"), int) or not isinstance(query.get("id"), str):
-            raise ValueError("a callback_query without its id or sender")
-        message = query.get("message") if isinstance(query.get("message"), dict) else {}
-        chat = message.get("chat") if isinstance(message.get("chat"), dict) else {}
-        thread = message.get("message_thread_id") if message.get("is_topic_message") else None
-        data = query.get("data")
+    async def _on_callback(self, query: CallbackQuery) -> None:
+        if query.from_user is None:  # (PTB reads one without `from`; Telegram never sends it: dead-lettered)
+            raise ValueError("a callback_query without its sender")
+        message = query.message  # (one too old for the bot to see is an InaccessibleMessage: chat and id only)
+        thread = message.message_thread_id if isinstance(message, Message) and message.is_topic_message else None
 
         async def answer(text: str) -> None:
             try:
-                await self.api.call("answerCallbackQuery", {"callback_query_id": query["id"],
-                                                            "text": text[:200] or None})
-            except BotAPIError as exc:
-                log.debug("telegram: answerCallbackQuery failed: %s", exc)
+                await self.bot.answer_callback_query(query.id, text=text[:200] or None)
+            except TelegramError as exc:
+                log.debug("telegram: answerCallbackQuery failed: %s", self._said(exc))
 
         await self.emit(ButtonPress(
-            platform=self.name, chat_id=str(chat.get("id", "")), user_id=str(user["id"]), user_name=_user_name(user),
-            message_id=str(message.get("message_id", "")), data=data if isinstance(data, str) else "",
-            thread_id=str(thread) if thread else None, on_answer=answer))
+            platform=self.name, chat_id=str(message.chat.id) if message else "", user_id=str(query.from_user.id),
+            user_name=_user_name(query.from_user), message_id=str(message.message_id) if message else "",
+            data=query.data or "", thread_id=str(thread) if thread else None, on_answer=answer))
 
     # -- sending --------------------------------------------------------------------------
 
@@ -416,24 +433,28 @@ class TelegramAdapter(PlatformAdapter):
         return render_for_telegram(markdown, self.capabilities.max_length)
 
     async def _api(self, chat_id: str, call: Callable[[], Awaitable[T]]) -> T:
-        """Run one Bot API call within the rate limits: a chat paused by a 429 is not called at
-        all (the caller is told how long to wait), and a 429 pauses that chat only."""
+        """Run one Bot API call within the rate limits, with PTB's errors told as the contract's: a
+        chat paused by a 429 is not called at all (the caller is told how long to wait), and a 429
+        pauses that chat only. `BadRequest` comes through for the caller to read. No answer (the
+        connection broke, perhaps after Telegram took the message), a timeout or the server's own
+        trouble can pass: retryable; a refusal for good is not."""
         left = self.limits.paused_for(chat_id)
         if left > 0:
             raise DeliveryError(f"chat {chat_id} is rate limited for {left:.1f}s more", retry_after=left)
         await self.limits.take()
         try:
             return await call()
-        except BotAPIError as exc:
-            if exc.retry_after is not None:
-                self.limits.pause(chat_id, exc.retry_after)
-                log.warning("telegram: rate limited in chat %s; pausing it for %.0fs", chat_id, exc.retry_after)
-                raise DeliveryError(f"rate limited for {exc.retry_after:.0f}s", retry_after=exc.retry_after) from exc
-            if exc.status == 400:
-                raise  # the caller reads what Telegram objected to
-            if exc.transient:
-                raise DeliveryError(f"telegram unreachable: {exc.description}") from exc
-            raise DeliveryError(f"telegram refused: {exc.description}", retryable=False) from exc
+        except RetryAfter as exc:
+            pause = _seconds(exc.retry_after)
+            self.limits.pause(chat_id, pause)
+            log.warning("telegram: rate limited in chat %s; pausing it for %.0fs", chat_id, pause)
+            raise DeliveryError(f"rate limited for {pause:.0f}s", retry_after=pause) from exc
+        except BadRequest:
+            raise
+        except _REFUSED as exc:
+            raise DeliveryError(f"telegram refused: {self._said(exc)}", retryable=False) from exc
+        except TelegramError as exc:  # NetworkError, TimedOut, 5xx, an answer that is not the Bot API's
+            raise DeliveryError(f"telegram unreachable: {self._said(exc)}") from exc
 
     @staticmethod
     def _markup(reply: Reply) -> dict[str, Any] | None:
@@ -452,14 +473,14 @@ class TelegramAdapter(PlatformAdapter):
             if edit_id is not None:
                 if self._shown.get((chat.chat_id, edit_id)) == look:
                     return edit_id  # the message shows exactly this already (the streamed draft, usually)
-                await self._api(chat.chat_id, lambda: self.api.call("editMessageText", {
+                await self._api(chat.chat_id, lambda: self.bot.do_api_request("editMessageText", api_kwargs={
                     "chat_id": chat.chat_id, "message_id": int(edit_id), "text": body, "parse_mode": parse_mode,
                     "reply_markup": markup}))
                 self._remember(chat.chat_id, edit_id, look)
                 return edit_id
             reply_parameters = ({"message_id": int(reply.reply_to), "allow_sending_without_reply": True}
                                 if reply.reply_to else None)
-            sent = await self._api(chat.chat_id, lambda: self.api.call("sendMessage", {
+            sent = await self._api(chat.chat_id, lambda: self.bot.do_api_request("sendMessage", api_kwargs={
                 "chat_id": chat.chat_id, "text": body, "parse_mode": parse_mode, "reply_markup": markup,
                 "reply_parameters": reply_parameters,
                 "message_thread_id": int(chat.thread_id) if chat.thread_id else None}))
@@ -470,15 +491,15 @@ class TelegramAdapter(PlatformAdapter):
         try:
             try:
                 return await attempt(text, "HTML" if rich else None)
-            except BotAPIError as exc:  # (only a 400 comes through `_api`)
-                if not (rich and "can't parse entities" in exc.description.lower()):
+            except BadRequest as exc:
+                if not (rich and "can't parse entities" in exc.message.lower()):
                     raise
-                log.info("telegram rejected the markup (%s); sending plain text", exc.description)
+                log.info("telegram rejected the markup (%s); sending plain text", exc.message)
                 return await attempt(reply.plain or reply.text, None)
-        except BotAPIError as exc:
-            if "message is not modified" in exc.description.lower() and edit_id is not None:
+        except BadRequest as exc:
+            if "message is not modified" in exc.message.lower() and edit_id is not None:
                 return edit_id
-            raise DeliveryError(f"telegram rejected the message: {exc.description}", retryable=False) from exc
+            raise DeliveryError(f"telegram rejected the message: {self._said(exc)}", retryable=False) from exc
 
     def _remember(self, chat_id: str, message_id: str, look: tuple[Any, ...]) -> None:
         """What a message of ours shows now, so that an edit to the same look is not sent (Telegram
@@ -499,19 +520,18 @@ class TelegramAdapter(PlatformAdapter):
             raise DeliveryError(f"{path.name} is larger than Telegram's 50 MB upload limit", retryable=False)
         content = await asyncio.to_thread(path.read_bytes)
         try:
-            sent = await self._api(chat.chat_id, lambda: self.api.upload("sendDocument", {
-                "chat_id": chat.chat_id, "caption": caption[:1024] or None,
-                "message_thread_id": chat.thread_id or None}, "document", path.name, content))
-        except BotAPIError as exc:
-            raise DeliveryError(f"telegram rejected the file: {exc.description}", retryable=False) from exc
-        return str(sent["message_id"])
+            sent = await self._api(chat.chat_id, lambda: self.bot.send_document(
+                chat.chat_id, InputFile(content, filename=path.name), caption=caption[:1024] or None,
+                message_thread_id=int(chat.thread_id) if chat.thread_id else None))
+        except BadRequest as exc:
+            raise DeliveryError(f"telegram rejected the file: {self._said(exc)}", retryable=False) from exc
+        return str(sent.message_id)
 
     async def typing(self, chat: ChatRef, active: bool) -> None:
         if not active or self.limits.paused_for(chat.chat_id) > 0:
             return  # Telegram clears the indicator with the next message, or after 5 s
         try:
-            await self.api.call("sendChatAction", {
-                "chat_id": chat.chat_id, "action": "typing",
-                "message_thread_id": int(chat.thread_id) if chat.thread_id else None})
-        except BotAPIError as exc:
-            log.debug("telegram: typing failed: %s", exc)
+            await self.bot.send_chat_action(chat.chat_id, "typing",
+                                            message_thread_id=int(chat.thread_id) if chat.thread_id else None)
+        except TelegramError as exc:
+            log.debug("telegram: typing failed: %s", self._said(exc))
