@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from platforms.sections import Section
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+
+class Section(BaseModel):
+    """A config section (pydantic): unknown keys are errors; numbers are welcome where text is
+    expected (`token: 123456`, Telegram's numeric chat ids as keys)."""
+
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+
+def is_set(secret: SecretStr | None) -> bool:
+    return secret is not None and bool(secret.get_secret_value())
 
 
 class PlatformConfig(Section):

@@ -378,7 +378,6 @@ _REPORTING_GATEWAY = (
     "    for _ in sys.stdin:\n"
     "        print('REPORT', json.dumps({'ptb': 'telegram' in sys.modules, 'gc_on': gc.isenabled(),\n"
     "                                    'prometheus': 'prometheus_client' in sys.modules,\n"
-    "                                    'pydantic': 'pydantic' in sys.modules,\n"
     "                                    'frozenlist_c': 'frozenlist._frozenlist' in sys.modules,\n"
     "                                    'frozenlist_env': 'FROZENLIST_NO_EXTENSIONS' in os.environ,\n"
     "                                    'frozen': gc.get_freeze_count(), 'young': gc.get_threshold()[0]}),\n"
@@ -401,8 +400,8 @@ async def test_start_up_leaves_ptb_and_metrics_to_their_first_use_and_collects_o
     """`chatgate run` starts, answers a private message and a button press without importing PTB
     (it was a sixth of the time to ready); a group message with a mention brings it in. By then
     the collector is on again, with what start-up made frozen (gateway/launch.py). The metrics'
-    library, too, waits for the first message. Neither pydantic nor frozenlist's extension is
-    loaded at all, and frozenlist's switch is not left in the environment of the agent's commands."""
+    library, too, waits for the first message. frozenlist's extension is not loaded at all, and
+    frozenlist's switch is not left in the environment of the agent's commands."""
     async with FakeLLM() as llm:
         env = {**os.environ, **gateway_env(tmp_path, llm.base_url, **telegram_settings(tg))}
         gateway = await asyncio.create_subprocess_exec(sys.executable, "-c", _REPORTING_GATEWAY, env=env,
@@ -412,8 +411,8 @@ async def test_start_up_leaves_ptb_and_metrics_to_their_first_use_and_collects_o
             await tg.wait_for("getUpdates", timeout=20)
             idle = await _report(gateway)
             assert {k: v for k, v in idle.items() if k in ("ptb", "prometheus")} == {"ptb": False, "prometheus": False}
-            # what else kept memory at rest: pydantic, and frozenlist's compiled form (its C++ runtime)
-            assert (idle["pydantic"], idle["frozenlist_c"], idle["frozenlist_env"]) == (False, False, False)
+            # what else kept memory at rest: frozenlist's compiled form (its C++ runtime)
+            assert (idle["frozenlist_c"], idle["frozenlist_env"]) == (False, False)
             tg.user_message("hello")
             await wait_for_text(tg, "echo: hello", timeout=20)
             assert (await _report(gateway))["prometheus"] is True
