@@ -25,8 +25,6 @@ from platforms.config import PlatformConfig
 from platforms.config import Section as _Section
 from platforms.registry import specs
 
-__all__ = ["Config", "ConfigError", "load_config", "default_home"]
-
 _SOURCES: ContextVar[tuple[PydanticBaseSettingsSource, ...]] = ContextVar("config_sources")  # see load_config
 
 DEFAULT_IDENTITY = (
@@ -54,7 +52,7 @@ class LLMConfig(_Section):
     # answer gives it this long again); then the person is told it did not answer in time
     turn_timeout_seconds: float = Field(180.0, gt=0)
     temperature: float | None = Field(None, ge=0, le=2)
-    auxiliary: AuxiliaryLLMConfig = AuxiliaryLLMConfig()
+    auxiliary: AuxiliaryLLMConfig = Field(default_factory=AuxiliaryLLMConfig)
     # tokens the model takes (compression keeps requests within); unset: what the endpoint's model
     # listing states, else 128000
     context_window: int | None = Field(None, ge=1024)
@@ -111,7 +109,7 @@ class AgentConfig(_Section):
     max_iterations: int = Field(60, ge=1, le=500)
     workspace: Path | None = None  # where the terminal and file tools work; default $CHATGATE_HOME/workspace
     command_timeout_seconds: float = Field(60.0, gt=0, le=3600)
-    sandbox: SandboxConfig = SandboxConfig()
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
 
 class DelegationConfig(_Section):
@@ -205,7 +203,8 @@ class _Platforms(_Section):
 
 
 PlatformsConfig = create_model(  # type: ignore[call-overload]
-    "PlatformsConfig", __base__=_Platforms, **{name: (spec.config, spec.config()) for name, spec in specs().items()})
+    "PlatformsConfig", __base__=_Platforms,
+    **{name: (spec.config, Field(default_factory=spec.config)) for name, spec in specs().items()})
 
 
 class AccessConfig(_Section):
@@ -219,29 +218,31 @@ class AccessConfig(_Section):
 class Config(BaseSettings):
     """The whole configuration; `load_config` reads it."""
 
-    model_config = SettingsConfigDict(env_prefix="CHATGATE_", env_nested_delimiter="__", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="CHATGATE_", env_nested_delimiter="__", extra="forbid",
+                                      defer_build=True)
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
-        """The sources `load_config` reads, highest priority first (else keyword arguments and the environment)."""
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The sources `load_config` built, highest priority first (else keyword arguments and the environment)."""
         return _SOURCES.get(None) or (init_settings, env_settings)
 
-    llm: LLMConfig = LLMConfig()
-    gateway: GatewayConfig = GatewayConfig()
-    agent: AgentConfig = AgentConfig()
-    http: HttpConfig = HttpConfig()
-    platforms: PlatformsConfig = PlatformsConfig()  # type: ignore[valid-type]
-    access: AccessConfig = AccessConfig()
-    approvals: ApprovalsConfig = ApprovalsConfig()
-    cron: CronConfig = CronConfig()
-    review: ReviewConfig = ReviewConfig()
-    compression: CompressionConfig = CompressionConfig()
-    goals: GoalsConfig = GoalsConfig()
-    delegation: DelegationConfig = DelegationConfig()
-    curator: CuratorConfig = CuratorConfig()
-    trajectories: TrajectoriesConfig = TrajectoriesConfig()
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)  # type: ignore[valid-type]
+    access: AccessConfig = Field(default_factory=AccessConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    cron: CronConfig = Field(default_factory=CronConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
+    compression: CompressionConfig = Field(default_factory=CompressionConfig)
+    goals: GoalsConfig = Field(default_factory=GoalsConfig)
+    delegation: DelegationConfig = Field(default_factory=DelegationConfig)
+    curator: CuratorConfig = Field(default_factory=CuratorConfig)
+    trajectories: TrajectoriesConfig = Field(default_factory=TrajectoriesConfig)
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home())
     _file: Path | None = PrivateAttr(None)  # the one named with --config
@@ -312,7 +313,8 @@ def default_home(env: Mapping[str, str] | None = None) -> Path:
 
 def _aliases() -> dict[str, tuple[str, ...]]:
     """Environment variable -> config path, used when the file leaves the key unset."""
-    return {"OPENAI_BASE_URL": ("llm", "base_url"), "OPENAI_API_KEY": ("llm", "api_key"), "CHATGATE_MODEL": ("llm", "model"),
+    return {"OPENAI_BASE_URL": ("llm", "base_url"), "OPENAI_API_KEY": ("llm", "api_key"),
+            "CHATGATE_MODEL": ("llm", "model"),
             **{var: ("platforms", name, key) for name, spec in specs().items() for var, key in spec.env.items()}}
 
 

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource
 
-_PREFIX = "CHATGATE_"
 _BLOCKED = object()  # the file has a value that is not a mapping where a path needs a section
 
 
@@ -101,10 +100,11 @@ class Environment(EnvSettingsSource):
     file has as a non-mapping is left out (the file's mistake is reported, not hidden)."""
 
     def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str], file: dict[str, Any]) -> None:
+        prefix, delimiter = settings_cls.model_config["env_prefix"], settings_cls.model_config["env_nested_delimiter"]
         self.origins: dict[tuple[str, ...], str] = {}  # config path -> the variable that set it
         for var, raw in env.items():
-            path = tuple(part.lower() for part in var[len(_PREFIX):].split("__"))
-            if var.startswith(_PREFIX) and len(path) > 1 and all(path) and raw.strip() \
+            path = tuple(part.lower() for part in var[len(prefix):].split(delimiter))
+            if var.startswith(prefix) and len(path) > 1 and all(path) and raw.strip() \
                     and _in_file(file, path) is not _BLOCKED:
                 self.origins[path] = var
         self._env = env
@@ -139,7 +139,8 @@ class EnvironmentAliases(PydanticBaseSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str], file: dict[str, Any],
                  aliases: Mapping[str, tuple[str, ...]]) -> None:
         super().__init__(settings_cls)
-        self.origins = {path: var for var, path in aliases.items() if env.get(var) and _in_file(file, path) in (None, "")}
+        self.origins = {path: var for var, path in aliases.items()
+                        if env.get(var) and _in_file(file, path) in (None, "")}
         self._values = _nested({path: env[var] for path, var in self.origins.items()})
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
@@ -164,6 +165,10 @@ def _expected_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return list(model.model_fields)
 
 
+# pydantic's words where they name its classes ("… or instance of LLMConfig", "… for <class 'pathlib.Path'>")
+_WORDS = {"model_type": "input should be a valid dictionary", "path_type": "input should be a valid path"}
+
+
 def describe(error: ValidationError, model: type[BaseModel], origin: str, sources: dict[tuple[str, ...], str]) -> str:
     """The first mistake as one line: the key, what is expected, what was given (never a secret's
     value), and where it came from: the variable that set the key, a key inside it or its section,
@@ -176,9 +181,9 @@ def describe(error: ValidationError, model: type[BaseModel], origin: str, source
         expected = _expected_keys(model, loc)
         what = "unknown key" + (f"; expected one of: {', '.join(expected)}" if expected else "")
     else:
-        what = {"value_error": str(first.get("ctx", {}).get("error")),  # our own checks' words
-                "model_type": "input should be a valid dictionary", "path_type": "input should be a valid path"}.get(first["type"]) \
-            or first["msg"][0].lower() + first["msg"][1:]
+        what = _WORDS.get(first["type"]) or first["msg"][0].lower() + first["msg"][1:]
+        if first["type"] == "value_error":  # our own checks: their words, without pydantic's "Value error, "
+            what = str(first["ctx"]["error"])
         if "input" in first and not isinstance(first["input"], (dict, list)) and "secret" not in key \
                 and "token" not in key and "key" not in key:
             what += f" (got {first['input']!r})"

@@ -9,7 +9,7 @@ class Section(BaseModel):
     """A config section (pydantic): unknown keys are errors; numbers are welcome where text is
     expected (`token: 123456`, Telegram's numeric chat ids as keys)."""
 
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True, defer_build=True)
 
 
 def is_set(secret: SecretStr | None) -> bool:
