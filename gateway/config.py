@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, 
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from gateway.config_sources import ConfigError, Environment, EnvironmentAliases, YamlFile, describe
-from platforms.config import PlatformConfig
+from platforms.config import PlatformConfig, section
 from platforms.config import Section as _Section
 from platforms.registry import specs
 
@@ -52,7 +52,7 @@ class LLMConfig(_Section):
     # answer gives it this long again); then the person is told it did not answer in time
     turn_timeout_seconds: float = Field(180.0, gt=0)
     temperature: float | None = Field(None, ge=0, le=2)
-    auxiliary: AuxiliaryLLMConfig = Field(default_factory=AuxiliaryLLMConfig)
+    auxiliary: AuxiliaryLLMConfig = section()
     # tokens the model takes (compression keeps requests within); unset: what the endpoint's model
     # listing states, else 128000
     context_window: int | None = Field(None, ge=1024)
@@ -109,7 +109,7 @@ class AgentConfig(_Section):
     max_iterations: int = Field(60, ge=1, le=500)
     workspace: Path | None = None  # where the terminal and file tools work; default $CHATGATE_HOME/workspace
     command_timeout_seconds: float = Field(60.0, gt=0, le=3600)
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    sandbox: SandboxConfig = section()
 
 
 class DelegationConfig(_Section):
@@ -204,7 +204,7 @@ class _Platforms(_Section):
 
 PlatformsConfig = create_model(  # type: ignore[call-overload]
     "PlatformsConfig", __base__=_Platforms,
-    **{name: (spec.config, Field(default_factory=spec.config)) for name, spec in specs().items()})
+    **{name: (spec.config, section()) for name, spec in specs().items()})
 
 
 class AccessConfig(_Section):
@@ -229,20 +229,20 @@ class Config(BaseSettings):
         """The sources `load_config` built, highest priority first (else keyword arguments and the environment)."""
         return _SOURCES.get(None) or (init_settings, env_settings)
 
-    llm: LLMConfig = Field(default_factory=LLMConfig)
-    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
-    agent: AgentConfig = Field(default_factory=AgentConfig)
-    http: HttpConfig = Field(default_factory=HttpConfig)
-    platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)  # type: ignore[valid-type]
-    access: AccessConfig = Field(default_factory=AccessConfig)
-    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
-    cron: CronConfig = Field(default_factory=CronConfig)
-    review: ReviewConfig = Field(default_factory=ReviewConfig)
-    compression: CompressionConfig = Field(default_factory=CompressionConfig)
-    goals: GoalsConfig = Field(default_factory=GoalsConfig)
-    delegation: DelegationConfig = Field(default_factory=DelegationConfig)
-    curator: CuratorConfig = Field(default_factory=CuratorConfig)
-    trajectories: TrajectoriesConfig = Field(default_factory=TrajectoriesConfig)
+    llm: LLMConfig = section()
+    gateway: GatewayConfig = section()
+    agent: AgentConfig = section()
+    http: HttpConfig = section()
+    platforms: PlatformsConfig = section()  # type: ignore[valid-type]
+    access: AccessConfig = section()
+    approvals: ApprovalsConfig = section()
+    cron: CronConfig = section()
+    review: ReviewConfig = section()
+    compression: CompressionConfig = section()
+    goals: GoalsConfig = section()
+    delegation: DelegationConfig = section()
+    curator: CuratorConfig = section()
+    trajectories: TrajectoriesConfig = section()
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home())
     _file: Path | None = PrivateAttr(None)  # the one named with --config

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 
 class Section(BaseModel):
@@ -10,6 +12,12 @@ class Section(BaseModel):
     expected (`token: 123456`, Telegram's numeric chat ids as keys)."""
 
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True, defer_build=True)
+
+
+def section() -> Any:
+    """The default of a field that holds a section: its keys' defaults, checked by the enclosing
+    model's validator (so that a section's model is not built on its own as well; see defer_build)."""
+    return Field(default_factory=dict, validate_default=True)
 
 
 def is_set(secret: SecretStr | None) -> bool:
