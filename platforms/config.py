@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
-from platforms.sections import Section
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class Section(BaseModel):
+    """A config section (pydantic): unknown keys are errors; numbers are welcome where text is
+    expected (`token: 123456`, Telegram's numeric chat ids as keys)."""
+
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True, defer_build=True)
+
+
+def section() -> Any:
+    """The default of a field that holds a section: its keys' defaults, checked by the enclosing
+    model's validator (so that a section's model is not built on its own as well; see defer_build)."""
+    return Field(default_factory=dict, validate_default=True)
+
+
+def is_set(secret: SecretStr | None) -> bool:
+    return secret is not None and bool(secret.get_secret_value())
 
 
 class PlatformConfig(Section):

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from gateway.config import DEFAULT_IDENTITY, Config, ConfigError, load_config
-from platforms.sections import Secret
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -368,11 +367,11 @@ def test_secrets_are_secret_str_and_listed(home: Path) -> None:
     config = load(home, "llm:\n  api_key: sk-file-secret\nplatforms:\n  webchat:\n    token: web-secret\n",
                   TELEGRAM_BOT_TOKEN="123:tg-secret",
                   CHATGATE_PLATFORMS__TELEGRAM__WEBHOOK_SECRET="hook-secret")
-    assert isinstance(config.llm.api_key, Secret)
-    assert isinstance(config.platforms.webchat.token, Secret)
-    assert isinstance(config.platforms.telegram.token, Secret)
+    assert isinstance(config.llm.api_key, SecretStr)
+    assert isinstance(config.platforms.webchat.token, SecretStr)
+    assert isinstance(config.platforms.telegram.token, SecretStr)
     assert sorted(config.secrets()) == sorted(["sk-file-secret", "web-secret", "123:tg-secret", "hook-secret"])
-    shown = repr(config) + str(config) + json.dumps(config.dump())
+    shown = repr(config) + str(config) + config.model_dump_json()
     for secret in config.secrets():
         assert secret not in shown
 

@@ -4,7 +4,6 @@ on /readyz. (No Docker engine runs on the test machines; the image itself is not
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -28,7 +27,7 @@ def test_every_variable_the_compose_file_passes_is_read(tmp_path):
         value = SAMPLES.get(var, "x" * 24)
         needs = {"SLACK_BOT_TOKEN": {"SLACK_APP_TOKEN": "xapp-1"}}.get(var, {})  # (socket mode's other token)
         config = load_config(env={**gateway_env(tmp_path, None), var: value, **needs})
-        dumped = json.dumps(config.dump()) + "".join(config.secrets())
+        dumped = config.model_dump_json() + "".join(config.secrets())
         assert value in dumped or "12345" in dumped, f"{var} is not read by chatgate"
 
 

@@ -352,7 +352,6 @@ _REPORTING_GATEWAY = (
     "    for _ in sys.stdin:\n"
     "        print('REPORT', json.dumps({'ptb': 'telegram' in sys.modules, 'gc_on': gc.isenabled(),\n"
     "                                    'prometheus': 'prometheus_client' in sys.modules,\n"
-    "                                    'pydantic': 'pydantic' in sys.modules,\n"
     "                                    'frozenlist_c': 'frozenlist._frozenlist' in sys.modules,\n"
     "                                    'frozenlist_env': 'FROZENLIST_NO_EXTENSIONS' in os.environ,\n"
     "                                    'frozen': gc.get_freeze_count(), 'young': gc.get_threshold()[0]}),\n"
@@ -375,7 +374,7 @@ async def test_start_up_leaves_metrics_to_their_first_use_and_collects_once_up(t
     """`chatgate run` starts with python-telegram-bot loaded (Telegram is configured: its `Bot` makes
     every call) and answers a private message, a button press and a group mention. By then the
     collector is on again, with what start-up made frozen (gateway/launch.py). The metrics' library
-    waits for the first message. Neither pydantic nor frozenlist's extension is loaded at all, and
+    waits for the first message. frozenlist's extension is not loaded at all, and
     frozenlist's switch is not left in the environment of the agent's commands."""
     async with FakeLLM() as llm:
         env = {**os.environ, **gateway_env(tmp_path, llm.base_url, **telegram_settings(tg))}
@@ -386,8 +385,8 @@ async def test_start_up_leaves_metrics_to_their_first_use_and_collects_once_up(t
             await tg.wait_for("getUpdates", timeout=20)
             idle = await _report(gateway)
             assert {k: v for k, v in idle.items() if k in ("ptb", "prometheus")} == {"ptb": True, "prometheus": False}
-            # what else kept memory at rest: pydantic, and frozenlist's compiled form (its C++ runtime)
-            assert (idle["pydantic"], idle["frozenlist_c"], idle["frozenlist_env"]) == (False, False, False)
+            # what else kept memory at rest: frozenlist's compiled form (its C++ runtime)
+            assert (idle["frozenlist_c"], idle["frozenlist_env"]) == (False, False)
             tg.user_message("hello")
             await wait_for_text(tg, "echo: hello", timeout=20)
             assert (await _report(gateway))["prometheus"] is True

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from pydantic import Field, SecretStr
+
 from platforms.config import PlatformConfig
-from platforms.sections import Secret, setting
 
 
 class WebchatConfig(PlatformConfig):
     enabled: bool | None = None  # None: on when no other platform is configured
-    token: Secret | None = None  # required in the page URL (?token=); generated if unset; "": none (loopback only)
-    ack_timeout_seconds: float = setting(10.0, gt=0)  # a reply the page does not confirm in time is sent again later
+    token: SecretStr | None = None  # required in the page URL (?token=); generated if unset; "": none (loopback only)
+    ack_timeout_seconds: float = Field(10.0, gt=0)  # a reply the page does not confirm in time is sent again later
 
     @property
     def configured(self) -> bool:
