@@ -249,11 +249,6 @@ class LLMClient:
         self.observer: Callable[[float, dict[str, int] | None, str], None] | None = None  # (s, usage, model)
         self.ask_usage = True  # stream_options.include_usage, until an endpoint refuses it
 
-    @staticmethod
-    async def warm_up() -> None:
-        """Import the SDK now (in a worker thread), so that the first answer does not wait for it."""
-        await _sdk()
-
     async def aclose(self) -> None:
         if self._owns_endpoints:
             await self._endpoints.aclose()

@@ -227,8 +227,6 @@ class GatewayRunner:
         await self.cron_timers.start()
         await self.tick.run_hooks()
         self.spawn(self._report_sandbox(), name="sandbox-probe")  # (a trial bwrap run: not on the way to ready)
-        if self.llm is not None:  # the openai import (about a second) in a thread now, not during the first turn
-            self.spawn(LLMClient.warm_up(), name="llm-warm-up")
         log.info("chatgate ready on http://%s:%s/ with %s", cfg.http.host, self.http.port, ", ".join(self.adapters))
 
     async def _serve_http(self, routes: list[Any]) -> None:
