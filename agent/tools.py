@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 log = logging.getLogger(__name__)
@@ -111,18 +110,10 @@ class Tool:
                 "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
 
 
-class Schemas(list):  # type: ignore[type-arg]  (of the tools' schema dicts)
-    """A scope's tool schemas. Every request of a run sends them; their JSON is made once."""
-
-    @cached_property
-    def json(self) -> str:
-        return json.dumps(self)
-
-
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self._schemas: dict[frozenset[str], Schemas] = {}  # per allowed set: the same list each time
+        self._schemas: dict[frozenset[str], list[dict[str, Any]]] = {}  # per allowed set: the same list each time
         for tool in tools:
             self.register(tool)
 
@@ -147,11 +138,11 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
-    def schemas(self, allowed: frozenset[str]) -> Schemas:
+    def schemas(self, allowed: frozenset[str]) -> list[dict[str, Any]]:
         """The schemas of these tools, by name; one list per set, made once (do not change it)."""
         found = self._schemas.get(allowed)
         if found is None:
-            found = self._schemas[allowed] = Schemas(self._tools[n].schema() for n in sorted(allowed))
+            found = self._schemas[allowed] = [self._tools[n].schema() for n in sorted(allowed)]
         return found
 
 
@@ -160,7 +151,7 @@ class ToolScope:
     registry: ToolRegistry
     allowed: frozenset[str]
 
-    def schemas(self) -> Schemas:
+    def schemas(self) -> list[dict[str, Any]]:
         return self.registry.schemas(self.allowed)
 
     async def call(self, name: str, raw_arguments: str, ctx: ToolContext) -> str:

@@ -24,7 +24,7 @@ from agent.compression import Compressor
 from agent.delegation import SUBAGENT_IDENTITY, Delegation, Limits
 from agent.goal_judge import Judge
 from agent.learning_tools import learning_tools
-from agent.llm import LLMClient, LLMSettings
+from agent.llm import Endpoints, LLMClient, LLMSettings
 from agent.loop import Agent
 from agent.memory import Memory
 from agent.safety.sandbox import Sandbox
@@ -110,7 +110,8 @@ class GatewayRunner:
         self.trajectories: Trajectories | None = None
         self.goals: Goals | None = None
         self._window: asyncio.Future[int | None] | None = None  # the endpoint's context window, once asked
-        self._clients: dict[LLMSettings, LLMClient] = {}  # one per endpoint and model; all closed at stop
+        self._clients: dict[LLMSettings, LLMClient] = {}  # one per endpoint and model
+        self._endpoints = Endpoints()  # the SDK's clients, one per endpoint, shared by those; closed at stop
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -296,8 +297,7 @@ class GatewayRunner:
                 log.exception("stopping %s failed", adapter.name)
         if self.http is not None:
             await self.http.stop()
-        for llm in self._clients.values():
-            await llm.aclose()
+        await self._endpoints.aclose()
         if self.store is not None:  # (a start refused at the database leaves its one line alone)
             await self.store.close()
             log.info("chatgate stopped")
@@ -347,7 +347,7 @@ class GatewayRunner:
         """The client for these settings (one per endpoint and model, sharing its connections)."""
         llm = self._clients.get(settings)
         if llm is None:
-            llm = self._clients[settings] = LLMClient(settings)
+            llm = self._clients[settings] = LLMClient(settings, self._endpoints)
             llm.observer = self._observe_llm
         return llm
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import pytest
 
-from agent.llm import LLMClient, LLMError, LLMSettings
+from agent.llm import Endpoints, LLMClient, LLMError, LLMSettings
 from tests.fakes.llm import FakeLLM, Reply
 from tests.harness import free_port
 
@@ -113,3 +115,30 @@ async def test_the_context_window_is_read_from_the_model_listing(llm: FakeLLM):
         assert await down.context_window() is None  # an endpoint that cannot be asked: the default applies
     finally:
         await down.aclose()
+
+
+async def test_one_sdk_client_per_endpoint_shared_by_its_models_and_closed_together(llm: FakeLLM):
+    endpoints = Endpoints()
+    main = LLMClient(LLMSettings(model="main", base_url=llm.base_url, api_key="k"), endpoints)
+    aux = LLMClient(LLMSettings(model="small", base_url=llm.base_url, api_key="k", temperature=0.2), endpoints)
+    other = LLMClient(LLMSettings(model="main", base_url=llm.base_url, api_key="other key"), endpoints)
+    try:
+        for client in (main, aux, other):
+            assert (await client.complete(USER)).content == "echo: hi"
+        shared = await endpoints.client(main.settings)
+        assert shared is await endpoints.client(aux.settings)
+        assert shared is not await endpoints.client(other.settings)
+        assert [r["model"] for r in llm.requests] == ["main", "small", "main"]
+        assert "temperature" not in llm.requests[0] and llm.requests[1]["temperature"] == 0.2
+        assert llm.authorizations == ["Bearer k", "Bearer k", "Bearer other key"]
+        await main.aclose()  # (the owner of shared endpoints closes them, not each client)
+        assert not shared.is_closed()
+    finally:
+        await endpoints.aclose()
+    assert shared.is_closed()
+
+
+def test_the_sdk_is_not_imported_on_the_way_to_ready():
+    code = "import sys, gateway.runner, gateway.launch, agent.llm; print('openai' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

@@ -45,5 +45,5 @@ def setup_logging(level: str, secrets: Iterable[str], fmt: str = "text") -> None
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "aiohttp.access"):
+    for noisy in ("httpx", "httpx2", "aiohttp.access"):  # (httpx2: a line per LLM request, with its URL)
         logging.getLogger(noisy).setLevel(logging.WARNING)
