@@ -92,8 +92,9 @@ class LLMError(Exception):
 _openai: Any = None  # the `openai` module, once imported
 
 
-async def _sdk() -> Any:
-    """The `openai` package, imported in a worker thread the first time (about a second, not on the loop)."""
+async def sdk() -> Any:
+    """The `openai` package, imported in a worker thread the first time (about a second, not on the loop).
+    The daemon calls it once it is ready, so that the first message does not wait for the import."""
     global _openai
     if _openai is None:
         _openai = await asyncio.to_thread(importlib.import_module, "openai")
@@ -176,7 +177,7 @@ class Endpoints:
         key = (settings.base_url or OPENAI_URL, settings.api_key, settings.timeout, settings.max_retries)
         client = self._clients.get(key)
         if client is None:
-            openai = await _sdk()
+            openai = await sdk()
             client = self._clients.get(key)  # (another turn may have made it meanwhile)
             if client is None:
                 client = self._clients[key] = openai.AsyncOpenAI(

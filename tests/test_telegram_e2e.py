@@ -353,6 +353,7 @@ _REPORTING_GATEWAY = (
     "        print('REPORT', json.dumps({'ptb': 'telegram' in sys.modules, 'gc_on': gc.isenabled(),\n"
     "                                    'prometheus': 'prometheus_client' in sys.modules,\n"
     "                                    'frozenlist_c': 'frozenlist._frozenlist' in sys.modules,\n"
+    "                                    'openai': 'openai' in sys.modules,\n"
     "                                    'frozenlist_env': 'FROZENLIST_NO_EXTENSIONS' in os.environ,\n"
     "                                    'frozen': gc.get_freeze_count(), 'young': gc.get_threshold()[0]}),\n"
     "              flush=True)\n"
@@ -372,7 +373,8 @@ async def _report(gateway: asyncio.subprocess.Process) -> dict[str, Any]:
 
 async def test_start_up_leaves_metrics_to_their_first_use_and_collects_once_up(tmp_path, tg: FakeTelegram):
     """`chatgate run` starts with python-telegram-bot loaded (Telegram is configured: its `Bot` makes
-    every call) and answers a private message, a button press and a group mention. By then the
+    every call), imports the openai SDK once it is ready (not on the way there: see test_llm_client; not
+    at the first message either) and answers a private message, a button press and a group mention. By then the
     collector is on again, with what start-up made frozen (gateway/launch.py). The metrics' library
     waits for the first message. frozenlist's extension is not loaded at all, and
     frozenlist's switch is not left in the environment of the agent's commands."""
@@ -387,6 +389,12 @@ async def test_start_up_leaves_metrics_to_their_first_use_and_collects_once_up(t
             assert {k: v for k, v in idle.items() if k in ("ptb", "prometheus")} == {"ptb": True, "prometheus": False}
             # what else kept memory at rest: frozenlist's compiled form (its C++ runtime)
             assert (idle["frozenlist_c"], idle["frozenlist_env"]) == (False, False)
+
+            async def the_sdk_loaded() -> bool:
+                return (await _report(gateway))["openai"]
+
+            await eventually(the_sdk_loaded, what="the openai SDK imported once ready, before any message")
+            assert llm.requests == []
             tg.user_message("hello")
             await wait_for_text(tg, "echo: hello", timeout=20)
             assert (await _report(gateway))["prometheus"] is True

@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import Any
 
+from agent.llm import sdk as llm_sdk
 from gateway.config import Config
 from gateway.ops import systemd
 from gateway.ops.collector import collector_on
@@ -72,6 +73,7 @@ async def _serve(config: Config) -> int:
         log.warning("%s", AS_ROOT)
     print(f"chatgate is running{_where(config, runner)} (Ctrl-C stops)", flush=True)
     loop.call_later(COLLECT_AFTER_START, lambda: collector_on(started=True))
+    sdk_loaded = asyncio.create_task(llm_sdk(), name="openai import")  # off the path to ready, before the first message
     systemd.notify(f"READY=1\nSTATUS=running with {', '.join(runner.adapters)}")
     interval = systemd.watchdog_interval()
     watchdog = asyncio.create_task(systemd.feed_watchdog(interval), name="watchdog") if interval else None
@@ -84,6 +86,7 @@ async def _serve(config: Config) -> int:
     await runner.stop()  # (the watchdog is fed while draining: a long drain is not a hang)
     if watchdog is not None:
         watchdog.cancel()
+    sdk_loaded.cancel()
     if runner.failure:
         print(f"chatgate stopped: {runner.failure}", file=sys.stderr)
         return 1
