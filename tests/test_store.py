@@ -5,6 +5,7 @@ import asyncio
 import sqlite3
 import time
 
+import aiosqlite
 import pytest
 
 from gateway.store import OutboxItem, Store
@@ -56,11 +57,11 @@ async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_poi
         sent, pending, kept = [await store.outbox_add(OutboxItem(chat, t)) for t in ("a", "b", "c")]
         for item_id in (sent, kept):
             await store.outbox_progress(OutboxItem(chat, "x", id=item_id), done=True)
-        def job_that_sent(db: sqlite3.Connection) -> None:
-            db.execute("INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, target, owner_platform,"
+        async def job_that_sent(db: aiosqlite.Connection) -> None:
+            await db.execute("INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, target, owner_platform,"
                        " owner_id, created_at, updated_at) VALUES (1, 'j', 'p', 'every 1h', 'UTC', 'none',"
                        " 'web', 'u', 0, 0)")
-            db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)", (kept,))
+            await db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)", (kept,))
 
         await store.write(job_that_sent)
         assert await store.prune(time.time() - 3600) == (0, 0)  # nothing is old enough yet
@@ -94,8 +95,8 @@ async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_retur
 async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp_path):
     store = await Store.open(tmp_path / "state.db")
     try:
-        def broken(db):
-            db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
+        async def broken(db):
+            await db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
                              " VALUES (999999, 'user', 'x', 'ok', 0)")  # no such session: a foreign key error
 
         outcomes = await asyncio.gather(*(store.inbox_add(web_message(n), "k") for n in range(5)), store.write(broken),
@@ -127,7 +128,7 @@ async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
 async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_close_keeps_it(tmp_path):
     def usage_row(loop: str):
         return lambda db: db.execute("INSERT INTO llm_usage (at, loop, model, prompt_tokens, completion_tokens)"
-                                     " VALUES (0, ?, 'm', 1, 1)", (loop,)).rowcount
+                                     " VALUES (0, ?, 'm', 1, 1)", (loop,))
 
     async def loops() -> list[str]:
         return [r["loop"] for r in await store.fetch_all("SELECT loop FROM llm_usage ORDER BY id")]
