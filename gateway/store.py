@@ -170,10 +170,12 @@ async def _migrate(db: aiosqlite.Connection, *, path: str = "the database", upgr
             raise
 
 
-async def _window(db: aiosqlite.Connection, session_id: int, limit: int) -> list[Any]:
-    """The rows of a session's history window (see `Store.history_window`)."""
-    summary = await first_row(db, "SELECT through_message_id, summary FROM session_summaries"
-                                 " WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,))
+_LATEST_SUMMARY = "(SELECT max(id) FROM session_summaries WHERE session_id = {})"  # the id of a session's latest
+
+
+async def _window(db: aiosqlite.Connection, session_id: int, limit: int, summary: Any) -> list[Any]:
+    """The rows of a session's history window (see `Store.history_window`) after its latest summary
+    (read by the caller: `through_message_id`, `summary`; None when it has none)."""
     rows: list[Any] = list(await db.execute_fetchall(
         "SELECT id, role, content, tool_calls, tool_call_id, name FROM ("
         " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' AND id > ? ORDER BY id DESC LIMIT ?"
@@ -419,14 +421,23 @@ class Store:
     async def history_window(self, session_id: int, limit: int = 200) -> tuple[list[dict[str, Any]], list[int | None]]:
         """What the model is sent of the session, and each message's id (None: a summary). After a
         compression: the first user message, the latest summary, and the messages after it."""
-        return _history(await self.read(lambda db: _window(db, session_id, limit)))
+        async def look(db: aiosqlite.Connection) -> list[Any]:
+            summary = await first_row(db, "SELECT through_message_id, summary FROM session_summaries WHERE id = "
+                                      + _LATEST_SUMMARY.format("?"), (session_id,))
+            return await _window(db, session_id, limit, summary)
+
+        return _history(await self.read(look))
 
     async def open_turn(self, key: str, chat: ChatRef, chat_type: str, limit: int = 200) -> TurnStart:
         """What a turn starts from, in one trip: the key's session (created when there is none), its
         history window and the prompt snapshot it keeps."""
         async def look(db: aiosqlite.Connection) -> tuple[sqlite3.Row | None, list[Any]]:
-            row = await first_row(db, "SELECT id, prompt FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
-            return row, await _window(db, row["id"], limit) if row else []
+            row = await first_row(db, "SELECT s.id, s.prompt, l.through_message_id, l.summary FROM sessions s"
+                                      " LEFT JOIN session_summaries l ON l.id = " + _LATEST_SUMMARY.format("s.id")
+                                      + " WHERE s.key = ? AND s.ended_at IS NULL", (key,))
+            if row is None:
+                return None, []
+            return row, await _window(db, row["id"], limit, row if row["summary"] is not None else None)
 
         row, rows = await self.read(look)
         if row is None:
