@@ -156,9 +156,11 @@ async def _commit(conn: aiosqlite.Connection, batch: list[_Unit], out: list[Outc
 
 
 async def _connect(path: str, pragmas: str, setup: Work | None) -> aiosqlite.Connection:
-    """A connection with `pragmas` applied; `setup` (the migrations) run on it when given. Switching
-    a new file to WAL beside another opener is refused without waiting (SQLite's deadlock rule):
-    then this tries again until `OPEN_TIMEOUT_MS`, and the migrations read the version anew."""
+    """A connection with `pragmas` applied. `setup`: opening the store, what to run on the new
+    connection (the migrations), with SQLite waiting up to `OPEN_TIMEOUT_MS` for locks; None: the
+    connection opened again after a failure. Switching a new file to WAL beside another opener is
+    refused without waiting (SQLite's deadlock rule): opening tries again until `OPEN_TIMEOUT_MS`,
+    and the migrations read the version anew."""
     deadline = time.monotonic() + OPEN_TIMEOUT_MS / 1000
     while True:
         conn = await aiosqlite.connect(path, isolation_level=None)  # transactions are ours: BEGIN/COMMIT
@@ -214,7 +216,7 @@ class Database:
         `lock_wait`: how long a write waits for another program's lock (see the module doc)."""
         script = "".join(f"PRAGMA {pragma};" for pragma in pragmas)
         try:
-            conn = await _connect(path, script, setup or _nothing)  # (a setup: the open's longer waits)
+            conn = await _connect(path, script, setup or _nothing)
         except Exception as exc:
             raise storage_error(exc, OPEN_TIMEOUT_MS / 1000)  # (a locked or unreadable file: said in one line)
         return cls(conn, path, script, lock_wait)

@@ -388,10 +388,10 @@ class Store:
         now = time.time()
 
         async def create(db: aiosqlite.Connection) -> int:
-            await db.execute("INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at,"
-                             " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                             (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now))
-            row = await first_row(db, "SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
+            row = await first_row(db, "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at,"
+                                      " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+                                  (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now)) \
+                or await first_row(db, "SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
             return int(row[0])  # type: ignore[index]
 
         return await self.write(create)
@@ -429,7 +429,7 @@ class Store:
         return _history(await self.read(look))
 
     async def open_turn(self, key: str, chat: ChatRef, chat_type: str, limit: int = 200) -> TurnStart:
-        """What a turn starts from, in one trip: the key's session (created when there is none), its
+        """What a turn starts from, in one read: the key's session (created when there is none), its
         history window and the prompt snapshot it keeps."""
         async def look(db: aiosqlite.Connection) -> tuple[sqlite3.Row | None, list[Any]]:
             row = await first_row(db, "SELECT s.id, s.prompt, l.through_message_id, l.summary FROM sessions s"
