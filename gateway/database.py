@@ -188,6 +188,17 @@ async def first_row(conn: aiosqlite.Connection, sql: str, args: tuple[Any, ...] 
     return next(iter(rows), None)
 
 
+async def pipelined(*calls: Awaitable[Any]) -> list[Any]:
+    """Run several statements of a unit that do not need each other's results, queued at once:
+    aiosqlite runs them in the order given, and the unit waits for one round trip instead of one
+    each. All of them have ended when this returns; then the first error, if any, is raised."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
 async def _nothing(conn: aiosqlite.Connection) -> None:
     """No work (the probe's empty transaction)."""
 

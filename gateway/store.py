@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import aiosqlite
 
 from agent.compression import SUMMARY_PREFIX
-from gateway.database import LOCK_WAIT, Database, SchemaError, Work, first_row
+from gateway.database import LOCK_WAIT, Database, SchemaError, Work, first_row, pipelined
 from platforms.base import Attachment, ChatRef, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -170,23 +170,30 @@ async def _migrate(db: aiosqlite.Connection, *, path: str = "the database", upgr
             raise
 
 
-_LATEST_SUMMARY = "(SELECT max(id) FROM session_summaries WHERE session_id = {})"  # the id of a session's latest
+# A session's row and its latest summary; `{}`: how it is found (`_BY_ID` or `_BY_KEY`, one argument)
+_SESSION = ("SELECT s.id, s.prompt, l.through_message_id, l.summary FROM sessions s LEFT JOIN session_summaries l"
+            " ON l.id = (SELECT max(id) FROM session_summaries WHERE session_id = s.id) WHERE {}")
+_BY_ID, _BY_KEY = "s.id = ?", "s.key = ? AND s.ended_at IS NULL"
+# The newest messages after that summary (at most one argument more: how many), oldest first
+_WINDOW = ("SELECT id, role, content, tool_calls, tool_call_id, name FROM (SELECT m.* FROM ({}) s JOIN messages m"
+           " ON m.session_id = s.id AND m.status = 'ok' AND m.id > coalesce(s.through_message_id, 0)"
+           " ORDER BY m.id DESC LIMIT ?) ORDER BY id")
 
 
-async def _window(db: aiosqlite.Connection, session_id: int, limit: int, summary: Any) -> list[Any]:
-    """The rows of a session's history window (see `Store.history_window`) after its latest summary
-    (read by the caller: `through_message_id`, `summary`; None when it has none)."""
-    rows: list[Any] = list(await db.execute_fetchall(
-        "SELECT id, role, content, tool_calls, tool_call_id, name FROM ("
-        " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' AND id > ? ORDER BY id DESC LIMIT ?"
-        ") ORDER BY id", (session_id, summary["through_message_id"] if summary else 0, limit)))
-    if summary:
+async def _window(db: aiosqlite.Connection, where: str, arg: Any, limit: int) -> tuple[sqlite3.Row | None, list[Any]]:
+    """A session's row (None: no such session) and the rows of its history window (see
+    `Store.history_window`): both queries in one round trip."""
+    session = _SESSION.format(where)
+    row, found = await pipelined(first_row(db, session, (arg,)),
+                                 db.execute_fetchall(_WINDOW.format(session), (arg, limit)))
+    rows: list[Any] = list(found)
+    if row is not None and row["summary"] is not None:
         first = await first_row(db, "SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
-                                   " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id LIMIT 1",
-                               (session_id,))
+                                    " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id LIMIT 1",
+                                (row["id"],))
         rows = [*([first] if first else []), {"id": None, "role": "user", "tool_calls": None, "tool_call_id": None,
-                                              "content": SUMMARY_PREFIX + summary["summary"], "name": None}, *rows]
-    return rows
+                                              "content": SUMMARY_PREFIX + row["summary"], "name": None}, *rows]
+    return row, rows
 
 
 def _history(rows: list[Any]) -> tuple[list[dict[str, Any]], list[int | None]]:
@@ -421,25 +428,13 @@ class Store:
     async def history_window(self, session_id: int, limit: int = 200) -> tuple[list[dict[str, Any]], list[int | None]]:
         """What the model is sent of the session, and each message's id (None: a summary). After a
         compression: the first user message, the latest summary, and the messages after it."""
-        async def look(db: aiosqlite.Connection) -> list[Any]:
-            summary = await first_row(db, "SELECT through_message_id, summary FROM session_summaries WHERE id = "
-                                      + _LATEST_SUMMARY.format("?"), (session_id,))
-            return await _window(db, session_id, limit, summary)
-
-        return _history(await self.read(look))
+        _, rows = await self.read(lambda db: _window(db, _BY_ID, session_id, limit))
+        return _history(rows)
 
     async def open_turn(self, key: str, chat: ChatRef, chat_type: str, limit: int = 200) -> TurnStart:
         """What a turn starts from, in one read: the key's session (created when there is none), its
         history window and the prompt snapshot it keeps."""
-        async def look(db: aiosqlite.Connection) -> tuple[sqlite3.Row | None, list[Any]]:
-            row = await first_row(db, "SELECT s.id, s.prompt, l.through_message_id, l.summary FROM sessions s"
-                                      " LEFT JOIN session_summaries l ON l.id = " + _LATEST_SUMMARY.format("s.id")
-                                      + " WHERE s.key = ? AND s.ended_at IS NULL", (key,))
-            if row is None:
-                return None, []
-            return row, await _window(db, row["id"], limit, row if row["summary"] is not None else None)
-
-        row, rows = await self.read(look)
+        row, rows = await self.read(lambda db: _window(db, _BY_KEY, key, limit))
         if row is None:
             return TurnStart(await self._new_session(key, chat, chat_type), [], [], None)
         return TurnStart(int(row["id"]), *_history(rows), row["prompt"])
@@ -467,15 +462,16 @@ class Store:
         inbox_state = inbox_state or {"ok": "done"}.get(status, status)
 
         async def commit(db: aiosqlite.Connection) -> int | None:
-            await db.executemany(
-                "INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id, name,"
-                " platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-            await db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
-                                 [(inbox_state, now, i) for i in inbox_ids])
-            if also is not None:
-                await also(db)
-            return await self.insert_outbox(db, reply, now) if reply else None
+            done = await pipelined(
+                db.executemany("INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id,"
+                               " name, platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               rows),
+                db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)),
+                db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
+                               [(inbox_state, now, i) for i in inbox_ids]),
+                *([also(db)] if also is not None else []),
+                *([self.insert_outbox(db, reply, now)] if reply else []))
+            return done[-1] if reply else None
 
         return await self.write(commit)
 
