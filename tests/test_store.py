@@ -8,6 +8,7 @@ import time
 import aiosqlite
 import pytest
 
+from gateway.database import pipelined
 from gateway.store import OutboxItem, Store
 from platforms.base import ChatRef, InboundMessage
 from tests.harness import web_message
@@ -148,3 +149,43 @@ async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_clos
     await store.close()
     with sqlite3.connect(tmp_path / "s.db") as other:
         assert [r[0] for r in other.execute("SELECT loop FROM llm_usage ORDER BY id")] == ["rides", "alone", "at close"]
+
+
+async def test_a_read_never_sees_what_a_batch_has_not_committed(tmp_path):
+    store = await Store.open(tmp_path / "s.db")
+    inserted, release = asyncio.Event(), asyncio.Event()
+
+    async def fails_after_a_while(db: aiosqlite.Connection) -> None:
+        await db.execute("INSERT INTO gateway_instances VALUES ('x', 'h', 1, 0, 0)")
+        inserted.set()
+        await release.wait()
+        raise RuntimeError("the unit failed")  # its batch is rolled back: the row was never stored
+
+    try:
+        write = asyncio.create_task(store.write(fails_after_a_while))
+        await inserted.wait()
+        read = asyncio.create_task(store.fetch_all("SELECT id FROM gateway_instances"))
+        await asyncio.sleep(0)  # the read is asked for while the batch's transaction is open
+        release.set()
+        with pytest.raises(RuntimeError, match="the unit failed"):
+            await write
+        assert await read == []
+    finally:
+        await store.close()
+
+
+async def test_statements_a_unit_pipelines_all_end_before_it_fails_and_are_rolled_back_with_it(tmp_path):
+    store = await Store.open(tmp_path / "s.db")
+    try:
+        async def half_broken(db: aiosqlite.Connection) -> None:
+            await pipelined(db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 1, 0, 0)"),
+                            db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 2, 0, 0)"),  # the same id
+                            db.execute("INSERT INTO gateway_instances VALUES ('b', 'h', 3, 0, 0)"))
+
+        outcomes = await asyncio.gather(store.write(half_broken), store.inbox_add(web_message(1), "k"),
+                                        return_exceptions=True)
+        assert isinstance(outcomes[0], sqlite3.IntegrityError) and isinstance(outcomes[1], int)
+        assert await store.fetch_all("SELECT id FROM gateway_instances") == []
+        assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 1
+    finally:
+        await store.close()
