@@ -24,11 +24,12 @@ import json
 import logging
 import re
 import secrets
-import sqlite3
 import time
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
+
+import aiosqlite
 
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.delivery import Delivery
@@ -238,15 +239,15 @@ class Approvals:
             reasons.append(f"it is {len(request.subject):,} characters long and only the start is shown: "
                            "deny it unless you know the rest")
         now = time.time()
-        def request_it(db: sqlite3.Connection) -> None:
-            db.execute(
+        async def request_it(db: aiosqlite.Connection) -> None:
+            await db.execute(
                 "INSERT INTO approvals (id, session_key, session_id, platform, chat_id, thread_id, requester_id, kind,"
                 " subject, subject_hash, confinement, reasons, created_at, expires_at)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (approval_id, ctx.extras.get("session_key", ""), ctx.session_id, chat.platform, chat.chat_id,
                  chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, json.dumps(reasons), now,
                  now + self.timeout))
-            self._event(db, approval_id, "requested", ctx.user_id, shown)
+            await self._event(db, approval_id, "requested", ctx.user_id, shown)
 
         await self.store.write(request_it)
         future: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
@@ -273,15 +274,15 @@ class Approvals:
         """Move a pending request to `state`; False when it was already decided (first one wins)."""
         now = time.time()
 
-        def decide(db: sqlite3.Connection) -> bool:
-            cur = db.execute("UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, note = ?"
+        async def decide(db: aiosqlite.Connection) -> bool:
+            cur = await db.execute("UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, note = ?"
                              " WHERE id = ? AND state = 'pending'", (state, actor, now, note, approval_id))
             if cur.rowcount == 0:
                 return False
-            self._event(db, approval_id, state, actor, note)
+            await self._event(db, approval_id, state, actor, note)
             if state == "always":
                 scope = self.always_scope
-                db.execute(
+                await db.execute(
                     "INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, confinement, scope, platform,"
                     " chat_id, user_id, created_by, created_at) SELECT kind, subject, subject_hash, confinement, ?,"
                     " CASE WHEN ? = 'global'"
@@ -362,13 +363,14 @@ class Approvals:
     async def prune(self, before: float) -> int:
         """Forget requests decided before `before` with their events; return how many. Pending ones stay,
         and so does a session grant while its session is active (it still answers for that session)."""
-        def batch(db: sqlite3.Connection) -> int:
-            ids = json.dumps([r[0] for r in db.execute(
+        async def batch(db: aiosqlite.Connection) -> int:
+            ids = json.dumps([r[0] for r in await db.execute_fetchall(
                 "SELECT id FROM approvals WHERE state != 'pending' AND coalesce(decided_at, created_at) < ?"
                 " AND (state != 'session' OR session_id IS NULL"
                 " OR session_id NOT IN (SELECT id FROM sessions WHERE ended_at IS NULL)) LIMIT 500", (before,))])
-            db.execute("DELETE FROM approval_events WHERE approval_id IN (SELECT value FROM json_each(?))", (ids,))
-            return db.execute("DELETE FROM approvals WHERE id IN (SELECT value FROM json_each(?))", (ids,)).rowcount
+            await db.execute("DELETE FROM approval_events WHERE approval_id IN (SELECT value FROM json_each(?))", (ids,))
+            return (await db.execute("DELETE FROM approvals WHERE id IN (SELECT value FROM json_each(?))",
+                                     (ids,))).rowcount
 
         pruned = 0
         while n := await self.store.write(batch):
@@ -387,8 +389,9 @@ class Approvals:
         return await self.store.fetch_one("SELECT * FROM approvals WHERE id = ?", (approval_id,))
 
     @staticmethod
-    def _event(db: sqlite3.Connection, approval_id: str, event: str, actor: str | None, detail: str | None) -> None:
-        db.execute("INSERT INTO approval_events (approval_id, event, actor, detail, at) VALUES (?,?,?,?,?)",
+    def _event(db: aiosqlite.Connection, approval_id: str, event: str, actor: str | None,
+               detail: str | None) -> Awaitable[Any]:
+        return db.execute("INSERT INTO approval_events (approval_id, event, actor, detail, at) VALUES (?,?,?,?,?)",
                    (approval_id, event, actor, detail, time.time()))
 
     async def _audit(self, approval_id: str, event: str, actor: str, detail: str) -> None:
@@ -412,8 +415,7 @@ class Approvals:
         except Exception as exc:
             log.warning("could not show approval prompt %s: %s", approval_id, exc)
             return False
-        await self.store.write(lambda db: db.execute("UPDATE approvals SET prompt_message_id = ? WHERE id = ?",
-                                                     (message_id, approval_id)).rowcount, single=True)
+        await self.store.execute("UPDATE approvals SET prompt_message_id = ? WHERE id = ?", (message_id, approval_id))
         return True
 
     async def _show_outcome(self, row: Mapping[str, Any]) -> None:

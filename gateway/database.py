@@ -1,28 +1,27 @@
-"""The database thread: one SQLite connection, used only from one thread of its own.
+"""The database: one SQLite connection through aiosqlite (its own thread; every call is a hop to it).
 
-Whatever touches the database is a plain function of the connection (`Work`), run on that
-thread: a unit of work is one trip from the event loop however many statements it has, and it
-cannot wait on anything else while it holds the database. Each trip is a hand-over between
-threads that costs about as much CPU as sixty small statements (some 60 µs here), so the number
-of trips, not of statements, is what a turn pays for.
+Whatever touches the database is an async function of the `aiosqlite.Connection` (`Work`). Each
+aiosqlite call is one hop between the event loop and the connection's thread, which costs about
+as much CPU as a few dozen small statements, so a unit of work keeps its awaits few:
+`execute_fetchall` for rows, `executemany` for many rows, one statement where two would do.
 
-Group commit: the writes of many callers (`write`) share one trip, one transaction and one
-fsync. A writer takes every unit queued while the previous commit ran, runs them in one
-transaction and commits; each caller's await returns only after that commit, so "stored"
-means durable. A unit that fails rolls its batch back, and each unit of the batch is then run
-in a transaction of its own in the same trip (the failing one reports its error; the others
-commit). A unit alone in its batch that is one statement (`single`) runs in SQLite's
-autocommit, without BEGIN/COMMIT.
+Group commit: the writes of many callers (`write`) share one transaction and one fsync. A writer
+takes every unit queued while the previous commit ran, runs them between one BEGIN and one
+COMMIT; each caller's await returns only after that commit, so "stored" means durable. A unit
+that fails rolls its batch back, and each unit of the batch is then run in a transaction of its
+own (the failing one reports its error; the others commit). A unit alone in its batch that is one
+statement (`single`) runs in SQLite's autocommit, without BEGIN/COMMIT. While a batch's
+transaction is open, reads (`read`) wait for it: they never see what is not committed yet.
 
 Another program's write lock (an operator's `sqlite3` shell in a transaction, a backup tool) is
-waited out on the event loop, not on the thread: SQLite itself waits only `BUSY_TIMEOUT_MS` per
-try, and a batch that found the database locked is tried again after a pause, so reads go on
-meanwhile. A write waits up to `lock_wait` seconds in all, then fails with `StorageError`, as
-does a write the database could not do for its own sake (disk full, I/O error): errors of the
-storage, not of the data, which the caller may try again later. `health()` says which (for
-`/readyz`), until a commit succeeds again; while it is not ready, a probe tries an empty
-transaction every `PROBE_SECONDS`. If the connection itself fails (a ROLLBACK that fails), every
-caller of that trip is told and the connection is opened again.
+waited out on the event loop, not on the connection's thread: SQLite itself waits only
+`BUSY_TIMEOUT_MS` per try, and a batch that found the database locked is tried again after a
+pause, so reads go on meanwhile. A write waits up to `lock_wait` seconds in all, then fails with
+`StorageError`, as does a write the database could not do for its own sake (disk full, I/O
+error): errors of the storage, not of the data, which the caller may try again later. `health()`
+says which (for `/readyz`), until a commit succeeds again; while it is not ready, a probe tries an
+empty transaction every `PROBE_SECONDS`. If the connection itself fails (a ROLLBACK that fails),
+every caller of that batch is told and the connection is opened again.
 
 A record whose last moment may be lost at a power loss (token usage) needs no commit of its
 own: `later` puts it into the next group commit, or into one of its own after `LATER_SECONDS`
@@ -35,15 +34,16 @@ import asyncio
 import logging
 import sqlite3
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
+
+import aiosqlite
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Work = Callable[[sqlite3.Connection], Any]
+Work = Callable[[aiosqlite.Connection], Awaitable[Any]]
 LATER_SECONDS = 1.0  # the longest a `later` write waits for a group commit to join
-BUSY_TIMEOUT_MS = 100  # SQLite's own wait for a lock, per try, on the database thread
+BUSY_TIMEOUT_MS = 100  # SQLite's own wait for a lock, per try, on the connection's thread
 OPEN_TIMEOUT_MS = 30_000  # the same while opening (another process may be migrating the database)
 LOCK_WAIT = 5.0  # seconds a write waits for another program's lock before it fails (`gateway.lock_wait_seconds`)
 PROBE_SECONDS = 2.0  # while writes fail, how often an empty transaction checks whether they work again
@@ -109,61 +109,108 @@ def _logged(done: asyncio.Future[Any]) -> None:
         log.warning("a deferred write failed: %s", done.exception())
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
+async def _rollback(conn: aiosqlite.Connection) -> None:
     """Roll back what is open; an error here is the connection's, and leaves `_commit`."""
     if conn.in_transaction:
-        conn.rollback()
+        await conn.rollback()
 
 
-def _alone(conn: sqlite3.Connection, unit: _Unit) -> Outcome:
+async def _alone(conn: aiosqlite.Connection, unit: _Unit) -> Outcome:
     """One unit in a transaction of its own."""
     if unit.single:
         try:
-            return True, unit.work(conn)
+            return True, await unit.work(conn)
         except Exception as exc:
             return False, exc
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        result = unit.work(conn)
-        conn.execute("COMMIT")
+        await conn.execute("BEGIN IMMEDIATE")
+        result = await unit.work(conn)
+        await conn.execute("COMMIT")
         return True, result
     except Exception as exc:
-        _rollback(conn)
+        await _rollback(conn)
         return False, exc
 
 
-def _commit(conn: sqlite3.Connection, batch: list[_Unit], out: list[Outcome]) -> None:
-    """On the database thread: the batch in one transaction, or unit by unit when one fails; each
-    unit's outcome is appended to `out`. The database locked: every unit gets the busy error (none
-    ran). An exception left is the connection's: the units without an outcome were not stored."""
+async def _commit(conn: aiosqlite.Connection, batch: list[_Unit], out: list[Outcome]) -> None:
+    """The batch in one transaction, or unit by unit when one fails; each unit's outcome is
+    appended to `out`. The database locked: every unit gets the busy error (none ran). An
+    exception left is the connection's: the units without an outcome were not stored."""
     if len(batch) == 1:
-        out.append(_alone(conn, batch[0]))
+        out.append(await _alone(conn, batch[0]))
         return
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        results = [unit.work(conn) for unit in batch]
-        conn.execute("COMMIT")
+        await conn.execute("BEGIN IMMEDIATE")
+        results = [await unit.work(conn) for unit in batch]
+        await conn.execute("COMMIT")
     except Exception as exc:
-        _rollback(conn)
+        await _rollback(conn)
         if _busy(exc):
             out.extend((False, exc) for _ in batch)
             return
         log.warning("a group commit of %d writes failed (%s); committing them one by one", len(batch), exc)
         for unit in batch:
-            out.append(_alone(conn, unit))
+            out.append(await _alone(conn, unit))
         return
     out.extend((True, result) for result in results)
+
+
+async def _connect(path: str, pragmas: str, setup: Work | None) -> aiosqlite.Connection:
+    """A connection with `pragmas` applied. `setup`: opening the store, what to run on the new
+    connection (the migrations), with SQLite waiting up to `OPEN_TIMEOUT_MS` for locks; None: the
+    connection opened again after a failure. Switching a new file to WAL beside another opener is
+    refused without waiting (SQLite's deadlock rule): opening tries again until `OPEN_TIMEOUT_MS`,
+    and the migrations read the version anew."""
+    deadline = time.monotonic() + OPEN_TIMEOUT_MS / 1000
+    while True:
+        conn = await aiosqlite.connect(path, isolation_level=None)  # transactions are ours: BEGIN/COMMIT
+        try:
+            conn.row_factory = sqlite3.Row
+            await conn.executescript(f"PRAGMA busy_timeout = {OPEN_TIMEOUT_MS if setup else BUSY_TIMEOUT_MS};"
+                                     + pragmas)
+            if setup is not None:
+                await setup(conn)
+                await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            return conn
+        except sqlite3.OperationalError as exc:
+            await conn.close()
+            if not (setup is not None and _busy(exc) and time.monotonic() < deadline):
+                raise
+        except BaseException:
+            await conn.close()
+            raise
+        await asyncio.sleep(0.05)
+
+
+async def first_row(conn: aiosqlite.Connection, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+    """The first row of a query, in one hop (a cursor's `fetchone` would be a second)."""
+    rows = await conn.execute_fetchall(sql, args)
+    return next(iter(rows), None)
+
+
+async def pipelined(*calls: Awaitable[Any]) -> list[Any]:
+    """Run several statements of a unit that do not need each other's results, queued at once:
+    aiosqlite runs them in the order given, and the unit waits for one round trip instead of one
+    each. All of them have ended when this returns; then the first error, if any, is raised."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
+async def _nothing(conn: aiosqlite.Connection) -> None:
+    """No work (the probe's empty transaction)."""
 
 
 class Database:
     """Open with `await Database.open(path, pragmas)`; close with `close()`."""
 
-    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor,
-                 connect: Callable[[], sqlite3.Connection], lock_wait: float = LOCK_WAIT) -> None:
+    def __init__(self, conn: aiosqlite.Connection, path: str, pragmas: str, lock_wait: float = LOCK_WAIT) -> None:
         self.lock_wait = lock_wait
-        self._conn: sqlite3.Connection | None = conn  # None: it failed; opened again at the next trip
-        self._thread = thread
-        self._connect = connect
+        self._conn: aiosqlite.Connection | None = conn  # None: it failed; opened again at the next use
+        self._path, self._pragmas = path, pragmas
+        self._gate = asyncio.Lock()  # held by a batch (its transaction open) and by a read
         self._queued: list[_Unit] = []
         self._later: list[_Unit] = []  # `later` writes: they join the next group commit
         self._later_timer: asyncio.TimerHandle | None = None
@@ -178,38 +225,12 @@ class Database:
                    lock_wait: float = LOCK_WAIT) -> "Database":
         """Connect, apply `pragmas`, then run `setup` (the migrations) on the new connection.
         `lock_wait`: how long a write waits for another program's lock (see the module doc)."""
-        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="database")
-
-        def connect(opening: bool = False) -> sqlite3.Connection:
-            deadline = time.monotonic() + OPEN_TIMEOUT_MS / 1000
-            while True:
-                conn = sqlite3.connect(path, isolation_level=None)  # transactions are ours: BEGIN/COMMIT
-                try:
-                    conn.row_factory = sqlite3.Row
-                    conn.execute(f"PRAGMA busy_timeout = {OPEN_TIMEOUT_MS if opening else BUSY_TIMEOUT_MS}")
-                    for pragma in pragmas:
-                        conn.execute(f"PRAGMA {pragma}")
-                    if setup is not None and opening:
-                        setup(conn)
-                    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                    return conn
-                except sqlite3.OperationalError as exc:
-                    conn.close()
-                    # switching a new file to WAL beside another opener is refused without waiting
-                    # (SQLite's deadlock rule): opening tries again, the migrations read the version anew
-                    if not (opening and _busy(exc) and time.monotonic() < deadline):
-                        raise
-                except BaseException:
-                    conn.close()
-                    raise
-                time.sleep(0.05)
-
+        script = "".join(f"PRAGMA {pragma};" for pragma in pragmas)
         try:
-            conn = await asyncio.get_running_loop().run_in_executor(thread, connect, True)
-        except BaseException as exc:
-            thread.shutdown(wait=False)
+            conn = await _connect(path, script, setup or _nothing)
+        except Exception as exc:
             raise storage_error(exc, OPEN_TIMEOUT_MS / 1000)  # (a locked or unreadable file: said in one line)
-        return cls(conn, thread, connect, lock_wait)
+        return cls(conn, path, script, lock_wait)
 
     async def close(self) -> None:
         self._closed = True  # (no more probes)
@@ -218,14 +239,10 @@ class Database:
         self._flush_later()
         if self._writer is not None:
             await asyncio.gather(self._writer, return_exceptions=True)
-
-        def close(_: Any) -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        await asyncio.get_running_loop().run_in_executor(self._thread, close, None)
-        self._thread.shutdown(wait=False)
+        async with self._gate:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await conn.close()
 
     def health(self) -> dict[str, Any]:
         """Whether writes work: `ready`, `locked` (waiting for another program's lock) or `failing`
@@ -233,28 +250,27 @@ class Database:
         state, since, error = self._health
         return {"state": state, "since": round(since, 3), "error": error}
 
-    def _connection(self) -> sqlite3.Connection:
-        """On the database thread: the connection, opened again if it failed."""
+    async def _connection(self) -> aiosqlite.Connection:
+        """The connection, opened again if it failed (under the gate)."""
         if self._conn is None:
-            self._conn = self._connect()
+            if self._closed:
+                raise StorageError("the store is closed")
+            self._conn = await _connect(self._path, self._pragmas, None)
             log.warning("the database connection was opened again")
         return self._conn
 
-    def _run_read(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            return work(self._connection())
-        except Exception as exc:
-            wrapped = storage_error(exc, self.lock_wait)
-            if wrapped is exc:
-                raise
-            raise wrapped from exc
+    async def read(self, work: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        """Run `work` between group commits; for reads, and for writes that must not wait for one."""
+        async with self._gate:
+            try:
+                return await work(await self._connection())
+            except Exception as exc:
+                wrapped = storage_error(exc, self.lock_wait)
+                if wrapped is exc:
+                    raise
+                raise wrapped from exc
 
-    async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` on the database thread (one trip); for reads, and for writes that must not
-        wait for a group commit."""
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self._run_read, work)
-
-    async def write(self, work: Callable[[sqlite3.Connection], T], *, single: bool = False) -> T:
+    async def write(self, work: Callable[[aiosqlite.Connection], Awaitable[T]], *, single: bool = False) -> T:
         """Run `work` (statements, no BEGIN/COMMIT of its own) in the next group commit; return its
         result once committed. `single`: it is one statement. A caller that is cancelled meanwhile
         does not cancel the write."""
@@ -282,27 +298,27 @@ class Database:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_batches(), name="group-commit")
 
-    def _trip(self, batch: list[_Unit]) -> list[Outcome]:
-        """On the database thread: commit `batch`; a connection that fails is closed (every unit
-        left without an outcome gets a `StorageError`) and opened again at the next trip."""
+    async def _trip(self, batch: list[_Unit]) -> list[Outcome]:
+        """Commit `batch`; a connection that fails is closed (every unit left without an outcome gets
+        a `StorageError`) and opened again at the next use."""
         out: list[Outcome] = []
-        try:
-            _commit(self._connection(), batch, out)
-        except Exception as exc:
-            log.error("the database connection failed (%s); opening it again", exc)
-            failed = StorageError(f"the database connection failed ({exc}); it was not stored")
-            failed.__cause__ = exc
-            out.extend((False, failed) for _ in batch[len(out):])
-            conn, self._conn = self._conn, None
+        async with self._gate:
             try:
-                if conn is not None:
-                    conn.close()  # (SQLite rolls back what was left open)
-            except Exception as close_exc:
-                log.debug("closing the failed connection: %s", close_exc)
+                await _commit(await self._connection(), batch, out)
+            except Exception as exc:
+                log.error("the database connection failed (%s); opening it again", exc)
+                failed = StorageError(f"the database connection failed ({exc}); it was not stored")
+                failed.__cause__ = exc
+                out.extend((False, failed) for _ in batch[len(out):])
+                conn, self._conn = self._conn, None
+                try:
+                    if conn is not None:
+                        await conn.close()  # (SQLite rolls back what was left open)
+                except Exception as close_exc:
+                    log.debug("closing the failed connection: %s", close_exc)
         return out
 
     async def _write_batches(self) -> None:
-        loop = asyncio.get_running_loop()
         tries = 0  # of a batch that found the database locked
         while self._queued or self._later:
             if self._later_timer is not None:
@@ -310,10 +326,10 @@ class Database:
                 self._later_timer = None
             batch, self._queued, self._later = [*self._later, *self._queued], [], []
             self.batches += 1
-            trip = loop.run_in_executor(self._thread, self._trip, batch)
+            trip = asyncio.ensure_future(self._trip(batch))
             try:
                 outcomes = await asyncio.shield(trip)
-            except asyncio.CancelledError:  # closing: the trip still ends on the database thread
+            except asyncio.CancelledError:  # closing: the batch still ends (its transaction too)
                 self._queued = [*self._settle(batch, await trip, closing=True), *self._queued]
                 self._close_queue()
                 raise
@@ -383,7 +399,7 @@ class Database:
         if self._health[0] == "ready" or self._closed:
             return
         if not self._queued:
-            unit = _Unit(lambda conn: None, False, asyncio.get_running_loop().create_future())
+            unit = _Unit(_nothing, False, asyncio.get_running_loop().create_future())
             unit.done.add_done_callback(_retrieved)
             self._queued.append(unit)
             self._start_writer()

@@ -27,9 +27,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+import aiosqlite
+
 from agent.goal_judge import Judge, Verdict
 from agent.llm import LLMError
 from gateway.access.trust import ADMIN, Acting, Person, Trust, speakers
+from gateway.database import first_row
 from gateway.delivery import Delivery
 from gateway.sessions import WorkItem
 from gateway.store import OutboxItem, Store, decode_inbound, encode_inbound
@@ -156,13 +159,13 @@ class Goals:
         now = time.time()
         origin = replace(item.msg, text="", attachments=(), raw={}, reply_to=None)
 
-        def create(db: sqlite3.Connection) -> tuple[Goal, int | None]:
-            cur = db.execute(
+        async def create(db: aiosqlite.Connection) -> tuple[Goal, WorkItem | None]:
+            cur = await db.execute(
                 "INSERT INTO goals (session_key, origin, objective, state, max_turns, seq, created_at, updated_at)"
                 " VALUES (?, ?, ?, 'active', ?, 1, ?, ?)",
                 (item.key, encode_inbound(origin), objective, self.max_turns, now, now))
             goal = Goal(int(cur.lastrowid), item.key, origin, objective, [], "active", 0, self.max_turns, 1, 0, None)
-            return goal, self._insert_turn(db, goal, 1, self._first_text(goal))
+            return goal, await self._insert_turn(db, goal, 1, self._first_text(goal))
 
         goal, turn = await self.store.write(create)
         self._dispatch(turn)
@@ -180,9 +183,8 @@ class Goals:
             return f"This goal already has {MAX_CRITERIA} criteria."
         criteria = [*goal.criteria, criterion[:MAX_OBJECTIVE]]
         people = list(dict.fromkeys([*goal.people, (msg.platform, msg.user_id)]))
-        await self.store.write(lambda db: db.execute(
-            "UPDATE goals SET criteria = ?, people = ?, updated_at = ? WHERE id = ?",
-            (json.dumps(criteria), json.dumps(people), time.time(), goal.id)).rowcount, single=True)
+        await self.store.execute("UPDATE goals SET criteria = ?, people = ?, updated_at = ? WHERE id = ?",
+                                 (json.dumps(criteria), json.dumps(people), time.time(), goal.id))
         return f"Added to the goal: {criterion}. The judge now checks {len(criteria)} criteria besides the objective."
 
     async def _resume(self, key: str, msg: InboundMessage) -> str:
@@ -195,19 +197,19 @@ class Goals:
         seq = goal.seq if pending else goal.seq + 1
         resumed = replace(goal, state="active", max_turns=max_turns, seq=seq)
 
-        def resume(db: sqlite3.Connection) -> WorkItem | None | bool:
+        async def resume(db: aiosqlite.Connection) -> WorkItem | None | bool:
             now = time.time()
             if more:
-                db.execute("DELETE FROM goal_resumes WHERE at < ?", (now - DAY,))
-                done = db.execute("SELECT count(*) FROM goal_resumes WHERE platform = ? AND user_id = ?",
-                                  (msg.platform, msg.user_id)).fetchone()[0]
+                await db.execute("DELETE FROM goal_resumes WHERE at < ?", (now - DAY,))
+                done = (await db.execute_fetchall("SELECT count(*) FROM goal_resumes WHERE platform = ? AND user_id = ?",
+                                                  (msg.platform, msg.user_id)))[0][0]
                 if done >= self.max_resumes:
                     return False
-                db.execute("INSERT INTO goal_resumes (goal_id, platform, user_id, at) VALUES (?, ?, ?, ?)",
+                await db.execute("INSERT INTO goal_resumes (goal_id, platform, user_id, at) VALUES (?, ?, ?, ?)",
                            (goal.id, msg.platform, msg.user_id, now))
-            db.execute("UPDATE goals SET state = 'active', max_turns = ?, seq = ?, judged = ?, updated_at = ?"
-                       " WHERE id = ?", (max_turns, seq, seq - 1, now, goal.id))
-            return None if pending else self._insert_turn(db, resumed, seq, self._next_text(resumed, None))
+            await db.execute("UPDATE goals SET state = 'active', max_turns = ?, seq = ?, judged = ?, updated_at = ?"
+                             " WHERE id = ?", (max_turns, seq, seq - 1, now, goal.id))
+            return None if pending else await self._insert_turn(db, resumed, seq, self._next_text(resumed, None))
 
         turn = await self.store.write(resume)
         if turn is False:
@@ -227,12 +229,9 @@ class Goals:
     async def _set_state(self, key: str, current: tuple[str, ...], state: str, why: str) -> Goal | None:
         marks = ", ".join("?" for _ in current)
 
-        def change(db: sqlite3.Connection) -> sqlite3.Row | None:
-            return db.execute(
-                f"UPDATE goals SET state = ?, reason = ?, updated_at = ? WHERE session_key = ? AND state IN ({marks})"
-                " RETURNING *", (state, why, time.time(), key, *current)).fetchone()
-
-        row = await self.store.write(change, single=True)
+        row = await self.store.write(lambda db: first_row(
+            db, f"UPDATE goals SET state = ?, reason = ?, updated_at = ? WHERE session_key = ? AND state IN ({marks})"
+            " RETURNING *", (state, why, time.time(), key, *current)), single=True)
         return Goal.of(row) if row else None
 
     # -- queries --------------------------------------------------------------------------
@@ -328,12 +327,12 @@ class Goals:
         notice = OutboxItem(chat=goal.origin.reply_chat, text=f"↻ Continuing ({turns}/{goal.max_turns}): {reason}") \
             if reason else None
 
-        def advance(db: sqlite3.Connection) -> WorkItem | None:
-            if not self._claim(db, goal, seq, "active", reason, turns, seq + 1):
+        async def advance(db: aiosqlite.Connection) -> WorkItem | None:
+            if not await self._claim(db, goal, seq, "active", reason, turns, seq + 1):
                 return None
             if notice is not None:
-                self.store.insert_outbox(db, notice, time.time())
-            return self._insert_turn(db, following, seq + 1, self._next_text(following, reason))
+                await self.store.insert_outbox(db, notice, time.time())
+            return await self._insert_turn(db, following, seq + 1, self._next_text(following, reason))
 
         turn = await self.store.write(advance)
         if notice is not None and notice.id is not None:
@@ -345,29 +344,30 @@ class Goals:
         """End (or pause) the goal with a notice to the chat, in one transaction."""
         notice = OutboxItem(chat=goal.origin.reply_chat, text=text)
 
-        def stop(db: sqlite3.Connection) -> bool:
-            if not self._claim(db, goal, seq, state, reason, goal.turns if turns is None else turns, goal.seq):
+        async def stop(db: aiosqlite.Connection) -> bool:
+            if not await self._claim(db, goal, seq, state, reason, goal.turns if turns is None else turns, goal.seq):
                 return False
-            self.store.insert_outbox(db, notice, time.time())
+            await self.store.insert_outbox(db, notice, time.time())
             return True
 
         if await self.store.write(stop):
             await self.delivery.deliver(notice)
 
-    def _claim(self, db: sqlite3.Connection, goal: Goal, seq: int, state: str, reason: str | None,
+    @staticmethod
+    async def _claim(db: aiosqlite.Connection, goal: Goal, seq: int, state: str, reason: str | None,
                      turns: int, next_seq: int) -> bool:
         """Record the verdict on turn `seq` — only if the goal is still active and that turn not yet
         judged (a pause or a second judge meanwhile wins)."""
-        cur = db.execute(
+        cur = await db.execute(
             "UPDATE goals SET state = ?, reason = coalesce(?, reason), turns = ?, judged = ?, seq = ?, updated_at = ?"
             " WHERE id = ? AND state = 'active' AND judged < ?",
             (state, reason, turns, seq, next_seq, time.time(), goal.id, seq))
         return cur.rowcount == 1
 
-    def _insert_turn(self, db: sqlite3.Connection, goal: Goal, seq: int, text: str) -> WorkItem | None:
+    async def _insert_turn(self, db: aiosqlite.Connection, goal: Goal, seq: int, text: str) -> WorkItem | None:
         """The goal's turn `seq` as an inbox row (None: it exists already)."""
         msg = replace(goal.origin, text=text, message_id=f"{TURN_ID}{goal.id}:{seq}")
-        inbox_id = self.store.insert_inbox(db, msg, goal.session_key)
+        inbox_id = await self.store.insert_inbox(db, msg, goal.session_key)
         return WorkItem(inbox_id, goal.session_key, msg) if inbox_id is not None else None
 
     def _dispatch(self, turn: WorkItem | None) -> None:

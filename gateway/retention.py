@@ -30,9 +30,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import aiosqlite
 
 from gateway.database import StorageError
 from gateway.learning import trajectories
@@ -109,9 +110,8 @@ class Retention:
 
     async def reclaim(self) -> int:
         """Hand the database's free pages back to the file system; return how many went."""
-        mode, free, pages, page_size = await self.store.read(lambda db: tuple(
-            db.execute(f"PRAGMA {name}").fetchone()[0]
-            for name in ("auto_vacuum", "freelist_count", "page_count", "page_size")))
+        [(mode, free, pages, page_size)] = await self.store.fetch_all(
+            "SELECT * FROM pragma_auto_vacuum, pragma_freelist_count, pragma_page_count, pragma_page_size")
         if mode != INCREMENTAL:
             await self._switch(pages * page_size)
             return 0
@@ -142,10 +142,9 @@ class Retention:
                 return
         started = time.monotonic()
 
-        def vacuum(db: sqlite3.Connection) -> None:
-            db.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            db.execute("VACUUM")
-            _checkpoint(db)
+        async def vacuum(db: aiosqlite.Connection) -> None:
+            await db.executescript("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
+            await _checkpoint(db)
 
         try:
             await self.store.read(vacuum)
@@ -158,18 +157,18 @@ class Retention:
                      size >> 20, time.monotonic() - started)
 
 
-def _checkpoint(db: sqlite3.Connection) -> None:
+async def _checkpoint(db: aiosqlite.Connection) -> None:
     """Copy the WAL into the file (which shrinks to the pages in use) and empty it; without waiting for a
     reader another process has open (an operator's `sqlite3` shell): then only as far as it can."""
-    timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
-    db.execute("PRAGMA busy_timeout = 0")
+    [(timeout,)] = await db.execute_fetchall("PRAGMA busy_timeout")
+    await db.execute("PRAGMA busy_timeout = 0")
     try:
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        await db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
-        db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+        await db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
 
-def _reclaim_some(db: sqlite3.Connection) -> int:
-    """On the database thread: hand back up to `RECLAIM_PAGES` free pages; the free pages left."""
-    db.executescript(f"PRAGMA incremental_vacuum({RECLAIM_PAGES});")  # (execute() frees one page a call)
-    return int(db.execute("PRAGMA freelist_count").fetchone()[0])
+async def _reclaim_some(db: aiosqlite.Connection) -> int:
+    """Hand back up to `RECLAIM_PAGES` free pages; the free pages left."""
+    await db.executescript(f"PRAGMA incremental_vacuum({RECLAIM_PAGES});")  # (execute() frees one page a call)
+    return int((await db.execute_fetchall("PRAGMA freelist_count"))[0][0])

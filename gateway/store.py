@@ -1,6 +1,6 @@
 """Durable state in one SQLite database (WAL): sessions, transcripts, inbox, outbox.
 
-Every method is a small unit of work run on the database thread (`gateway.database`); the ones
+Every method is a small unit of work, an async function of the aiosqlite connection (`gateway.database`); the ones
 that change several tables run in one transaction, so a crash leaves either all of a turn's
 effects or none of them. Writes are group-committed: many sessions' writes share one
 transaction and one fsync, and a caller's await returns once its write is durable. Commits are
@@ -20,10 +20,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
+
+import aiosqlite
 
 from agent.compression import SUMMARY_PREFIX
-from gateway.database import LOCK_WAIT, Database, SchemaError, Work
+from gateway.database import LOCK_WAIT, Database, SchemaError, Work, first_row, pipelined
 from platforms.base import Attachment, ChatRef, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -127,11 +129,11 @@ def _statements(sql: str) -> list[str]:
     return found
 
 
-def _version(db: sqlite3.Connection) -> int:
-    return int(db.execute("PRAGMA user_version").fetchone()[0])
+async def _version(db: aiosqlite.Connection) -> int:
+    return int((await db.execute_fetchall("PRAGMA user_version"))[0][0])
 
 
-def _migrate(db: sqlite3.Connection, *, path: str = "the database", upgrade: bool = True,
+async def _migrate(db: aiosqlite.Connection, *, path: str = "the database", upgrade: bool = True,
              found: list[tuple[int, str]] | None = None) -> None:
     """Apply the numbered migrations the database has not had yet (at open), each in a write
     transaction of its own that reads the version again first: another process may have applied
@@ -140,7 +142,7 @@ def _migrate(db: sqlite3.Connection, *, path: str = "the database", upgrade: boo
     under the daemon that uses it)."""
     found = migrations() if found is None else found
     latest = found[-1][0] if found else 0
-    version = _version(db)
+    version = await _version(db)
     if version > latest:
         raise SchemaError(f"{path} was made by a newer chatgate (schema version {version}; this one knows up to "
                           f"{latest}): run that version, or restore a backup made with this one")
@@ -153,36 +155,45 @@ def _migrate(db: sqlite3.Connection, *, path: str = "the database", upgrade: boo
     for number, sql in found:
         if number <= version:
             continue
-        db.execute("BEGIN IMMEDIATE")
+        await db.execute("BEGIN IMMEDIATE")
         try:
-            version = _version(db)  # under the write lock: what another process applied meanwhile counts
+            version = await _version(db)  # under the write lock: what another process applied meanwhile counts
             if number > version:
                 for statement in _statements(sql):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {number}")
+                    await db.execute(statement)
+                await db.execute(f"PRAGMA user_version = {number}")
                 version = number
-            db.execute("COMMIT")
+            await db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
-                db.rollback()
+                await db.rollback()
             raise
 
 
-def _window(db: sqlite3.Connection, session_id: int, limit: int) -> list[Any]:
-    """The rows of a session's history window (see `Store.history_window`)."""
-    summary = db.execute("SELECT through_message_id, summary FROM session_summaries"
-                         " WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,)).fetchone()
-    rows: list[Any] = db.execute(
-        "SELECT id, role, content, tool_calls, tool_call_id, name FROM ("
-        " SELECT * FROM messages WHERE session_id = ? AND status = 'ok' AND id > ? ORDER BY id DESC LIMIT ?"
-        ") ORDER BY id", (session_id, summary["through_message_id"] if summary else 0, limit)).fetchall()
-    if summary:
-        first = db.execute("SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
-                           " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id LIMIT 1",
-                           (session_id,)).fetchone()
+# A session's row and its latest summary; `{}`: how it is found (`_BY_ID` or `_BY_KEY`, one argument)
+_SESSION = ("SELECT s.id, s.prompt, l.through_message_id, l.summary FROM sessions s LEFT JOIN session_summaries l"
+            " ON l.id = (SELECT max(id) FROM session_summaries WHERE session_id = s.id) WHERE {}")
+_BY_ID, _BY_KEY = "s.id = ?", "s.key = ? AND s.ended_at IS NULL"
+# The newest messages after that summary (at most one argument more: how many), oldest first
+_WINDOW = ("SELECT id, role, content, tool_calls, tool_call_id, name FROM (SELECT m.* FROM ({}) s JOIN messages m"
+           " ON m.session_id = s.id AND m.status = 'ok' AND m.id > coalesce(s.through_message_id, 0)"
+           " ORDER BY m.id DESC LIMIT ?) ORDER BY id")
+
+
+async def _window(db: aiosqlite.Connection, where: str, arg: Any, limit: int) -> tuple[sqlite3.Row | None, list[Any]]:
+    """A session's row (None: no such session) and the rows of its history window (see
+    `Store.history_window`): both queries in one round trip."""
+    session = _SESSION.format(where)
+    row, found = await pipelined(first_row(db, session, (arg,)),
+                                 db.execute_fetchall(_WINDOW.format(session), (arg, limit)))
+    rows: list[Any] = list(found)
+    if row is not None and row["summary"] is not None:
+        first = await first_row(db, "SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
+                                    " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id LIMIT 1",
+                                (row["id"],))
         rows = [*([first] if first else []), {"id": None, "role": "user", "tool_calls": None, "tool_call_id": None,
-                                              "content": SUMMARY_PREFIX + summary["summary"], "name": None}, *rows]
-    return rows
+                                              "content": SUMMARY_PREFIX + row["summary"], "name": None}, *rows]
+    return row, rows
 
 
 def _history(rows: list[Any]) -> tuple[list[dict[str, Any]], list[int | None]]:
@@ -252,7 +263,7 @@ class Store:
         row = await self.fetch_one("PRAGMA data_version")
         return int(row[0]) if row else 0
 
-    async def write(self, work: Callable[[sqlite3.Connection], T], *, single: bool = False) -> T:
+    async def write(self, work: Callable[[aiosqlite.Connection], Awaitable[T]], *, single: bool = False) -> T:
         """Run `work` in the next group commit (see `gateway.database`); its result once durable."""
         return await self.db.write(work, single=single)
 
@@ -260,15 +271,15 @@ class Store:
         """Put `work` into the next group commit without waiting (see `gateway.database`)."""
         self.db.later(work)
 
-    async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` on the database thread: several queries for one trip."""
+    async def read(self, work: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        """Run `work` between group commits (several queries, none of them uncommitted)."""
         return await self.db.read(work)
 
     async def fetch_one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
-        return await self.db.read(lambda db: db.execute(sql, args).fetchone())
+        return await self.db.read(lambda db: first_row(db, sql, args))
 
     async def fetch_all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        return await self.db.read(lambda db: db.execute(sql, args).fetchall())
+        return list(await self.db.read(lambda db: db.execute_fetchall(sql, args)))
 
     # -- inbox ----------------------------------------------------------------------------
 
@@ -279,32 +290,33 @@ class Store:
                                 single=True)
 
     @staticmethod
-    def insert_inbox(db: sqlite3.Connection, msg: InboundMessage, session_key: str, *,
+    async def insert_inbox(db: aiosqlite.Connection, msg: InboundMessage, session_key: str, *,
                      state: str = "received", error: str | None = None) -> int | None:
         """`inbox_add` inside a unit of work of the caller's."""
         now = time.time()
-        cur = db.execute(
+        cur = await db.execute(
             "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state,"
             " error, received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (msg.platform, msg.chat_id, msg.message_id, session_key, encode_inbound(msg), state, error, now, now))
         return cur.lastrowid if cur.rowcount else None
 
-    async def _one(self, sql: str, args: tuple[Any, ...]) -> None:
-        """One write statement, group-committed."""
-        await self.write(lambda db: db.execute(sql, args).rowcount, single=True)
+    async def execute(self, sql: str, args: tuple[Any, ...] = ()) -> int:
+        """One write statement, group-committed; how many rows it changed."""
+        cursor = await self.write(lambda db: db.execute(sql, args), single=True)
+        return int(cursor.rowcount)
 
     async def inbox_set_state(self, inbox_ids: list[int], state: str, error: str | None = None) -> None:
         rows = [(state, error, time.time(), i) for i in inbox_ids]
         await self.write(lambda db: db.executemany("UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?",
-                                                   rows).rowcount, single=True)
+                                                   rows), single=True)
 
     async def inbox_set_draft(self, inbox_id: int, message_id: str) -> None:
         """Remember the first message a turn sent, so a re-run edits it instead of sending another."""
-        await self._one(f"UPDATE inbox SET draft_message_id = ?, {_STARTED} WHERE id = ?", (message_id, inbox_id))
+        await self.execute(f"UPDATE inbox SET draft_message_id = ?, {_STARTED} WHERE id = ?", (message_id, inbox_id))
 
     async def inbox_add_effect(self, inbox_id: int, what: str) -> None:
         """Note, before it runs, a side-effecting tool call of this message's turn."""
-        await self._one("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
+        await self.execute("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
                         f" {_STARTED} WHERE id = ?", (what, inbox_id))
 
     async def inbox_unfinished(self) -> list[Unfinished]:
@@ -318,7 +330,7 @@ class Store:
 
     async def dead_letter(self, platform: str, ref: str, payload: str, reason: str) -> None:
         """Keep input that could not be taken (the payload cut to 64 KiB: enough to see what it was)."""
-        await self._one("INSERT INTO dead_letters (platform, ref, payload, reason, created_at) VALUES (?, ?, ?, ?, ?)",
+        await self.execute("INSERT INTO dead_letters (platform, ref, payload, reason, created_at) VALUES (?, ?, ?, ?, ?)",
                         (platform, ref, payload[:65536], reason[:2000], time.time()))
 
     async def dead_letters(self, limit: int = 50) -> list[dict[str, Any]]:
@@ -365,12 +377,9 @@ class Store:
 
     async def backup(self, target: Path) -> None:
         """A consistent copy of the database while it is in use (SQLite's online backup)."""
-        def copy(db: sqlite3.Connection) -> None:
-            to = sqlite3.connect(target)
-            try:
-                db.backup(to)
-            finally:
-                to.close()
+        async def copy(db: aiosqlite.Connection) -> None:
+            async with aiosqlite.connect(target) as to:
+                await db.backup(to)
 
         await self.read(copy)
 
@@ -385,11 +394,12 @@ class Store:
         """Create the key's session, or take the one another writer made first: one write."""
         now = time.time()
 
-        def create(db: sqlite3.Connection) -> int:
-            db.execute("INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                       (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now))
-            return int(db.execute("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,)).fetchone()[0])
+        async def create(db: aiosqlite.Connection) -> int:
+            row = await first_row(db, "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at,"
+                                      " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+                                  (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now)) \
+                or await first_row(db, "SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
+            return int(row[0])  # type: ignore[index]
 
         return await self.write(create)
 
@@ -404,9 +414,9 @@ class Store:
 
     async def end_session(self, key: str) -> int | None:
         """End the key's active session; return its id (None: there was none)."""
-        def end(db: sqlite3.Connection) -> int | None:
-            row = db.execute("UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL RETURNING id",
-                             (time.time(), key)).fetchone()
+        async def end(db: aiosqlite.Connection) -> int | None:
+            row = await first_row(db, "UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL RETURNING id",
+                                 (time.time(), key))
             return int(row[0]) if row else None
 
         return await self.write(end, single=True)
@@ -418,23 +428,20 @@ class Store:
     async def history_window(self, session_id: int, limit: int = 200) -> tuple[list[dict[str, Any]], list[int | None]]:
         """What the model is sent of the session, and each message's id (None: a summary). After a
         compression: the first user message, the latest summary, and the messages after it."""
-        return _history(await self.read(lambda db: _window(db, session_id, limit)))
+        _, rows = await self.read(lambda db: _window(db, _BY_ID, session_id, limit))
+        return _history(rows)
 
     async def open_turn(self, key: str, chat: ChatRef, chat_type: str, limit: int = 200) -> TurnStart:
-        """What a turn starts from, in one trip: the key's session (created when there is none), its
+        """What a turn starts from, in one read: the key's session (created when there is none), its
         history window and the prompt snapshot it keeps."""
-        def look(db: sqlite3.Connection) -> tuple[sqlite3.Row | None, list[Any]]:
-            row = db.execute("SELECT id, prompt FROM sessions WHERE key = ? AND ended_at IS NULL", (key,)).fetchone()
-            return row, _window(db, row["id"], limit) if row else []
-
-        row, rows = await self.read(look)
+        row, rows = await self.read(lambda db: _window(db, _BY_KEY, key, limit))
         if row is None:
             return TurnStart(await self._new_session(key, chat, chat_type), [], [], None)
         return TurnStart(int(row["id"]), *_history(rows), row["prompt"])
 
     async def save_summary(self, session_id: int, through_message_id: int, summary: str) -> None:
         """A compression's summary of the session up to a message (the transcript stays whole)."""
-        await self._one("INSERT INTO session_summaries (session_id, through_message_id, summary, created_at)"
+        await self.execute("INSERT INTO session_summaries (session_id, through_message_id, summary, created_at)"
                         " VALUES (?, ?, ?, ?)", (session_id, through_message_id, summary, time.time()))
 
     async def commit_turn(self, session_id: int, inbox_ids: list[int], author: ChatRef | None,
@@ -454,25 +461,26 @@ class Store:
                  m.get("author_id", user_id) if m["role"] == "user" else None, status, now) for m in messages]
         inbox_state = inbox_state or {"ok": "done"}.get(status, status)
 
-        def commit(db: sqlite3.Connection) -> int | None:
-            db.executemany(
-                "INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id, name,"
-                " platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-            db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
-                           [(inbox_state, now, i) for i in inbox_ids])
-            if also is not None:
-                also(db)
-            return self.insert_outbox(db, reply, now) if reply else None
+        async def commit(db: aiosqlite.Connection) -> int | None:
+            done = await pipelined(
+                db.executemany("INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id,"
+                               " name, platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               rows),
+                db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)),
+                db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
+                               [(inbox_state, now, i) for i in inbox_ids]),
+                *([also(db)] if also is not None else []),
+                *([self.insert_outbox(db, reply, now)] if reply else []))
+            return done[-1] if reply else None
 
         return await self.write(commit)
 
     # -- outbox ---------------------------------------------------------------------------
 
     @staticmethod
-    def insert_outbox(db: sqlite3.Connection, item: OutboxItem, now: float) -> int:
+    async def insert_outbox(db: aiosqlite.Connection, item: OutboxItem, now: float) -> int:
         """Queue `item` inside a unit of work of the caller's (`store.write`)."""
-        cur = db.execute(
+        cur = await db.execute(
             "INSERT INTO outbox (platform, chat_id, thread_id, inbox_id, payload, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
             (item.chat.platform, item.chat.chat_id, item.chat.thread_id, item.inbox_id, item.payload(), now))
@@ -483,10 +491,10 @@ class Store:
         """Queue a reply; optionally mark the inbox message it answers as done, atomically."""
         now = time.time()
 
-        def add(db: sqlite3.Connection) -> int:
+        async def add(db: aiosqlite.Connection) -> int:
             if done_inbox_id is not None:
-                db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?", (now, done_inbox_id))
-            return self.insert_outbox(db, item, now)
+                await db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?", (now, done_inbox_id))
+            return await self.insert_outbox(db, item, now)
 
         return await self.write(add, single=done_inbox_id is None)
 
@@ -519,7 +527,7 @@ class Store:
                               failed: bool = False) -> None:
         """Record the parts sent so far; `done` marks it sent, `failed` gives up on it."""
         state = "failed" if failed else ("sent" if done else "pending")
-        await self._one("UPDATE outbox SET state = ?, platform_message_ids = ?, attempts = ?, error = ?,"
+        await self.execute("UPDATE outbox SET state = ?, platform_message_ids = ?, attempts = ?, error = ?,"
                         " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
                         (state, json.dumps(item.sent_ids), item.attempts, error, state, time.time(), item.id))
 
@@ -528,11 +536,11 @@ class Store:
 
         Outbox rows a cron run points at are kept: they hold the ids of the messages it delivered.
         """
-        def prune(db: sqlite3.Connection) -> tuple[int, int]:
-            inbox = db.execute("DELETE FROM inbox WHERE state NOT IN ('received', 'processing')"
-                               " AND updated_at < ?", (before,))
-            db.execute("DELETE FROM dead_letters WHERE created_at < ?", (before,))
-            outbox = db.execute(
+        async def prune(db: aiosqlite.Connection) -> tuple[int, int]:
+            inbox = await db.execute("DELETE FROM inbox WHERE state NOT IN ('received', 'processing')"
+                                     " AND updated_at < ?", (before,))
+            await db.execute("DELETE FROM dead_letters WHERE created_at < ?", (before,))
+            outbox = await db.execute(
                 "DELETE FROM outbox WHERE state IN ('sent', 'failed') AND created_at < ?"
                 " AND id NOT IN (SELECT outbox_id FROM cron_runs WHERE outbox_id IS NOT NULL)", (before,))
             return inbox.rowcount, outbox.rowcount

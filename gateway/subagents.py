@@ -5,9 +5,10 @@ that ended more than `gateway.retention_days` ago is forgotten with that transcr
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
+
+import aiosqlite
 
 from agent.tools import ToolContext
 from gateway.store import Store
@@ -23,16 +24,16 @@ class SubagentRuns:
     async def started(self, ctx: ToolContext, task: str, depth: int) -> int:
         now = time.time()
 
-        def start(db: sqlite3.Connection) -> int:
-            cur = db.execute(
+        async def start(db: aiosqlite.Connection) -> int:
+            cur = await db.execute(
                 "INSERT INTO subagent_runs (parent_session_id, parent_inbox_id, depth, task, state, started_at)"
                 " VALUES (?, ?, ?, ?, 'running', ?)", (ctx.session_id, ctx.extras.get("inbox_id"), depth, task, now))
             run_id = int(cur.lastrowid)
-            cur = db.execute(
+            cur = await db.execute(
                 "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, 'subagent', ?, ?)",
                 (f"subagent:{run_id}", ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"), now, now))
-            db.execute("UPDATE subagent_runs SET session_id = ? WHERE id = ?", (cur.lastrowid, run_id))
+            await db.execute("UPDATE subagent_runs SET session_id = ? WHERE id = ?", (cur.lastrowid, run_id))
             return run_id
 
         return await self.store.write(start)
@@ -42,10 +43,10 @@ class SubagentRuns:
         assert row is not None
         now = time.time()
 
-        def end(db: sqlite3.Connection) -> None:
-            db.execute("UPDATE subagent_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?",
+        async def end(db: aiosqlite.Connection) -> None:
+            await db.execute("UPDATE subagent_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?",
                              (state, summary, now, run_id))
-            db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", (now, row["session_id"]))
+            await db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", (now, row["session_id"]))
 
         await self.store.commit_turn(row["session_id"], [], None, None, messages, None,
                                      status=TRANSCRIPT_STATUS.get(state, "failed"), also=end)
@@ -54,21 +55,21 @@ class SubagentRuns:
         """At start: children an earlier run left running were cut off with it (their sessions end)."""
         now = time.time()
 
-        def interrupt(db: sqlite3.Connection) -> None:
-            db.execute("UPDATE sessions SET ended_at = ? WHERE ended_at IS NULL AND id IN"
+        async def interrupt(db: aiosqlite.Connection) -> None:
+            await db.execute("UPDATE sessions SET ended_at = ? WHERE ended_at IS NULL AND id IN"
                        " (SELECT session_id FROM subagent_runs WHERE state = 'running')", (now,))
-            db.execute("UPDATE subagent_runs SET state = 'interrupted', ended_at = ? WHERE state = 'running'", (now,))
+            await db.execute("UPDATE subagent_runs SET state = 'interrupted', ended_at = ? WHERE state = 'running'", (now,))
 
         await self.store.write(interrupt)
 
     async def prune(self, before: float) -> int:
         """Forget runs that ended before `before` (a running one never), each with its transcript; return
         how many."""
-        def batch(db: sqlite3.Connection) -> int:
-            rows = db.execute("SELECT id, session_id FROM subagent_runs WHERE state != 'running' AND ended_at < ?"
-                              " LIMIT ?", (before, BATCH)).fetchall()
-            forget_sessions(db, [r["session_id"] for r in rows if r["session_id"] is not None])
-            db.execute("DELETE FROM subagent_runs WHERE id IN (SELECT value FROM json_each(?))",
+        async def batch(db: aiosqlite.Connection) -> int:
+            rows = list(await db.execute_fetchall("SELECT id, session_id FROM subagent_runs"
+                                                  " WHERE state != 'running' AND ended_at < ? LIMIT ?", (before, BATCH)))
+            await forget_sessions(db, [r["session_id"] for r in rows if r["session_id"] is not None])
+            await db.execute("DELETE FROM subagent_runs WHERE id IN (SELECT value FROM json_each(?))",
                        (json.dumps([r["id"] for r in rows]),))
             return len(rows)
 

@@ -13,7 +13,8 @@ What deletes sessions: `gateway.transcript_retention_days` (people's conversatio
 from __future__ import annotations
 
 import json
-import sqlite3
+
+import aiosqlite
 
 from gateway.store import Store
 
@@ -21,29 +22,30 @@ BATCH = 200  # sessions per write: a big first prune leaves room for other write
 _IDS = "(SELECT value FROM json_each(?))"
 
 
-def forget_sessions(db: sqlite3.Connection, ids: list[int]) -> int:
+async def forget_sessions(db: aiosqlite.Connection, ids: list[int]) -> int:
     """Inside a unit of work: delete those of the sessions `ids` that have ended, with what hangs on
     them; return how many were deleted."""
     if not ids:
         return 0
-    ended = json.dumps([r[0] for r in db.execute(
+    ended = json.dumps([r[0] for r in await db.execute_fetchall(
         f"SELECT id FROM sessions WHERE id IN {_IDS} AND ended_at IS NOT NULL", (json.dumps(ids),))])
-    db.execute(f"DELETE FROM messages WHERE session_id IN {_IDS}", (ended,))
-    db.execute(f"DELETE FROM session_summaries WHERE session_id IN {_IDS}", (ended,))
-    db.execute(f"DELETE FROM review_counters WHERE session_id IN {_IDS}", (ended,))
-    db.execute(f"DELETE FROM subagent_runs WHERE session_id IN {_IDS} AND state != 'running'", (ended,))
-    db.execute(f"UPDATE subagent_runs SET session_id = NULL WHERE session_id IN {_IDS}", (ended,))
-    db.execute(f"UPDATE subagent_runs SET parent_session_id = NULL WHERE parent_session_id IN {_IDS}", (ended,))
-    return db.execute(f"DELETE FROM sessions WHERE id IN {_IDS}", (ended,)).rowcount
+    for sql in (f"DELETE FROM messages WHERE session_id IN {_IDS}",
+                f"DELETE FROM session_summaries WHERE session_id IN {_IDS}",
+                f"DELETE FROM review_counters WHERE session_id IN {_IDS}",
+                f"DELETE FROM subagent_runs WHERE session_id IN {_IDS} AND state != 'running'",
+                f"UPDATE subagent_runs SET session_id = NULL WHERE session_id IN {_IDS}",
+                f"UPDATE subagent_runs SET parent_session_id = NULL WHERE parent_session_id IN {_IDS}"):
+        await db.execute(sql, (ended,))
+    return (await db.execute(f"DELETE FROM sessions WHERE id IN {_IDS}", (ended,))).rowcount
 
 
 async def prune_transcripts(store: Store, before: float) -> int:
     """Delete sessions that ended and were last touched before `before`; return how many."""
-    def batch(db: sqlite3.Connection) -> int:
-        ids = [r[0] for r in db.execute(
+    async def batch(db: aiosqlite.Connection) -> int:
+        ids = [r[0] for r in await db.execute_fetchall(
             "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ? AND updated_at < ? LIMIT ?",
             (before, before, BATCH))]
-        return forget_sessions(db, ids)
+        return await forget_sessions(db, ids)
 
     deleted = 0
     while n := await store.write(batch):
@@ -54,13 +56,13 @@ async def prune_transcripts(store: Store, before: float) -> int:
 async def prune_leftovers(store: Store, before: float) -> tuple[int, int]:
     """What a kept transcript no longer needs, older than `before`: summaries a later one of the same
     session replaced (only the latest is ever read), and the review counters of ended sessions."""
-    def prune(db: sqlite3.Connection) -> tuple[int, int]:
-        summaries = db.execute(
+    async def prune(db: aiosqlite.Connection) -> tuple[int, int]:
+        summaries = (await db.execute(
             "DELETE FROM session_summaries WHERE created_at < ? AND id NOT IN"
-            " (SELECT max(id) FROM session_summaries GROUP BY session_id)", (before,)).rowcount
-        counters = db.execute(
+            " (SELECT max(id) FROM session_summaries GROUP BY session_id)", (before,))).rowcount
+        counters = (await db.execute(
             "DELETE FROM review_counters WHERE updated_at < ? AND session_id IN"
-            " (SELECT id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?)", (before, before)).rowcount
+            " (SELECT id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?)", (before, before))).rowcount
         return summaries, counters
 
     return await store.write(prune)

@@ -10,9 +10,10 @@ begins inside a rolled-up day (`chatgate usage --days N` reaching that far back)
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from typing import Any
+
+import aiosqlite
 
 from agent.usage import UsageScope
 from gateway.store import Store
@@ -32,7 +33,7 @@ class UsageLedger:
                int((usage or {}).get("prompt_tokens") or 0), int((usage or {}).get("completion_tokens") or 0))
         self.store.later(lambda db: db.execute(
             "INSERT INTO llm_usage (at, loop, session_id, platform, user_id, model, prompt_tokens,"
-            " completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount)
+            " completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row))
 
     async def by_loop(self, *, session_id: int | None = None, person: tuple[str, str] | None = None,
                       since: float | None = None) -> dict[str, dict[str, int]]:
@@ -79,18 +80,18 @@ class UsageLedger:
         sums, a day per write (other writes go between); return how many requests were folded."""
         cutoff = _day_start(time.time() - max(keep_days, MIN_RAW_DAYS) * DAY)
 
-        def fold_oldest_day(db: sqlite3.Connection) -> int:
-            first = db.execute("SELECT min(at) FROM llm_usage WHERE at < ?", (cutoff,)).fetchone()[0]
+        async def fold_oldest_day(db: aiosqlite.Connection) -> int:
+            first = (await db.execute_fetchall("SELECT min(at) FROM llm_usage WHERE at < ?", (cutoff,)))[0][0]
             if first is None:
                 return 0
             start = _day_start(first)
             end = min(start + DAY, cutoff)
-            db.execute(
+            await db.execute(
                 "INSERT INTO llm_usage_daily (day, loop, session_id, platform, user_id, model, requests, prompt_tokens,"
                 " completion_tokens) SELECT date(?, 'unixepoch'), loop, session_id, platform, user_id, model, count(*),"
                 " sum(prompt_tokens), sum(completion_tokens) FROM llm_usage WHERE at >= ? AND at < ?"
                 " GROUP BY loop, session_id, platform, user_id, model", (start, start, end))
-            return db.execute("DELETE FROM llm_usage WHERE at >= ? AND at < ?", (start, end)).rowcount
+            return (await db.execute("DELETE FROM llm_usage WHERE at >= ? AND at < ?", (start, end))).rowcount
 
         folded = 0
         while n := await self.store.write(fold_oldest_day):

@@ -58,9 +58,8 @@ def make(tmp_path: Path, store: Store, clock: Clock, activity: Activity | None =
 async def add_skill(curator: Curator, name: str, provenance: str, *, age_days: float) -> None:
     await curator.skills.create(name, f"how to {name}", f"Steps for {name}.", provenance=provenance)
     at = curator.clock() - age_days * DAY
-    await curator.store.write(lambda db: db.execute(
-        "UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ? WHERE name = ?",
-        (at, at, at, name)).rowcount, single=True)
+    await curator.store.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ? WHERE name = ?",
+                                (at, at, at, name))
 
 
 async def test_first_run_waits_one_interval_and_then_only_for_real_idleness(tmp_path, store):
@@ -97,10 +96,10 @@ async def test_stale_then_archived_and_what_is_never_touched(tmp_path, store):
     await add_skill(curator, "bundled-one", "bundled", age_days=400)
     await add_skill(curator, "nightly-digest", "agent", age_days=400)
     await curator.ledger.pin("pinned-one", True)
-    await store.write(lambda db: db.execute(
+    await store.execute(
         "INSERT INTO cron_jobs (name, prompt, schedule, timezone, target, owner_platform, owner_id,"
         " created_at, updated_at) VALUES ('d', 'Follow the nightly-digest skill', 'every 1d', 'UTC',"
-        " 'none', 'cli', 'op', 0, 0)").rowcount, single=True)
+        " 'none', 'cli', 'op', 0, 0)")
     hand_made = tmp_path / "skills" / "by-hand" / "SKILL.md"
     hand_made.parent.mkdir(parents=True)
     hand_made.write_text("---\nname: by-hand\ndescription: written by a person\n---\nSteps.\n")

@@ -237,9 +237,8 @@ async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(t
         runner.curator.clock = lambda: time.time() + ahead[0]
         await runner.skills.create("old-notes", "how to tidy notes", "Steps.", provenance="agent")
         long_ago = time.time() - 100 * 86400
-        await runner.store.write(lambda db: db.execute(
-            "UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ?",
-            (long_ago, long_ago, long_ago)).rowcount, single=True)
+        await runner.store.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ?",
+                                   (long_ago, long_ago, long_ago))
         release = asyncio.Event()
 
         async def slow(body: dict[str, Any]) -> Reply:

@@ -359,8 +359,11 @@ async def test_the_heartbeat_goes_on_while_a_tick_hook_is_stuck(tmp_path, llm: F
     try:
         runner.tick.add_hook("stuck", stuck.wait)  # a hook that never ends (a long curator pass)
         await eventually(lambda: runner.tick.count >= 3, what="ticks going on")
-        with sqlite3.connect(tmp_path / "state.db") as db:  # a sibling gateway took this one for dead
-            db.execute("DELETE FROM gateway_instances")
+        def forget_all() -> None:  # a sibling gateway (another process: not on this loop) took this one for dead
+            with sqlite3.connect(tmp_path / "state.db") as db:
+                db.execute("DELETE FROM gateway_instances")
+
+        await asyncio.to_thread(forget_all)
         instance = runner.cron_timers.ledger.instance_id
         await eventually(lambda: rows(tmp_path, "SELECT 1 FROM gateway_instances WHERE id = ?", instance),
                          what="this instance's row back")

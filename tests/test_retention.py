@@ -27,13 +27,12 @@ DAY = 86400.0
 
 
 async def seeded(home: Path, fill: Callable[[sqlite3.Connection], Any], *, older: bool = False) -> None:
-    """A database with the schema of the code under test, and the rows `fill` puts in; `older`: without
-    incremental vacuum, as a chatgate before retention made it."""
-    store = await Store.open(home / "state.db")
-    try:
-        await store.write(fill)
-    finally:
-        await store.close()
+    """A database with the schema of the code under test, and the rows `fill` puts in (in one
+    transaction); `older`: without incremental vacuum, as a chatgate before retention made it."""
+    await (await Store.open(home / "state.db")).close()
+    with closing(sqlite3.connect(home / "state.db")) as db, db:
+        db.execute("PRAGMA foreign_keys = ON")
+        fill(db)
     if older:
         with closing(sqlite3.connect(home / "state.db", isolation_level=None)) as db:
             db.execute("PRAGMA auto_vacuum = NONE")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 import aiohttp
+import aiosqlite
 import pytest
 
 from gateway.database import StorageError
@@ -139,9 +140,9 @@ async def test_a_store_closed_while_a_write_waits_for_a_lock_tells_the_caller(tm
 async def test_a_rollback_that_fails_settles_every_caller_and_the_store_goes_on(tmp_path, batch: int):
     store = await Store.open(tmp_path / "state.db")
     try:
-        def breaks_the_connection(db: sqlite3.Connection) -> None:
-            db.execute("INSERT INTO gateway_instances VALUES ('x', 'h', 1, 0, 0)")
-            db.close()  # ROLLBACK (and anything else) on it now fails
+        async def breaks_the_connection(db: aiosqlite.Connection) -> None:
+            await db.execute("INSERT INTO gateway_instances VALUES ('x', 'h', 1, 0, 0)")
+            await db.close()  # ROLLBACK (and anything else) on it now fails
             raise RuntimeError("the unit failed")
 
         others = [store.inbox_add(web_message(n), "k") for n in range(batch - 1)]

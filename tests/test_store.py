@@ -5,8 +5,10 @@ import asyncio
 import sqlite3
 import time
 
+import aiosqlite
 import pytest
 
+from gateway.database import pipelined
 from gateway.store import OutboxItem, Store
 from platforms.base import ChatRef, InboundMessage
 from tests.harness import web_message
@@ -56,11 +58,11 @@ async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_poi
         sent, pending, kept = [await store.outbox_add(OutboxItem(chat, t)) for t in ("a", "b", "c")]
         for item_id in (sent, kept):
             await store.outbox_progress(OutboxItem(chat, "x", id=item_id), done=True)
-        def job_that_sent(db: sqlite3.Connection) -> None:
-            db.execute("INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, target, owner_platform,"
+        async def job_that_sent(db: aiosqlite.Connection) -> None:
+            await db.execute("INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, target, owner_platform,"
                        " owner_id, created_at, updated_at) VALUES (1, 'j', 'p', 'every 1h', 'UTC', 'none',"
                        " 'web', 'u', 0, 0)")
-            db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)", (kept,))
+            await db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)", (kept,))
 
         await store.write(job_that_sent)
         assert await store.prune(time.time() - 3600) == (0, 0)  # nothing is old enough yet
@@ -94,8 +96,8 @@ async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_retur
 async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp_path):
     store = await Store.open(tmp_path / "state.db")
     try:
-        def broken(db):
-            db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
+        async def broken(db):
+            await db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
                              " VALUES (999999, 'user', 'x', 'ok', 0)")  # no such session: a foreign key error
 
         outcomes = await asyncio.gather(*(store.inbox_add(web_message(n), "k") for n in range(5)), store.write(broken),
@@ -127,7 +129,7 @@ async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
 async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_close_keeps_it(tmp_path):
     def usage_row(loop: str):
         return lambda db: db.execute("INSERT INTO llm_usage (at, loop, model, prompt_tokens, completion_tokens)"
-                                     " VALUES (0, ?, 'm', 1, 1)", (loop,)).rowcount
+                                     " VALUES (0, ?, 'm', 1, 1)", (loop,))
 
     async def loops() -> list[str]:
         return [r["loop"] for r in await store.fetch_all("SELECT loop FROM llm_usage ORDER BY id")]
@@ -147,3 +149,43 @@ async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_clos
     await store.close()
     with sqlite3.connect(tmp_path / "s.db") as other:
         assert [r[0] for r in other.execute("SELECT loop FROM llm_usage ORDER BY id")] == ["rides", "alone", "at close"]
+
+
+async def test_a_read_never_sees_what_a_batch_has_not_committed(tmp_path):
+    store = await Store.open(tmp_path / "s.db")
+    inserted, release = asyncio.Event(), asyncio.Event()
+
+    async def fails_after_a_while(db: aiosqlite.Connection) -> None:
+        await db.execute("INSERT INTO gateway_instances VALUES ('x', 'h', 1, 0, 0)")
+        inserted.set()
+        await release.wait()
+        raise RuntimeError("the unit failed")  # its batch is rolled back: the row was never stored
+
+    try:
+        write = asyncio.create_task(store.write(fails_after_a_while))
+        await inserted.wait()
+        read = asyncio.create_task(store.fetch_all("SELECT id FROM gateway_instances"))
+        await asyncio.sleep(0)  # the read is asked for while the batch's transaction is open
+        release.set()
+        with pytest.raises(RuntimeError, match="the unit failed"):
+            await write
+        assert await read == []
+    finally:
+        await store.close()
+
+
+async def test_statements_a_unit_pipelines_all_end_before_it_fails_and_are_rolled_back_with_it(tmp_path):
+    store = await Store.open(tmp_path / "s.db")
+    try:
+        async def half_broken(db: aiosqlite.Connection) -> None:
+            await pipelined(db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 1, 0, 0)"),
+                            db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 2, 0, 0)"),  # the same id
+                            db.execute("INSERT INTO gateway_instances VALUES ('b', 'h', 3, 0, 0)"))
+
+        outcomes = await asyncio.gather(store.write(half_broken), store.inbox_add(web_message(1), "k"),
+                                        return_exceptions=True)
+        assert isinstance(outcomes[0], sqlite3.IntegrityError) and isinstance(outcomes[1], int)
+        assert await store.fetch_all("SELECT id FROM gateway_instances") == []
+        assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 1
+    finally:
+        await store.close()

@@ -17,6 +17,9 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
+import aiosqlite
+
+from gateway.database import first_row
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
@@ -53,20 +56,20 @@ class Pairing:
         """The code to send this person now, or None when nothing should be sent."""
         now = time.time()
 
-        def request(db: sqlite3.Connection) -> tuple[str | None, int]:
-            db.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (now,))
-            row = db.execute("SELECT code, last_sent_at FROM pairing_codes WHERE platform = ? AND user_id = ?",
-                             (platform, user_id)).fetchone()
+        async def request(db: aiosqlite.Connection) -> tuple[str | None, int]:
+            await db.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (now,))
+            row = await first_row(db, "SELECT code, last_sent_at FROM pairing_codes WHERE platform = ? AND user_id = ?",
+                                  (platform, user_id))
             if row is not None:
                 if now - row["last_sent_at"] < RESEND_AFTER:
                     return None, 0
-                db.execute("UPDATE pairing_codes SET last_sent_at = ? WHERE code = ?", (now, row["code"]))
+                await db.execute("UPDATE pairing_codes SET last_sent_at = ? WHERE code = ?", (now, row["code"]))
                 return str(row["code"]), 0
-            dropped = db.execute(
+            dropped = (await db.execute(
                 "DELETE FROM pairing_codes WHERE code IN (SELECT code FROM pairing_codes WHERE platform = ?"
-                " ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)", (platform, MAX_PENDING - 1)).rowcount
+                " ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)", (platform, MAX_PENDING - 1))).rowcount
             code = new_code()
-            db.execute("INSERT INTO pairing_codes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            await db.execute("INSERT INTO pairing_codes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                        (code, platform, user_id, user_name, chat_id, now, now + CODE_TTL, now))
             return code, dropped
 
@@ -81,13 +84,12 @@ class Pairing:
         now = time.time()
         code = code.strip().upper()
 
-        def approve(db: sqlite3.Connection) -> sqlite3.Row | None:
-            row = db.execute("SELECT * FROM pairing_codes WHERE code = ? AND platform = ? AND expires_at > ?",
-                             (code, platform, now)).fetchone()
+        async def approve(db: aiosqlite.Connection) -> sqlite3.Row | None:
+            row = await first_row(db, "DELETE FROM pairing_codes WHERE code = ? AND platform = ? AND expires_at > ?"
+                                      " RETURNING *", (code, platform, now))
             if row is not None:
-                db.execute("INSERT OR REPLACE INTO paired_users VALUES (?, ?, ?, ?)",
-                           (platform, row["user_id"], row["user_name"], now))
-                db.execute("DELETE FROM pairing_codes WHERE code = ?", (code,))
+                await db.execute("INSERT OR REPLACE INTO paired_users VALUES (?, ?, ?, ?)",
+                                 (platform, row["user_id"], row["user_name"], now))
             return row
 
         row = await self.store.write(approve)
@@ -96,9 +98,8 @@ class Pairing:
         return PendingCode(code, platform, row["user_id"], row["user_name"], row["expires_at"])
 
     async def revoke(self, platform: str, user_id: str) -> bool:
-        deleted = await self.store.write(lambda db: db.execute(
-            "DELETE FROM paired_users WHERE platform = ? AND user_id = ?", (platform, user_id)).rowcount, single=True)
-        return deleted > 0
+        return await self.store.execute("DELETE FROM paired_users WHERE platform = ? AND user_id = ?",
+                                        (platform, user_id)) > 0
 
     async def pending(self) -> list[PendingCode]:
         rows = await self.store.fetch_all("SELECT * FROM pairing_codes WHERE expires_at > ? ORDER BY created_at",
@@ -110,5 +111,4 @@ class Pairing:
         return [(r["platform"], r["user_id"], r["user_name"], r["approved_at"]) for r in rows]
 
     async def expire(self) -> int:
-        return await self.store.write(lambda db: db.execute(
-            "DELETE FROM pairing_codes WHERE expires_at <= ?", (time.time(),)).rowcount, single=True)
+        return await self.store.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (time.time(),))

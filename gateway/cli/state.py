@@ -95,8 +95,7 @@ async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
         if args.rule_id is None:
             print("usage: chatgate approvals rules remove RULE_ID", file=sys.stderr)
             return 2
-        removed = await store.write(lambda db: db.execute("DELETE FROM approval_rules WHERE id = ?",
-                                                          (args.rule_id,)).rowcount, single=True)
+        removed = await store.execute("DELETE FROM approval_rules WHERE id = ?", (args.rule_id,))
         if not removed:
             print(f"no rule {args.rule_id}", file=sys.stderr)
             return 1

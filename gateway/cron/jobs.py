@@ -7,11 +7,12 @@ the agent's `cron` tool and the scheduler all go through it, so they agree on ev
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Mapping
+
+import aiosqlite
 
 from gateway.store import Store
 from platforms.base import ChatRef
@@ -168,8 +169,8 @@ class CronJobs:
         first = parsed.first(utc(now))
         model_name = _model(model)  # checked first: a unit that raises rolls back its whole batch
 
-        def insert(db: sqlite3.Connection) -> int:
-            cur = db.execute(
+        async def insert(db: aiosqlite.Connection) -> int:
+            cur = await db.execute(
                 "INSERT INTO cron_jobs (name, prompt, schedule, timezone, target, owner_platform, owner_id, owner_chat,"
                 " owner_key, missed_policy, next_run_at, created_at, updated_at, model)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -255,9 +256,9 @@ class CronJobs:
 
     async def remove(self, job_id: int) -> bool:
         """Delete a job; its ledger rows stay for the record."""
-        def delete(db: sqlite3.Connection) -> bool:
-            cur = db.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
-            db.execute("UPDATE cron_runs SET state = 'skipped', error = 'job removed' "
+        async def delete(db: aiosqlite.Connection) -> bool:
+            cur = await db.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
+            await db.execute("UPDATE cron_runs SET state = 'skipped', error = 'job removed' "
                        "WHERE job_id = ? AND state = 'queued'", (job_id,))
             return cur.rowcount > 0
 
@@ -265,8 +266,8 @@ class CronJobs:
 
     async def _set(self, job_id: int, changes: dict[str, Any], now: float) -> None:
         columns = ", ".join(f"{name} = ?" for name in changes)
-        await self.store.write(lambda db: db.execute(f"UPDATE cron_jobs SET {columns}, updated_at = ? WHERE id = ?",
-                                                     (*changes.values(), now, job_id)).rowcount, single=True)
+        await self.store.execute(f"UPDATE cron_jobs SET {columns}, updated_at = ? WHERE id = ?",
+                                 (*changes.values(), now, job_id))
 
     async def due_before(self, until: float) -> list[tuple[int, float]]:
         """(job id, next run) of enabled jobs due at or before `until`, soonest first."""

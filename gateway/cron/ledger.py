@@ -13,12 +13,14 @@ import json
 import os
 import secrets
 import socket
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import aiosqlite
+
 from gateway.cron.jobs import Job, utc
+from gateway.database import first_row
 from gateway.store import OutboxItem, Store
 from gateway.transcripts import forget_sessions
 
@@ -84,14 +86,12 @@ class RunLedger:
         """Say this process is alive; an upsert, so a row a sibling dropped comes back."""
         now = time.time()
         values = (self.instance_id, socket.gethostname(), os.getpid(), now, now)
-        await self.store.write(lambda db: db.execute("INSERT INTO gateway_instances VALUES (?, ?, ?, ?, ?)"
-                                                     " ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at",
-                                                     values).rowcount, single=True)
+        await self.store.execute("INSERT INTO gateway_instances VALUES (?, ?, ?, ?, ?)"
+                                 " ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at", values)
 
     async def unregister(self) -> None:
         _LIVE_HERE.discard(self.instance_id)
-        await self.store.write(lambda db: db.execute("DELETE FROM gateway_instances WHERE id = ?",
-                                                     (self.instance_id,)).rowcount, single=True)
+        await self.store.execute("DELETE FROM gateway_instances WHERE id = ?", (self.instance_id,))
 
     async def live_instances(self, stale_after: float) -> list[dict[str, Any]]:
         """Gateway processes that beat their heartbeat within `stale_after` and have not exited."""
@@ -109,22 +109,22 @@ class RunLedger:
             r["seen_at"] is None or r["seen_at"] < now - stale_after
             or _process_gone(r["host"], r["pid"], r["claimed_by"], self.instance_id))]
 
-        def interrupt(db: sqlite3.Connection) -> list[tuple[int, int]]:
+        async def interrupt(db: aiosqlite.Connection) -> list[tuple[int, int]]:
             """(job id, run id) of the runs it marked interrupted."""
             found: list[tuple[int, int]] = []
             for r in dead:
-                cur = db.execute(
+                cur = await db.execute(
                     "UPDATE cron_runs SET state = 'interrupted', finished_at = ?, error = ? WHERE id = ?"
                     " AND state = 'running'", (now, "the gateway process stopped during the run", r["id"]))
                 if cur.rowcount:
-                    db.execute("UPDATE cron_jobs SET last_status = 'interrupted', last_error = ?"
-                               " WHERE id = ?", ("the gateway process stopped during the run", r["job_id"]))
+                    await db.execute("UPDATE cron_jobs SET last_status = 'interrupted', last_error = ?"
+                                     " WHERE id = ?", ("the gateway process stopped during the run", r["job_id"]))
                     found.append((r["job_id"], r["id"]))
-            gone = [i for i in db.execute("SELECT * FROM gateway_instances").fetchall()
+            gone = [i for i in await db.execute_fetchall("SELECT * FROM gateway_instances")
                     if i["id"] != self.instance_id and (
                         i["seen_at"] < now - stale_after
                         or _process_gone(i["host"], i["pid"], i["id"], self.instance_id))]
-            db.executemany("DELETE FROM gateway_instances WHERE id = ?", [(i["id"],) for i in gone])
+            await db.executemany("DELETE FROM gateway_instances WHERE id = ?", [(i["id"],) for i in gone])
             return found
 
         found = await self.store.write(interrupt)
@@ -143,9 +143,9 @@ class RunLedger:
         when the job's policy is `run_once` and it is within `grace`; otherwise it is recorded
         as skipped (policy `skip`) or missed. Several missed slots run at most once: the newest.
         """
-        def take(db: sqlite3.Connection) -> SlotOutcome:
-            row = db.execute("SELECT * FROM cron_jobs WHERE id = ? AND enabled = 1 AND next_run_at = ?",
-                             (job_id, slot)).fetchone()
+        async def take(db: aiosqlite.Connection) -> SlotOutcome:
+            row = await first_row(db, "SELECT * FROM cron_jobs WHERE id = ? AND enabled = 1 AND next_run_at = ?",
+                                  (job_id, slot))
             if row is None:
                 return SlotOutcome(None, None, "taken")
             job = Job.from_row(row)
@@ -165,19 +165,19 @@ class RunLedger:
             older = slots[:-1]
             note = (f"{len(older) - MAX_MISSED_ROWS} earlier slot(s) also not run" if len(older) > MAX_MISSED_ROWS
                     else None)
-            db.executemany(
+            await db.executemany(
                 "INSERT OR IGNORE INTO cron_runs (job_id, scheduled_at, state, finished_at, error)"
                 " VALUES (?, ?, ?, ?, ?)",
                 [(job_id, s, not_run, now, note if i == 0 and note else "the gateway was not running at that time")
                  for i, s in enumerate(older[-MAX_MISSED_ROWS:])])
             state = "running" if runs else not_run
-            cur = db.execute(
+            cur = await db.execute(
                 "INSERT OR IGNORE INTO cron_runs (job_id, scheduled_at, state, claimed_by, started_at, finished_at,"
                 " error) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (job_id, latest, state, self.instance_id if runs else None, now if runs else None,
                  None if runs else now, None if runs else f"{late_by:.0f}s late; policy {job.missed_policy}"))
             run_id = int(cur.lastrowid) if cur.rowcount else None
-            db.execute(
+            await db.execute(
                 "UPDATE cron_jobs SET next_run_at = ?, updated_at = ?, last_status = ?, last_run_at = ? WHERE id = ?",
                 (next_run, now, job.last_status if runs else not_run, job.last_run_at if runs else latest, job_id))
             if not runs or run_id is None:
@@ -190,9 +190,10 @@ class RunLedger:
     async def request_run(self, job_id: int) -> int:
         """Queue a run now ("run now"); the gateway that sees it first claims it."""
         now = time.time()
-        return await self.store.write(lambda db: int(db.execute(
+        cursor = await self.store.write(lambda db: db.execute(
             "INSERT INTO cron_runs (job_id, scheduled_at, manual, state) VALUES (?, ?, 1, 'queued')",
-            (job_id, now)).lastrowid), single=True)
+            (job_id, now)), single=True)
+        return int(cursor.lastrowid)
 
     async def claim_queued(self) -> list[Claim]:
         rows = await self.store.fetch_all(
@@ -202,10 +203,9 @@ class RunLedger:
         now = time.time()
         for row in rows:
             run_id = row["run_id"]
-            started = await self.store.write(lambda db: db.execute(
+            started = await self.store.execute(
                 "UPDATE cron_runs SET state = 'running', claimed_by = ?, started_at = ?"
-                " WHERE id = ? AND state = 'queued'",
-                (self.instance_id, now, run_id)).rowcount, single=True)
+                " WHERE id = ? AND state = 'queued'", (self.instance_id, now, run_id))
             if started:
                 claims.append(Claim(run_id, Job.from_row(row), row["scheduled_at"],
                                     now - row["scheduled_at"], manual=True))
@@ -219,12 +219,12 @@ class RunLedger:
         assert state in FINAL_STATES
         now = time.time()
 
-        def record(db: sqlite3.Connection) -> None:
-            outbox_id = self.store.insert_outbox(db, message, now) if message else None
-            db.execute("UPDATE cron_runs SET state = ?, finished_at = ?, output = ?, error = ?, outbox_id = ?"
+        async def record(db: aiosqlite.Connection) -> None:
+            outbox_id = await self.store.insert_outbox(db, message, now) if message else None
+            await db.execute("UPDATE cron_runs SET state = ?, finished_at = ?, output = ?, error = ?, outbox_id = ?"
                        " WHERE id = ? AND state = 'running'",
                        (state, now, output, error, outbox_id, claim.run_id))
-            db.execute("UPDATE cron_jobs SET last_status = ?, last_error = ?, last_run_at = ? WHERE id = ?",
+            await db.execute("UPDATE cron_jobs SET last_status = ?, last_error = ?, last_run_at = ? WHERE id = ?",
                        (state, error, claim.scheduled_at, claim.job.id))
 
         await self.store.write(record)
@@ -251,16 +251,16 @@ class RunLedger:
             if edge is None:
                 continue
 
-            def batch(db: sqlite3.Connection) -> int:
-                rows = db.execute(
+            async def batch(db: aiosqlite.Connection) -> int:
+                rows = await db.execute_fetchall(
                     "SELECT id FROM cron_runs WHERE job_id = ? AND (scheduled_at < ? OR (scheduled_at = ? AND id < ?))"
                     " AND state IN (SELECT value FROM json_each(?)) LIMIT ?",
-                    (job_id, edge["scheduled_at"], edge["scheduled_at"], edge["id"], final, PRUNE_BATCH)).fetchall()
+                    (job_id, edge["scheduled_at"], edge["scheduled_at"], edge["id"], final, PRUNE_BATCH))
                 ids = [r["id"] for r in rows]
                 keys = json.dumps([f"cron:{job_id}:{i}" for i in ids])
-                forget_sessions(db, [r[0] for r in db.execute(
+                await forget_sessions(db, [r[0] for r in await db.execute_fetchall(
                     "SELECT id FROM sessions WHERE key IN (SELECT value FROM json_each(?))", (keys,))])
-                db.execute("DELETE FROM cron_runs WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+                await db.execute("DELETE FROM cron_runs WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
                 return len(ids)
 
             while n := await self.store.write(batch):

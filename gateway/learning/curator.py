@@ -23,7 +23,6 @@ import asyncio
 import json
 import re
 import shutil
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,10 +81,8 @@ class Curator:
         """When the gateway first started (recorded once)."""
         now = self.clock()
 
-        def record_first_start(db: sqlite3.Connection) -> None:
-            db.execute("INSERT OR IGNORE INTO gateway_facts (key, value) VALUES ('first_started_at', ?)", (repr(now),))
-
-        await self.store.write(record_first_start, single=True)
+        await self.store.execute("INSERT OR IGNORE INTO gateway_facts (key, value) VALUES ('first_started_at', ?)",
+                                 (repr(now),))
         row = await self.store.fetch_one("SELECT value FROM gateway_facts WHERE key = 'first_started_at'")
         return float(row["value"]) if row else now
 
@@ -140,11 +137,8 @@ class Curator:
             started = self.clock()
             run_id = self._new_id(started)
 
-            def record_start(db: sqlite3.Connection) -> None:
-                db.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
-                           (run_id, started, int(dry_run), trigger))
-
-            await self.store.write(record_start, single=True)
+            await self.store.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
+                                     (run_id, started, int(dry_run), trigger))
             error, merged = None, None
             changes = await self.plan()
             try:
@@ -167,11 +161,8 @@ class Curator:
             finally:
                 report = await asyncio.to_thread(self._report, run_id, started, dry_run, changes, error, merged)
                 outcome = (self.clock(), json.dumps([_as_dict(c) for c in changes]), error, run_id)
-
-                def record_finish(db: sqlite3.Connection) -> None:
-                    db.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?", outcome)
-
-                await self.store.write(record_finish, single=True)
+                await self.store.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
+                                         outcome)
             if changes and not dry_run and self.notify is not None:
                 stale = sum(c.after == "stale" for c in changes)
                 await self.notify(f"🧹 Skill curator run {run_id}: {stale} marked stale, {len(changes) - stale} archived "
@@ -212,9 +203,7 @@ class Curator:
             gone = await asyncio.to_thread(self._prune_folders, {r["id"] for r in rows}, held, max(keep, 1))
             if gone:
                 ids = json.dumps(gone)
-                await self.store.write(lambda db: db.execute(
-                    "DELETE FROM curator_runs WHERE id IN (SELECT value FROM json_each(?))", (ids,)).rowcount,
-                    single=True)
+                await self.store.execute("DELETE FROM curator_runs WHERE id IN (SELECT value FROM json_each(?))", (ids,))
             return len(gone)
 
     def _prune_folders(self, recorded: set[str], held: set[str], keep: int) -> list[str]:

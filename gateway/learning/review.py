@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass
+
+import aiosqlite
 
 from agent import usage as usage_scope
 from agent.learning_tools import TOOLSET
@@ -37,6 +38,7 @@ from agent.memory import Memory
 from agent.skills import SkillLibrary
 from agent.tools import ToolContext, ToolRegistry
 from gateway.access.trust import Trust, speakers
+from gateway.database import first_row
 from gateway.delivery import Delivery
 from gateway.store import Store
 from gateway.tasks import finish_or_cancel
@@ -75,17 +77,17 @@ class TurnCount:
     memory_due: bool = False
     skill_due: bool = False
 
-    def __call__(self, db: sqlite3.Connection) -> None:
+    async def __call__(self, db: aiosqlite.Connection) -> None:
         now = time.time()
-        [(turns, iters)] = db.execute(
+        [(turns, iters)] = await db.execute_fetchall(
             "INSERT INTO review_counters (session_id, turns_since_memory, iters_since_skill, updated_at)"
             " VALUES (?, 1, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
             " turns_since_memory = turns_since_memory + 1, iters_since_skill = iters_since_skill + ?,"
             " updated_at = ? RETURNING turns_since_memory, iters_since_skill",
-            (self.session_id, self.tool_iterations, now, self.tool_iterations, now)).fetchall()
+            (self.session_id, self.tool_iterations, now, self.tool_iterations, now))
         self.memory_due, self.skill_due = turns >= self.memory_every, iters >= self.skill_every
         if self.memory_due or self.skill_due:
-            db.execute(
+            await db.execute(
                 "UPDATE review_counters SET turns_since_memory = CASE WHEN ? THEN 0 ELSE turns_since_memory END,"
                 " iters_since_skill = CASE WHEN ? THEN 0 ELSE iters_since_skill END WHERE session_id = ?",
                 (self.memory_due, self.skill_due, self.session_id))
@@ -130,12 +132,10 @@ class Learning:
         and kept; when another turn kept one first, that one."""
         block = await asyncio.to_thread(self.render_block, platform, user_id if personal else "")
 
-        def keep_block(db: sqlite3.Connection) -> list[sqlite3.Row]:  # (the first snapshot kept wins)
-            return db.execute("UPDATE sessions SET prompt = coalesce(prompt, ?) WHERE id = ? RETURNING prompt",
-                              (block, session_id)).fetchall()
-
-        rows = await self.store.write(keep_block, single=True)
-        return str(rows[0][0]) if rows and rows[0][0] is not None else block
+        row = await self.store.write(lambda db: first_row(  # (the first snapshot kept wins)
+            db, "UPDATE sessions SET prompt = coalesce(prompt, ?) WHERE id = ? RETURNING prompt", (block, session_id)),
+            single=True)
+        return str(row[0]) if row and row[0] is not None else block
 
     def render_block(self, platform: str, user_id: str) -> str:
         return "\n\n".join(p for p in (self.memory.snapshot(platform, user_id), self.skills.index()) if p)

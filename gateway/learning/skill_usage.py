@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from typing import Any
+
+import aiosqlite
 
 from gateway.store import Store
 
@@ -17,8 +18,8 @@ class SkillUsage:
         """A write by `provenance`; the first writer stays the skill's provenance."""
         now = time.time()
 
-        def record_write(db: sqlite3.Connection) -> None:
-            db.execute(
+        async def record_write(db: aiosqlite.Connection) -> None:
+            await db.execute(
                 "INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, last_used_at)"
                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET updated_by = excluded.updated_by,"
                 " updated_at = excluded.updated_at, last_used_at = excluded.updated_at, state = 'active'",
@@ -29,27 +30,27 @@ class SkillUsage:
     async def viewed(self, name: str) -> None:
         now = time.time()
 
-        def record_view(db: sqlite3.Connection) -> None:
-            cur = db.execute("UPDATE skills SET views = views + 1, last_used_at = ?,"
+        async def record_view(db: aiosqlite.Connection) -> None:
+            cur = await db.execute("UPDATE skills SET views = views + 1, last_used_at = ?,"
                              " state = CASE state WHEN 'stale' THEN 'active' ELSE state END WHERE name = ?",
                              (now, name))
             if not cur.rowcount:  # a skill put in place by hand: the user's
-                db.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, views,"
+                await db.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, views,"
                            " last_used_at) VALUES (?, 'user', 'user', ?, ?, 1, ?)", (name, now, now, now))
 
         await self.store.write(record_view)
 
     async def state(self, name: str, state: str) -> None:
-        def set_state(db: sqlite3.Connection) -> None:
-            db.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, state)"
+        async def set_state(db: aiosqlite.Connection) -> None:
+            await db.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, state)"
                        " VALUES (?, 'user', 'user', ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state = ?",
                        (name, time.time(), time.time(), state, state))
 
         await self.store.write(set_state, single=True)
 
     async def pin(self, name: str, pinned: bool) -> None:
-        def set_pinned(db: sqlite3.Connection) -> None:
-            db.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, pinned)"
+        async def set_pinned(db: aiosqlite.Connection) -> None:
+            await db.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, pinned)"
                        " VALUES (?, 'user', 'user', ?, ?, ?) ON CONFLICT(name) DO UPDATE SET pinned = ?",
                        (name, time.time(), time.time(), int(pinned), int(pinned)))
 
