@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gateway.access.policy import TRUSTED_PLATFORMS, check_access
+from gateway.access.policy import check_access
 from gateway.approvals import NO, YES
 from gateway.commands import Command, parse_command
 from gateway.database import StorageError
@@ -78,10 +78,10 @@ class Inbound:
         if await self._follow_up(msg, key):
             msg = replace(msg, bot_mentioned=True)
         mention = cfg.platforms.require_mention(msg.platform, msg.chat_id)
-        decision = check_access(msg, cfg.access, require_mention=mention)
-        if decision != "allow" and msg.platform not in TRUSTED_PLATFORMS \
+        decision = check_access(msg, cfg.access, local=r.local, require_mention=mention)
+        if decision != "allow" and msg.platform not in r.local \
                 and await r.pairing.is_paired(msg.platform, msg.user_id):  # (asked only when it can matter)
-            decision = check_access(msg, cfg.access, paired=True, require_mention=mention)
+            decision = check_access(msg, cfg.access, local=r.local, paired=True, require_mention=mention)
         if decision == "pair":
             r.spawn(r.control.offer_pairing(msg), name="pairing-offer")
         if decision != "allow":

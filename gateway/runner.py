@@ -32,7 +32,7 @@ from agent.skills import SkillLibrary
 from agent.system_tools import system_tools
 from agent.tools import Tool, ToolRegistry
 from gateway.access.pairing import Pairing
-from gateway.access.policy import TRUSTED_PLATFORMS, is_admin
+from gateway.access.policy import is_admin
 from gateway.access.trust import Trust
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.approvals import Approvals
@@ -86,6 +86,7 @@ class GatewayRunner:
         self.config = config
         chosen = list(adapters) if adapters is not None else build_adapters(config)
         self.adapters: dict[str, PlatformAdapter] = {a.name: a for a in chosen}
+        self.local = frozenset(a.name for a in chosen if a.capabilities.local)  # trusted surfaces (check_access)
         self.metrics = Metrics()
         self.state = "stopped"  # stopped | starting | running | draining
         self.last_inbound = time.time()
@@ -127,7 +128,7 @@ class GatewayRunner:
         self.store = await Store.open(cfg.db_path, durability=cfg.gateway.durability,
                                       lock_wait=cfg.gateway.lock_wait_seconds)
         self.pairing = Pairing(self.store)
-        trust = Trust(cfg.access, self.pairing)  # whom goal turns and reviews act for
+        trust = Trust(cfg.access, self.pairing, self.local)  # whom goal turns and reviews act for
         self.usage = UsageLedger(self.store)
         if cfg.llm.configured:
             self.llm = self._client(LLMSettings(
@@ -148,7 +149,7 @@ class GatewayRunner:
         self.skill_usage = SkillUsage(self.store)
         self.skills = SkillLibrary(cfg.home, self.skill_usage)
         def untrusted(platform: str, user: str) -> bool:  # whose writes to shared notes and skills wait
-            return cfg.access.untrusted_learning == "quarantine" and platform not in TRUSTED_PLATFORMS \
+            return cfg.access.untrusted_learning == "quarantine" and platform not in self.local \
                 and not admin(platform, user) and platform != "cron"
 
         self.sandbox = Sandbox(cfg.agent.sandbox.mode, network=cfg.agent.sandbox.network == "on",
@@ -167,7 +168,7 @@ class GatewayRunner:
                                  after_pause=cfg.review.after_pause_seconds)
         self.approvals = Approvals(self.store, self.delivery, self.adapters, mode=cfg.approvals.mode,
                                    timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(),
-                                   is_admin=lambda platform, user: platform in TRUSTED_PLATFORMS or admin(platform, user),
+                                   is_admin=lambda platform, user: platform in self.local or admin(platform, user),
                                    may_approve=lambda platform, user: user in cfg.access.allowed_users.get(platform, ())
                                    or cfg.approvals.paired_may_approve, always_scope=cfg.approvals.always_scope,
                                    spawn=lambda edit: self.spawn(edit, name="approval-outcome"))
@@ -319,7 +320,7 @@ class GatewayRunner:
         assert self.delivery is not None
         for platform, admins in self.config.access.admins.items():
             adapter = self.adapters.get(platform)
-            if adapter is None or platform in TRUSTED_PLATFORMS:
+            if adapter is None or platform in self.local:
                 continue
             for admin in admins:
                 try:

@@ -209,6 +209,9 @@ class Capabilities:
     can_files: bool = False
     edit_interval: float = 1.0  # seconds between streaming edits of one message
     follows_threads: bool = False  # in a thread the agent is in, a message needs no mention (Slack)
+    # a surface only this machine, or a holder of its token, reaches: whoever is on it is already
+    # authenticated and trusted like an admin (the local web chat)
+    local: bool = False
 
 
 class DeliveryError(Exception):

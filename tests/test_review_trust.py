@@ -130,7 +130,8 @@ async def test_the_trust_order_and_whom_a_run_on_several_peoples_words_acts_for(
         pairing = Pairing(store)
         code = await pairing.request("telegram", "3003", "Cy", "3003")
         assert code is not None and await pairing.approve("telegram", code) is not None
-        trust = Trust(AccessConfig(admins={"telegram": ["1001"]}, allowed_users={"telegram": ["1002"]}), pairing)
+        trust = Trust(AccessConfig(admins={"telegram": ["1001"]}, allowed_users={"telegram": ["1002"]}), pairing,
+                      local=frozenset({"webchat"}))
         ranks = [await trust.rank("telegram", u) for u in ("1001", "1002", "3003", "4004")]
         assert ranks == [ADMIN, ALLOWED, PAIRED, ANYONE] and await trust.rank("webchat", "tab") == ADMIN
         alone = await trust.acting_for([("telegram", "1001"), ("telegram", "1001")])

@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from gateway.access.policy import check_access, is_admin
+from gateway.access import policy
+from gateway.access.policy import is_admin
 from gateway.commands import COMMANDS, CONTROL, Command, help_text, parse_command, unknown_text
 from gateway.config import AccessConfig, load_config
 from gateway.session_key import session_key
 from platforms.base import InboundMessage
+from platforms.webchat.adapter import WebChatAdapter
 
 
 def msg(platform: str = "telegram", chat_id: str = "100", chat_type: str = "dm", user_id: str = "1",
@@ -141,6 +143,14 @@ def test_unknown_text_names_the_command_and_helps() -> None:
 
 
 # --------------------------------------------------------------------------- access
+
+
+# what the runner derives from the adapters it runs: the platforms that declare a local surface
+LOCAL = frozenset(adapter.name for adapter in [WebChatAdapter] if adapter.capabilities.local)
+
+
+def check_access(m: InboundMessage, rules: AccessConfig, **kwargs) -> policy.Decision:
+    return policy.check_access(m, rules, local=LOCAL, **kwargs)
 
 
 def access(**kwargs) -> AccessConfig:

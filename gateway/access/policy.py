@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Collection, Literal
 
 from gateway.config import AccessConfig
 from platforms.base import InboundMessage
 
 Decision = Literal["allow", "ignore", "pair"]
 
-# The local web chat is reachable only from this machine (or with its token): it is trusted.
-TRUSTED_PLATFORMS = frozenset({"webchat"})
-
-
 def is_admin(access: AccessConfig, platform: str, user_id: str) -> bool:
     return user_id in access.admins.get(platform, ())
 
 
-def check_access(msg: InboundMessage, access: AccessConfig, *, paired: bool = False,
+def check_access(msg: InboundMessage, access: AccessConfig, *, local: Collection[str], paired: bool = False,
                  require_mention: bool = True) -> Decision:
     """allow it, ignore it silently, or start pairing (unknown user in a DM).
 
+    `local`: the platforms whose adapter declares a local, already-authenticated surface
+    (`Capabilities.local`): everyone on them is allowed.
     `paired` says the user was admitted with `chatgate pair approve`; `require_mention` whether
     this group needs the bot to be addressed (mention, reply to the bot, or a command).
     """
-    if msg.platform in TRUSTED_PLATFORMS:
+    if msg.platform in local:
         return "allow"
     known = paired or msg.user_id in access.allowed_users.get(msg.platform, ()) \
         or is_admin(access, msg.platform, msg.user_id)

@@ -22,7 +22,7 @@ from typing import Iterable
 from agent.learning_tools import SEVERAL_PEOPLE
 from agent.tools import ToolContext
 from gateway.access.pairing import Pairing
-from gateway.access.policy import TRUSTED_PLATFORMS, check_access, is_admin
+from gateway.access.policy import check_access, is_admin
 from gateway.config import AccessConfig
 from gateway.store import SearchHit, Store
 from platforms.base import InboundMessage
@@ -43,13 +43,14 @@ class Acting:
 
 
 class Trust:
-    def __init__(self, access: AccessConfig, pairing: Pairing) -> None:
+    def __init__(self, access: AccessConfig, pairing: Pairing, local: frozenset[str]) -> None:
         self.access = access
         self.pairing = pairing
+        self.local = local  # platforms on a local, already-authenticated surface (see check_access)
 
     def known_rank(self, platform: str, user_id: str) -> int:
         """The rank the configuration gives (a paired person counts as anyone here)."""
-        if platform in TRUSTED_PLATFORMS or is_admin(self.access, platform, user_id):
+        if platform in self.local or is_admin(self.access, platform, user_id):
             return ADMIN
         return ALLOWED if user_id in self.access.allowed_users.get(platform, ()) else ANYONE
 
@@ -62,9 +63,9 @@ class Trust:
     async def admitted(self, msg: InboundMessage) -> bool:
         """Whether the author of `msg` may still talk to the agent where they wrote it (the access rules
         of `gateway.access.policy`, today's configuration and pairings; no mention needed)."""
-        decision = check_access(msg, self.access, require_mention=False)
+        decision = check_access(msg, self.access, local=self.local, require_mention=False)
         if decision != "allow" and await self.pairing.is_paired(msg.platform, msg.user_id):
-            decision = check_access(msg, self.access, paired=True, require_mention=False)
+            decision = check_access(msg, self.access, local=self.local, paired=True, require_mention=False)
         return decision == "allow"
 
     async def may_still_talk(self, platform: str, user_id: str, chat_id: str) -> bool:

@@ -81,7 +81,7 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
         ok = False
     for adapter in adapters:
         line("info", f"platform: {adapter.name}")
-    if any(a.name == "webchat" for a in adapters):
+    if any(a.capabilities.local for a in adapters):
         where = f"http://{config.http.host}:{config.http.port}/"
         if _port_free(config.http.host, config.http.port):
             line(" ok ", f"web chat will listen on {where}")
