@@ -363,6 +363,7 @@ class _Analysis:
         args, shown = argv[1:], show([name] + argv[1:])
         if "/" in argv[0]:
             self.file_exec(argv[0], "shell", show(argv), depth, via, env, cap)
+        inner: Stream | None = None  # what xargs / parallel print is what the commands they run print
         if name in ("cd", "pushd"):
             target = next((a for a in args if not a.startswith("-") or a == "-"), "~")
             self.cwd = (norm_path(target) if target.startswith(("/", "~", "$HOME", "${HOME}")) else
@@ -372,7 +373,7 @@ class _Analysis:
         elif name == "parallel" and ":::" in args:
             o = parse(args[:args.index(":::")], "jSPn", ("jobs", "sshlogin", "delay"), stop=True)
             items = [a for a in args[args.index(":::") + 1:] if a not in (":::", "::::")][:64]
-            self.run_argv(o.rest + items, cmd, Stream(), depth + 1, via + ("parallel",), env, cap, bulk=True)
+            inner = self.run_argv(o.rest + items, cmd, Stream(), depth + 1, via + ("parallel",), env, cap, bulk=True)
         elif name in SHELLS:
             self.shell(name, args, cmd, stdin, shown, depth, via, env, cap, sudo)
         elif name in ("eval", "source", "."):
@@ -406,8 +407,8 @@ class _Analysis:
                 sub = [w.replace(rep, extra[0]) for w in sub]
             elif extra:
                 sub = sub + extra
-            self.run_argv(sub, cmd, Stream(), depth + 1, via + ("xargs",), env, cap,
-                          bulk=stdin.text is None or stdin.every)
+            inner = self.run_argv(sub, cmd, Stream(), depth + 1, via + ("xargs",), env, cap,
+                                  bulk=stdin.text is None or stdin.every)
         elif name == "ssh":
             self.take(check(Call(name, list(args), shown)), cmd, stdin, depth, via, env, cap)
             o = parse(args, "BbcDEeFIiJLlmOopQRSWw", stop=True)
@@ -432,7 +433,10 @@ class _Analysis:
                 self.links[targets[1].rstrip("/")] = targets[0]
             self.take(check(self.call(name, args, argv[0], bulk, stdin, cmd, via, sudo, shown + where)), cmd,
                       stdin, depth, via, env, cap)
-        return self.stdout(name, args, stdin, shown, cmd)
+        out = self.stdout(name, args, stdin, shown, cmd)
+        if inner is not None and inner.origin and not out.origin:  # `… | xargs curl | sh`: a download run
+            return Stream(None, inner.origin, out.desc)
+        return out
 
     def call(self, name: str, args: list, raw0: str, bulk: bool, stdin: Stream, cmd: Cmd, via: tuple, sudo: bool,
              shown: str = "") -> Call:
