@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import logging
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -77,8 +79,14 @@ class HomeLock:
     def take(cls, home: Path) -> "HomeLock":
         """Hold `home`, or raise `HomeInUse` naming the daemon that does (OSError: cannot open it)."""
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # never through a link: the file is truncated and written, so a link (or a hard link) to another
+        # file planted in the home would have the daemon — perhaps root — overwrite that file
+        fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid != os.geteuid():
+                raise OSError(errno.EPERM, "not a regular file of this user's with no other name",
+                              str(home / LOCK_NAME))
             for attempt in range(_LOCK_TRIES):
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -104,7 +112,7 @@ class HomeLock:
 def daemon_pid(home: Path) -> int | None:
     """The pid of the daemon holding `home` (0: one does, its pid not readable), None when none does."""
     try:
-        fd = os.open(home / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(home / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
