@@ -95,9 +95,17 @@ def resolve_token(configured: str | None, home: Path, http_host: str) -> str | N
         return configured or None
     path = home / TOKEN_FILE
     try:
-        return path.read_text().strip() or _new_token(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return _new_token(path)
+    except OSError as exc:  # (a link: ELOOP)
+        raise PlatformUnavailable(f"cannot read the web chat token {path}: {exc.strerror or exc} (it must be a "
+                                  "regular file, not a link)") from None
+    with os.fdopen(fd) as kept:
+        info = os.fstat(fd)
+        if info.st_mode & 0o077 and info.st_uid == os.geteuid():  # (one written by hand, or restored with
+            os.fchmod(fd, 0o600)  # the umask's 0644: any local user could read it and be the machine's owner)
+        return kept.read().strip() or _new_token(path)
 
 
 def entry_url(base_url: str, token: str | None) -> str:
@@ -118,7 +126,8 @@ def known_token(configured: str | None, home: Path) -> str | None:
 def _new_token(path: Path) -> str:
     token = secrets.token_urlsafe(24)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)  # (an empty file of another mode is written again: made private first)
     with os.fdopen(fd, "w") as out:
         out.write(token + "\n")
     return token
