@@ -210,7 +210,8 @@ async def test_forty_send_file_calls_in_one_step_copy_no_more_than_a_reply_carri
             assert sum("at most 10 files" in r for r in results) == 3
             await eventually(lambda: sum(t.startswith("📎") for t in tab.replies()) == 10, 20, "10 files")
         outgoing = tmp_path / "outgoing"
-        await eventually(lambda: not [p for p in outgoing.rglob("*") if p.is_file()], 20,
+        # (os.walk, not rglob: a folder the gateway removes while it is walked is passed over, not an error)
+        await eventually(lambda: not [f for _, _, files in os.walk(outgoing) for f in files], 20,
                          "every copy removed once the reply went out")
     finally:
         await runner.stop()
