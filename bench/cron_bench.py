@@ -52,7 +52,7 @@ import gateway_load as gl  # noqa: E402  (the gateway and fake-LLM processes, pe
 from gateway.cron.jobs import CronJobs  # noqa: E402
 from gateway.cron.ledger import RunLedger, new_instance_id  # noqa: E402
 from gateway.cron.timers import CronTimers  # noqa: E402
-from gateway.store import Store  # noqa: E402
+from gateway.storage import Store  # noqa: E402
 from gateway.tick import Tick  # noqa: E402
 
 JOBS = 100

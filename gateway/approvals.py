@@ -34,7 +34,7 @@ import aiosqlite
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.delivery import Delivery
 from gateway.ops.redact import redact_values
-from gateway.store import Store
+from gateway.storage import Store
 from platforms.base import Button, ButtonPress, ChatRef, PlatformAdapter, Reply
 
 log = logging.getLogger(__name__)

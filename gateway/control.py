@@ -30,7 +30,7 @@ class Control:
         assert r.store is not None and r.delivery is not None
         command = parse_command(item.msg.text)
         if command is not None and command.name in ("new", "reset"):
-            ended = await r.store.end_session(item.key)
+            ended = await r.store.sessions.end(item.key)
             text = ("Started a new session. The previous conversation is saved and still searchable."
                     if ended is not None else "This is already a fresh session.")
             if r.goals is not None:
@@ -68,7 +68,7 @@ class Control:
                                         chat=msg.reply_chat, session_key=item.key)
         elif command.name == "usage":
             assert r.usage is not None and r.store is not None
-            summary = await r.store.session_summary(item.key)
+            summary = await r.store.sessions.summary(item.key)
             text = await r.usage.chat_report(summary["id"] if summary else None, msg.platform, msg.user_id)
         elif command.name == "help":
             text = help_text()
@@ -79,7 +79,7 @@ class Control:
     async def status_text(self, key: str, worker: SessionWorker | None) -> str:
         r = self.runner
         assert r.store is not None
-        summary = await r.store.session_summary(key)
+        summary = await r.store.sessions.summary(key)
         lines = [f"Session: {summary['id']} ({summary['messages']} messages)" if summary else "Session: not started"]
         state = "running a request" if worker is not None and worker.busy else "idle"
         queued = len(worker.queue) if worker is not None else 0

@@ -43,7 +43,8 @@ from typing import Awaitable, Callable, Iterator, Literal, Mapping, TypeVar
 from gateway.files import OutgoingFile, discard
 from gateway.ops.metrics import Metrics
 from gateway.preview import StreamPreview, Typing
-from gateway.store import OutboxItem, Store
+from gateway.storage import Store
+from gateway.storage.outbox import OutboxItem
 from platforms.base import Button, ChatRef, ChatUnavailable, DeliveryError, PlatformAdapter, Reply
 from platforms.loops import start_supervised, wait_event
 
@@ -100,7 +101,7 @@ class Delivery:
                     buttons: list[list[dict[str, str]]] | None = None, done_inbox_id: int | None = None) -> OutboxItem:
         """Queue and send a reply that is not part of a turn (command answers, notices)."""
         item = OutboxItem(chat=chat, text=text, buttons=buttons or [], reply_to=reply_to, inbox_id=done_inbox_id)
-        await self.store.outbox_add(item, done_inbox_id=done_inbox_id)
+        await self.store.outbox.add(item, done_inbox_id=done_inbox_id)
         await self.deliver(item)
         return item
 
@@ -183,7 +184,7 @@ class Delivery:
         idempotent); raises when it still cannot."""
         for pause in (*RECORD_PAUSES, None):
             try:
-                await self.store.outbox_progress(item, done=done, error=error, failed=failed)
+                await self.store.outbox.progress(item, done=done, error=error, failed=failed)
             except Exception as exc:
                 if pause is None:
                     raise
@@ -305,7 +306,7 @@ class Delivery:
         good is passed over)."""
         self._waits.pop((platform, chat_id), None)
         try:
-            pending = await self.store.outbox_pending(platform, chat_id)
+            pending = await self.store.outbox.pending(platform, chat_id)
         except Exception as exc:
             log.warning("could not read the outbox of a %s chat (%s); tried again in %.0fs", platform, exc,
                         RECORD_RETRY)
@@ -320,14 +321,14 @@ class Delivery:
 
     async def flush(self, platform: str | None = None) -> None:
         """Send what waits in every chat (of one platform), chats side by side; returns when each is done."""
-        chats = [chat for chat in await self.store.outbox_chats() if platform is None or chat[0] == platform]
+        chats = [chat for chat in await self.store.outbox.chats() if platform is None or chat[0] == platform]
         tasks = [self._flush_later(chat) for chat in chats]
         await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)
 
     async def sweep(self, older_than: float = STRANDED_AFTER) -> None:
         """The tick's safety net: flush each chat with a reply pending for over `older_than` seconds
         that nothing works on (no delivery in flight, no timer, no flush) on a platform that is ready."""
-        for chat in await self.store.outbox_chats(before=time.time() - older_than):
+        for chat in await self.store.outbox.chats(before=time.time() - older_than):
             adapter = self.adapters.get(chat[0])
             if adapter is None or not adapter.ready or chat in self._waits or chat in self._sending \
                     or chat in self._closed:
@@ -343,7 +344,7 @@ class Delivery:
 
     async def start(self) -> None:
         """Send whatever an earlier run left pending (in the background: a slow chat delays no start)."""
-        for chat in await self.store.outbox_chats():
+        for chat in await self.store.outbox.chats():
             self._flush_later(chat)
 
     async def stop(self, timeout: float) -> None:

@@ -32,10 +32,12 @@ import aiosqlite
 from agent.goal_judge import Judge, Verdict
 from agent.llm import LLMError
 from gateway.access.trust import ADMIN, Acting, Person, Trust, speakers
-from gateway.database import first_row
 from gateway.delivery import Delivery
 from gateway.sessions import WorkItem
-from gateway.store import OutboxItem, Store, decode_inbound, encode_inbound
+from gateway.storage import Store
+from gateway.storage.database import first_row
+from gateway.storage.inbox import decode_inbound, encode_inbound, insert_inbox
+from gateway.storage.outbox import OutboxItem, insert_outbox
 from platforms.base import InboundMessage
 
 log = logging.getLogger(__name__)
@@ -275,7 +277,7 @@ class Goals:
                 return True
             await self._stop(goal, seq, "paused", "⏸ The goal is paused: the person who set it no longer has "
                              "access here. /goal clear drops it.", "its creator no longer has access")
-        await self.store.inbox_set_state([item.inbox_id], "cancelled", "its goal is no longer running")
+        await self.store.inbox.set_state([item.inbox_id], "cancelled", "its goal is no longer running")
         return False
 
     def after_turn(self, item: WorkItem, outcome: str) -> None:
@@ -331,7 +333,7 @@ class Goals:
             if not await self._claim(db, goal, seq, "active", reason, turns, seq + 1):
                 return None
             if notice is not None:
-                await self.store.insert_outbox(db, notice, time.time())
+                await insert_outbox(db, notice, time.time())
             return await self._insert_turn(db, following, seq + 1, self._next_text(following, reason))
 
         turn = await self.store.write(advance)
@@ -347,7 +349,7 @@ class Goals:
         async def stop(db: aiosqlite.Connection) -> bool:
             if not await self._claim(db, goal, seq, state, reason, goal.turns if turns is None else turns, goal.seq):
                 return False
-            await self.store.insert_outbox(db, notice, time.time())
+            await insert_outbox(db, notice, time.time())
             return True
 
         if await self.store.write(stop):
@@ -367,7 +369,7 @@ class Goals:
     async def _insert_turn(self, db: aiosqlite.Connection, goal: Goal, seq: int, text: str) -> WorkItem | None:
         """The goal's turn `seq` as an inbox row (None: it exists already)."""
         msg = replace(goal.origin, text=text, message_id=f"{TURN_ID}{goal.id}:{seq}")
-        inbox_id = await self.store.insert_inbox(db, msg, goal.session_key)
+        inbox_id = await insert_inbox(db, msg, goal.session_key)
         return WorkItem(inbox_id, goal.session_key, msg) if inbox_id is not None else None
 
     def _dispatch(self, turn: WorkItem | None) -> None:

@@ -17,20 +17,12 @@ from typing import TYPE_CHECKING
 from gateway.access.policy import check_access
 from gateway.approvals import NO, YES
 from gateway.commands import Command, parse_command
-from gateway.database import StorageError
 from gateway.learning.review import personal_session
 from gateway.session_key import session_key
 from gateway.sessions import WorkItem
+from gateway.storage.database import StorageError
 from gateway.throttle import Throttle
-from platforms.base import (
-    ButtonPress,
-    ChatOpened,
-    InboundEvent,
-    InboundMessage,
-    Intake,
-    StorageUnavailable,
-    Unreadable,
-)
+from platforms.base import ButtonPress, ChatOpened, InboundEvent, InboundMessage, Intake, StorageUnavailable, Unreadable
 
 if TYPE_CHECKING:
     from gateway.runner import GatewayRunner
@@ -65,7 +57,7 @@ class Inbound:
             r.spawn(r.control.chat_opened(event), name="chat-opened")
         elif isinstance(event, Unreadable):
             assert r.store is not None
-            await r.store.dead_letter(event.platform, event.ref, event.payload, event.reason)
+            await r.store.inbox.dead_letter(event.platform, event.ref, event.payload, event.reason)
             r.metrics.dead_letters.labels(event.platform).inc()
         return Intake.STORED
 
@@ -89,7 +81,7 @@ class Inbound:
         refusal = self._refusal(msg, key)
         if refusal is not None:
             return await self._refuse(msg, key, *refusal)
-        inbox_id = await r.store.inbox_add(msg, key)
+        inbox_id = await r.store.inbox.add(msg, key)
         if inbox_id is None:
             r.metrics.duplicates.labels(msg.platform).inc()
             log.info("dropped a re-delivered %s message %s", msg.platform, msg.message_id)
@@ -111,7 +103,7 @@ class Inbound:
         if adapter is None or not adapter.capabilities.follows_threads:
             return False
         assert r.store is not None
-        return await r.store.in_thread(msg.platform, msg.chat_id, msg.thread_id, key)
+        return await r.store.sessions.in_thread(msg.platform, msg.chat_id, msg.thread_id, key)
 
     def _refusal(self, msg: InboundMessage, key: str) -> tuple[str, str, tuple[str, ...] | None] | None:
         """(reason, what to tell, and a key when that notice is said at most once a minute per key) when a
@@ -144,7 +136,7 @@ class Inbound:
         r = self.runner
         assert r.store is not None and r.delivery is not None
         kept = replace(msg, text=msg.text[:1000], attachments=())
-        if await r.store.inbox_add(kept, key, state="refused", error=reason) is None:
+        if await r.store.inbox.add(kept, key, state="refused", error=reason) is None:
             return Intake.DUPLICATE
         r.metrics.refused.labels(msg.platform, reason).inc()
         log.info("refused a %s message in %s: %s", msg.platform, key, reason)

@@ -2,7 +2,7 @@
 
 Every tick, each step on its own (one that fails is logged; the others still run):
 
-- finished inbox and outbox rows and dead letters older than `gateway.retention_days` (`Store.prune`);
+- finished inbox and outbox rows and dead letters older than `gateway.retention_days`;
 - approvals decided that long ago, with their events (a session grant stays while its session is active);
 - subagent runs that ended that long ago, each with its transcript;
 - each scheduled job's ledger beyond its newest `cron.keep_runs` rows, each run with its transcript (only
@@ -10,7 +10,7 @@ Every tick, each step on its own (one that fails is logged; the others still run
 - token usage older than that (at least two days), rolled up into daily sums (`gateway.usage`);
 - compression summaries a later one replaced, review counters of sessions that ended;
 - with `gateway.transcript_retention_days`: sessions that ended and were not touched for that long, with
-  their messages, search index rows, summaries and counters (`gateway.transcripts`; off by default);
+  their messages, search index rows, summaries and counters (`SessionStore.prune_ended`; off by default);
 - curator runs beyond the newest `curator.keep_reports`; with `trajectories.retention_days`, older
   trajectory day files.
 
@@ -35,11 +35,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import aiosqlite
 
-from gateway.database import StorageError
 from gateway.learning import trajectories
-from gateway.store import Store
+from gateway.storage import Store
+from gateway.storage.database import StorageError
 from gateway.subagents import SubagentRuns
-from gateway.transcripts import prune_leftovers, prune_transcripts
 from gateway.usage import UsageLedger
 
 if TYPE_CHECKING:
@@ -76,16 +75,16 @@ class Retention:
         before = time.time() - cfg.gateway.retention_days * DAY
         steps: dict[str, Callable[[], Awaitable[Any]]] = {
             "scheduled runs": lambda: self.ledger.prune(cfg.cron.keep_runs),
-            "inbox and outbox rows": lambda: self.store.prune(before),
+            "inbox and outbox rows": lambda: self.store.inbox.prune(before),
             "approvals": lambda: self.approvals.prune(before),
             "subagent runs": lambda: SubagentRuns(self.store).prune(before),
             "token usage rows": lambda: UsageLedger(self.store).roll_up(cfg.gateway.retention_days),
-            "summaries and counters": lambda: prune_leftovers(self.store, before),
+            "summaries and counters": lambda: self.store.sessions.prune_leftovers(before),
             "curator runs": lambda: self.curator.prune_reports(cfg.curator.keep_reports),
         }
         if cfg.gateway.transcript_retention_days is not None:
-            steps["transcripts"] = lambda: prune_transcripts(
-                self.store, time.time() - cfg.gateway.transcript_retention_days * DAY)
+            steps["transcripts"] = lambda: self.store.sessions.prune_ended(
+                time.time() - cfg.gateway.transcript_retention_days * DAY)
         if cfg.trajectories.retention_days is not None:
             steps["trajectory files"] = lambda: asyncio.to_thread(
                 trajectories.prune, cfg.home / "trajectories", cfg.trajectories.retention_days)

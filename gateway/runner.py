@@ -58,7 +58,7 @@ from gateway.ops.metrics import Metrics
 from gateway.ops.redact import redact
 from gateway.retention import Retention
 from gateway.sessions import Sessions, WorkItem
-from gateway.store import Store
+from gateway.storage import Store
 from gateway.subagents import SubagentRuns
 from gateway.tick import Tick
 from gateway.turns import Turns
@@ -256,7 +256,7 @@ class GatewayRunner:
         A turn that had started side-effecting tools is not run again: its person is told (`Turns`).
         """
         assert self.store is not None
-        unfinished = await self.store.inbox_unfinished()
+        unfinished = await self.store.inbox.unfinished()
         if unfinished:
             log.info("resuming %d unfinished message(s)", len(unfinished))
         for u in unfinished:
@@ -438,7 +438,7 @@ class GatewayRunner:
         if self.approvals is not None:
             m.approvals_pending.set(self.approvals.waiting)
         if self.store is not None:
-            counts = await self.store.trouble_counts()
+            counts = await self.store.inbox.trouble_counts()
             m.outbox.labels("pending").set(counts.get("pending_replies", 0))
             m.outbox.labels("failed").set(counts.get("failed_deliveries", 0))
         return m.render()

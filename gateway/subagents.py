@@ -11,8 +11,8 @@ from typing import Any
 import aiosqlite
 
 from agent.tools import ToolContext
-from gateway.store import Store
-from gateway.transcripts import BATCH, forget_sessions
+from gateway.storage import Store
+from gateway.storage.sessions import BATCH, forget_sessions
 
 TRANSCRIPT_STATUS = {"done": "ok", "stopped": "ok", "cancelled": "cancelled"}  # else: failed
 
@@ -48,7 +48,7 @@ class SubagentRuns:
                              (state, summary, now, run_id))
             await db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", (now, row["session_id"]))
 
-        await self.store.commit_turn(row["session_id"], [], None, None, messages, None,
+        await self.store.sessions.commit_turn(row["session_id"], [], None, None, messages, None,
                                      status=TRANSCRIPT_STATUS.get(state, "failed"), also=end)
 
     async def interrupted(self) -> None:

@@ -40,7 +40,8 @@ from gateway.goals import Goals, is_goal_turn
 from gateway.learning.review import Learning, personal_session
 from gateway.ops.metrics import Metrics
 from gateway.sessions import SessionWorker, WorkItem
-from gateway.store import OutboxItem, Store
+from gateway.storage import Store
+from gateway.storage.outbox import OutboxItem
 from platforms.base import Attachment, InboundMessage, PlatformAdapter, Reply
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ class _Journal:
         self.store, self.inbox_id, self.redact = store, inbox_id, redact
 
     async def tool_started(self, name: str, arguments: str) -> None:
-        await self.store.inbox_add_effect(self.inbox_id, self.redact(describe_call(name, arguments)))
+        await self.store.inbox.add_effect(self.inbox_id, self.redact(describe_call(name, arguments)))
 
 
 class Turns:
@@ -184,13 +185,13 @@ class Turns:
                                       reply_to=msg.message_id, done_inbox_id=item.inbox_id if nothing_left else None)
             if nothing_left:
                 return "refused"
-        start = await self.store.open_turn(item.key, msg.chat, msg.chat_type)
+        start = await self.store.sessions.open_turn(item.key, msg.chat, msg.chat_type)
         session_id, history, ids = start.session_id, start.history, start.ids
         usage_scope.serving("goal" if is_goal_turn(msg) else "main", session_id, msg.platform, msg.user_id)
 
         async def summarised(summary: str, through: int) -> None:  # a compression's new starting point
             if through >= 0 and ids[through] is not None:
-                await self.store.save_summary(session_id, ids[through], summary)
+                await self.store.sessions.save_summary(session_id, ids[through], summary)
 
         context = session_context(msg)
         if self.learning is not None:
@@ -203,7 +204,7 @@ class Turns:
         outgoing = Outgoing(self.files_root.parent)  # files the agent sends: copied under the home
 
         async def first_send(message_id: str) -> None:
-            await self.store.inbox_set_draft(item.inbox_id, message_id)
+            await self.store.inbox.set_draft(item.inbox_id, message_id)
 
         preview = self.delivery.stream(chat, reply_to, message_id=item.draft_message_id, on_first_send=first_send)
         preview.begin()
@@ -224,7 +225,7 @@ class Turns:
             return [user_text(i.msg) for i in taken]
 
         ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,
-                          transcripts=self.store, approvals=self.approvals,
+                          transcripts=self.store.sessions, approvals=self.approvals,
                           journal=_Journal(self.store, item.inbox_id, self.redact), files=outgoing,
                           extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key,
                                   "inbox_id": item.inbox_id})
@@ -257,7 +258,7 @@ class Turns:
                 await asyncio.to_thread(discard, outgoing.entries)
             if worker.cancel_reason in ("stop", "interrupt"):
                 note = "⏹ Stopped." if worker.cancel_reason == "stop" else "⏹ Interrupted by a newer message."
-                await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id,
+                await self.store.sessions.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id,
                                              authored(record, steered_by), None, status="cancelled")
                 draft = await preview.finish()
                 if draft:
@@ -275,7 +276,7 @@ class Turns:
             if self.learning is not None and outcome == "ok" else None
         worker.answered = True  # from the commit on, /stop and a newer message leave this turn be
         with self.delivery.finishing(item.inbox_id):  # a flush meanwhile does not send it without the draft
-            await self.store.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, authored(record, steered_by),
+            await self.store.sessions.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, authored(record, steered_by),
                                          reply, status=status, also=count)
             try:  # committed: the turn cannot fail now (what is not sent here is the outbox's to send)
                 self.metrics.turns.labels(outcome).inc()
@@ -319,11 +320,11 @@ class Turns:
         """A turn cut off after it had started side effects: say so instead of running it again."""
         msg = item.msg
         text = interrupted_text(item.effects)
-        session_id = await self.store.active_session(item.key, msg.chat, msg.chat_type)
+        session_id = await self.store.sessions.active(item.key, msg.chat, msg.chat_type)
         record = [{"role": "user", "content": user_text(msg)}, {"role": "assistant", "content": text}]
         reply = OutboxItem(chat=msg.reply_chat, text=text, reply_to=answers(msg),
                            draft_message_id=item.draft_message_id, inbox_id=item.inbox_id)
-        await self.store.commit_turn(session_id, [item.inbox_id], msg.chat, msg.user_id, record, reply,
+        await self.store.sessions.commit_turn(session_id, [item.inbox_id], msg.chat, msg.user_id, record, reply,
                                      inbox_state="interrupted")
         self.metrics.turns.labels("interrupted").inc()
         await self.delivery.deliver(reply)
@@ -331,7 +332,7 @@ class Turns:
     async def _fail(self, item: WorkItem, exc: Exception) -> None:
         """Best effort when the turn itself could not be recorded: mark the row, tell the person."""
         try:
-            await self.store.inbox_set_state([item.inbox_id], "failed", f"{type(exc).__name__}: {exc}"[:500])
+            await self.store.inbox.set_state([item.inbox_id], "failed", f"{type(exc).__name__}: {exc}"[:500])
             await self.delivery.reply(item.msg.reply_chat, failed_text(exc), reply_to=answers(item.msg))
         except Exception:
             log.exception("could not report the failed turn in %s", item.key)

@@ -16,7 +16,7 @@ from typing import Any
 import aiosqlite
 
 from agent.usage import UsageScope
-from gateway.store import Store
+from gateway.storage import Store
 
 DAY = 86400
 MIN_RAW_DAYS = 2.0  # requests of the last two days are always kept one by one (`/usage`'s 24 hours)

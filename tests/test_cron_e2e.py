@@ -23,7 +23,7 @@ from gateway import cli
 from gateway.cron.jobs import CronError, CronJobs, Job
 from gateway.cron.ledger import RunLedger, new_instance_id
 from gateway.runner import GatewayRunner
-from gateway.store import Store
+from gateway.storage import Store
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import Tab, eventually, gateway_env, is_prompt, press, start_gateway

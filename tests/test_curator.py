@@ -16,7 +16,7 @@ from gateway import cli
 from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
 from gateway.learning.curator import Curator
 from gateway.learning.skill_usage import SkillUsage
-from gateway.store import Store
+from gateway.storage import Store
 from tests.fakes.llm import Reply
 
 DAY, HOUR = 86400.0, 3600.0

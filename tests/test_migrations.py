@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.store import Store, _statements, migrations
+from gateway.storage import Store
+from gateway.storage.schema import migrations, statements
 from tests.fakes.llm import FakeLLM
 from tests.harness import gateway_env, run_until_it_exits
 
@@ -48,7 +49,7 @@ def version(path: Path) -> int:
 def test_the_migrations_are_numbered_one_by_one_and_split_into_statements():
     assert [n for n, _ in MIGRATIONS] == list(range(1, LATEST + 1))
     for number, sql in MIGRATIONS:
-        parts = _statements(sql)
+        parts = statements(sql)
         assert parts and all(sqlite3.complete_statement(p) or not re.sub(r"--[^\n]*", "", p).strip()
                              for p in parts), number
         assert "".join(parts) == sql.rstrip()  # nothing lost or reordered (but the trailing blank)
@@ -81,12 +82,12 @@ async def test_a_database_of_each_earlier_schema_is_brought_up_to_date_with_its_
 
 
 async def test_a_migration_that_fails_half_way_leaves_the_previous_version_intact(tmp_path):
-    number, sql = next((n, s) for n, s in reversed(MIGRATIONS) if len(_statements(s)) > 1
-                       and re.search(r"CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX|VIEW|TRIGGER)", _statements(s)[-1], re.I))
+    number, sql = next((n, s) for n, s in reversed(MIGRATIONS) if len(statements(s)) > 1
+                       and re.search(r"CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX|VIEW|TRIGGER)", statements(s)[-1], re.I))
     path = tmp_path / "state.db"
     made_by_release(path, number - 1)
     last = re.search(r"CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX|VIEW|TRIGGER)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
-                     _statements(sql)[-1], re.I)
+                     statements(sql)[-1], re.I)
     assert last is not None
     with sqlite3.connect(path) as db:  # its last statement will find its name taken
         db.execute(f"CREATE VIEW {last.group(1)} AS SELECT 1")
@@ -104,7 +105,7 @@ async def test_a_migration_that_fails_half_way_leaves_the_previous_version_intac
 
 OPEN_AT_THE_SIGNAL = """
 import asyncio, sys
-from gateway.store import Store
+from gateway.storage import Store
 
 async def main():
     print("ready", flush=True)

@@ -377,7 +377,7 @@ async def test_the_heartbeat_goes_on_while_a_tick_hook_is_stuck(tmp_path, llm: F
 def test_the_database_is_durable_and_private(tmp_path):
     import stat
 
-    from gateway.store import Store
+    from gateway.storage import Store
 
     async def check(durability: str) -> tuple[int, int, int]:
         store = await Store.open(tmp_path / "home" / durability / "state.db", durability=durability)

@@ -19,7 +19,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable
 
-from gateway.store import Store
+from gateway.storage import Store
 from tests.fakes.llm import FakeLLM
 from tests.harness import Tab, eventually, gateway_env, start_gateway
 

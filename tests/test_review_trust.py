@@ -123,7 +123,7 @@ async def test_the_trust_order_and_whom_a_run_on_several_peoples_words_acts_for(
     from gateway.access.pairing import Pairing
     from gateway.access.trust import ADMIN, ALLOWED, ANYONE, PAIRED, Trust
     from gateway.config import AccessConfig
-    from gateway.store import Store
+    from gateway.storage import Store
 
     store = await Store.open(tmp_path / "state.db")
     try:

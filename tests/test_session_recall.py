@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from agent.builtin_tools import session_search
 from agent.tools import ToolContext
-from gateway.store import Store
+from gateway.storage import Store
 from platforms.base import ChatRef
 
 
 async def _talk(store: Store, key: str, chat: ChatRef, chat_type: str, user: str, text: str) -> None:
-    session = await store.active_session(key, chat, chat_type)
-    await store.commit_turn(session, [], chat, user, [{"role": "user", "content": text},
+    session = await store.sessions.active(key, chat, chat_type)
+    await store.sessions.commit_turn(session, [], chat, user, [{"role": "user", "content": text},
                                                      {"role": "assistant", "content": f"noted: {text}"}], None)
 
 
@@ -26,7 +26,7 @@ async def test_search_shows_own_and_shared_conversations_and_never_another_perso
         await _talk(store, "telegram:-600", ChatRef("telegram", "-600"), "group", "202", "kumquat bobsgroup")
 
         def asker(user: str, platform: str = "telegram") -> ToolContext:
-            return ToolContext(platform=platform, chat_id=user, user_id=user, transcripts=store)
+            return ToolContext(platform=platform, chat_id=user, user_id=user, transcripts=store.sessions)
 
         ann = await session_search(asker("101"), "kumquat")
         assert "annpin" in ann and "teamplan" in ann  # her DM, and the group she is in

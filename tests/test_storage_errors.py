@@ -16,8 +16,8 @@ import aiohttp
 import aiosqlite
 import pytest
 
-from gateway.database import StorageError
-from gateway.store import Store
+from gateway.storage import Store
+from gateway.storage.database import StorageError
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import (
@@ -73,7 +73,7 @@ class Shell:
 
 async def settled(store: Store) -> bool:
     """Nothing waits, runs or is to be sent (so the lock taken next meets no write of a turn)."""
-    return not any((await store.queue_counts()).values())
+    return not any((await store.inbox.queue_counts()).values())
 
 
 def rows(home: Path, sql: str, *args: Any) -> list[sqlite3.Row]:
@@ -94,9 +94,9 @@ async def readyz(port: int) -> tuple[int, dict[str, Any]]:
 async def test_reads_go_on_while_a_write_waits_out_a_short_lock_which_is_not_an_error(tmp_path):
     store = await Store.open(tmp_path / "state.db")
     try:
-        await store.inbox_add(web_message(0), "k")
+        await store.inbox.add(web_message(0), "k")
         async with Shell(tmp_path / "state.db") as shell:
-            write = asyncio.create_task(store.inbox_add(web_message(1), "k"))
+            write = asyncio.create_task(store.inbox.add(web_message(1), "k"))
             await eventually(lambda: store.health()["state"] == "locked", 10, "the write waiting for the lock")
             assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 1  # not frozen behind it
             assert not write.done()  # still waiting: no error for a lock shorter than the wait
@@ -112,7 +112,7 @@ async def test_a_lock_held_past_the_wait_is_a_storage_error_and_health_clears_by
     try:
         async with Shell(tmp_path / "state.db") as shell:
             with pytest.raises(StorageError, match="locked by another program"):
-                await store.inbox_add(web_message(1), "k")
+                await store.inbox.add(web_message(1), "k")
             health = store.health()
             assert health["state"] == "failing" and "locked by another program" in health["error"]
             await shell.release()
@@ -126,7 +126,7 @@ async def test_a_store_closed_while_a_write_waits_for_a_lock_tells_the_caller(tm
     store = await Store.open(tmp_path / "state.db", lock_wait=60)
     try:
         async with Shell(tmp_path / "state.db"):
-            write = asyncio.create_task(store.inbox_add(web_message(1), "k"))
+            write = asyncio.create_task(store.inbox.add(web_message(1), "k"))
             await eventually(lambda: store.health()["state"] == "locked", 10, "the write waiting for the lock")
             assert store.db._writer is not None
             store.db._writer.cancel()  # as at a shutdown that does not wait
@@ -145,12 +145,12 @@ async def test_a_rollback_that_fails_settles_every_caller_and_the_store_goes_on(
             await db.close()  # ROLLBACK (and anything else) on it now fails
             raise RuntimeError("the unit failed")
 
-        others = [store.inbox_add(web_message(n), "k") for n in range(batch - 1)]
+        others = [store.inbox.add(web_message(n), "k") for n in range(batch - 1)]
         outcomes = await asyncio.wait_for(asyncio.gather(store.write(breaks_the_connection), *others,
                                                          return_exceptions=True), 10)
         assert all(isinstance(o, StorageError) for o in outcomes), outcomes
         assert "connection failed" in str(outcomes[0])
-        assert await store.inbox_add(web_message(99), "k")  # a new connection
+        assert await store.inbox.add(web_message(99), "k")  # a new connection
         assert [r["message_id"] for r in await store.fetch_all("SELECT platform_message_id AS message_id FROM inbox")
                 ] == ["m99"]
         assert await store.fetch_all("SELECT * FROM gateway_instances") == []

@@ -8,18 +8,19 @@ import time
 import aiosqlite
 import pytest
 
-from gateway.database import pipelined
-from gateway.store import OutboxItem, Store
+from gateway.storage import Store
+from gateway.storage.database import pipelined
+from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef, InboundMessage
 from tests.harness import web_message
 
 
 async def test_a_store_closed_while_a_batch_commits_finishes_it_and_tells_each_caller(tmp_path):
     store = await Store.open(tmp_path / "s.db")
-    writes = [asyncio.create_task(store.inbox_add(web_message(n), "k")) for n in range(10)]
+    writes = [asyncio.create_task(store.inbox.add(web_message(n), "k")) for n in range(10)]
     await asyncio.sleep(0)  # queued
     await asyncio.sleep(0)  # the batch is on the database thread
-    writes += [asyncio.create_task(store.inbox_add(web_message(n), "k")) for n in range(10, 20)]
+    writes += [asyncio.create_task(store.inbox.add(web_message(n), "k")) for n in range(10, 20)]
     await asyncio.sleep(0)  # queued for the next batch
     assert store.db._writer is not None
     store.db._writer.cancel()  # as at a shutdown that does not wait
@@ -53,11 +54,11 @@ async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_poi
         for n, state in enumerate(("done", "cancelled", "received")):
             msg = InboundMessage(platform="web", chat_id="c1", chat_type="dm", user_id="u", text=str(n),
                                  message_id=f"m{n}")
-            inbox_id = await store.inbox_add(msg, "web:c1")
-            await store.inbox_set_state([inbox_id], state)
-        sent, pending, kept = [await store.outbox_add(OutboxItem(chat, t)) for t in ("a", "b", "c")]
+            inbox_id = await store.inbox.add(msg, "web:c1")
+            await store.inbox.set_state([inbox_id], state)
+        sent, pending, kept = [await store.outbox.add(OutboxItem(chat, t)) for t in ("a", "b", "c")]
         for item_id in (sent, kept):
-            await store.outbox_progress(OutboxItem(chat, "x", id=item_id), done=True)
+            await store.outbox.progress(OutboxItem(chat, "x", id=item_id), done=True)
         async def job_that_sent(db: aiosqlite.Connection) -> None:
             await db.execute("INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, target, owner_platform,"
                        " owner_id, created_at, updated_at) VALUES (1, 'j', 'p', 'every 1h', 'UTC', 'none',"
@@ -65,8 +66,8 @@ async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_poi
             await db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)", (kept,))
 
         await store.write(job_that_sent)
-        assert await store.prune(time.time() - 3600) == (0, 0)  # nothing is old enough yet
-        assert await store.prune(time.time() + 1) == (2, 1)
+        assert await store.inbox.prune(time.time() - 3600) == (0, 0)  # nothing is old enough yet
+        assert await store.inbox.prune(time.time() + 1) == (2, 1)
         inbox = [r["state"] for r in await store.fetch_all("SELECT state FROM inbox")]
         outbox = sorted(r["id"] for r in await store.fetch_all("SELECT id FROM outbox"))
         assert inbox == ["received"]
@@ -80,7 +81,7 @@ async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_retur
     store = await Store.open(tmp_path / "state.db")
     try:
         async def add_and_look(n: int) -> tuple[int | None, int]:
-            inbox_id = await store.inbox_add(web_message(n), f"web:c{n}")
+            inbox_id = await store.inbox.add(web_message(n), f"web:c{n}")
             with sqlite3.connect(tmp_path / "state.db") as other:  # another connection: only commits show
                 seen = other.execute("SELECT count(*) FROM inbox WHERE id = ?", (inbox_id,)).fetchone()[0]
             return inbox_id, seen
@@ -100,14 +101,14 @@ async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp
             await db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
                              " VALUES (999999, 'user', 'x', 'ok', 0)")  # no such session: a foreign key error
 
-        outcomes = await asyncio.gather(*(store.inbox_add(web_message(n), "k") for n in range(5)), store.write(broken),
-                                        *(store.inbox_add(web_message(n), "k") for n in range(5, 10)),
+        outcomes = await asyncio.gather(*(store.inbox.add(web_message(n), "k") for n in range(5)), store.write(broken),
+                                        *(store.inbox.add(web_message(n), "k") for n in range(5, 10)),
                                         return_exceptions=True)
         assert isinstance(outcomes[5], sqlite3.IntegrityError)
         assert all(isinstance(x, int) for i, x in enumerate(outcomes) if i != 5)
         assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 10
         assert (await store.fetch_one("SELECT count(*) FROM messages"))[0] == 0
-        assert await store.inbox_add(web_message(10), "k")  # and the store goes on
+        assert await store.inbox.add(web_message(10), "k")  # and the store goes on
     finally:
         await store.close()
 
@@ -115,12 +116,12 @@ async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp
 async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
     store = await Store.open(tmp_path / "state.db")
     try:
-        waiting = asyncio.create_task(store.inbox_add(web_message(1), "k"))
+        waiting = asyncio.create_task(store.inbox.add(web_message(1), "k"))
         await asyncio.sleep(0)  # queued
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        await store.inbox_add(web_message(2), "k")  # committed after the first
+        await store.inbox.add(web_message(2), "k")  # committed after the first
         assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 2
     finally:
         await store.close()
@@ -137,7 +138,7 @@ async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_clos
     store = await Store.open(tmp_path / "s.db")
     store.later(usage_row("rides"))
     before = store.batches
-    await store.inbox_add(web_message(1), "k")
+    await store.inbox.add(web_message(1), "k")
     assert store.batches == before + 1  # one commit for both
     assert await loops() == ["rides"]
     store.later(usage_row("alone"))
@@ -182,7 +183,7 @@ async def test_statements_a_unit_pipelines_all_end_before_it_fails_and_are_rolle
                             db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 2, 0, 0)"),  # the same id
                             db.execute("INSERT INTO gateway_instances VALUES ('b', 'h', 3, 0, 0)"))
 
-        outcomes = await asyncio.gather(store.write(half_broken), store.inbox_add(web_message(1), "k"),
+        outcomes = await asyncio.gather(store.write(half_broken), store.inbox.add(web_message(1), "k"),
                                         return_exceptions=True)
         assert isinstance(outcomes[0], sqlite3.IntegrityError) and isinstance(outcomes[1], int)
         assert await store.fetch_all("SELECT id FROM gateway_instances") == []

@@ -13,7 +13,7 @@ import pytest
 
 from agent.builtin_tools import BUILTIN_TOOLS, current_time, session_search
 from agent.tools import Tool, ToolContext, ToolRegistry
-from gateway.store import SearchHit
+from gateway.storage.sessions import SearchHit
 
 
 class Recorder:

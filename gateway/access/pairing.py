@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import aiosqlite
 
-from gateway.database import first_row
-from gateway.store import Store
+from gateway.storage import Store
+from gateway.storage.database import first_row
 
 log = logging.getLogger(__name__)
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L

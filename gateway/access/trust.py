@@ -24,7 +24,8 @@ from agent.tools import ToolContext
 from gateway.access.pairing import Pairing
 from gateway.access.policy import check_access, is_admin
 from gateway.config import AccessConfig
-from gateway.store import SearchHit, Store
+from gateway.storage import Store
+from gateway.storage.sessions import SearchHit
 from platforms.base import InboundMessage
 
 ANYONE, PAIRED, ALLOWED, ADMIN = range(4)
@@ -121,6 +122,6 @@ class ConversationSearch:
         self.session_id = session_id
 
     async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10) -> list[SearchHit]:
-        return await self.store.search(query, platform=platform, user_id=user_id, limit=limit,
+        return await self.store.sessions.search(query, platform=platform, user_id=user_id, limit=limit,
                                        session_id=self.session_id)
 

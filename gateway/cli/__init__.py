@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 from gateway.cli import cron, daemon, learning, service, state
 from gateway.config import ConfigError, load_config
-from gateway.database import SchemaError, StorageError
+from gateway.storage.database import SchemaError, StorageError
 from gateway.ops.collector import collector_on
 from gateway.ops.logs import setup_logging
 

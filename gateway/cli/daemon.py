@@ -140,7 +140,7 @@ async def status(config: Config, args: argparse.Namespace) -> int:
     """0: running and ready; 1: running, not ready; 3: not running (as `systemctl status`)."""
     from gateway.cli.state import open_store
     from gateway.cron.ledger import RunLedger
-    from gateway.database import SchemaError
+    from gateway.storage.database import SchemaError
 
     pid = daemon_pid(config.home)  # the daemon holding the home (the lock file says which)
     report: dict[str, Any] = {"home": str(config.home), "running": pid is not None, "pid": pid, "ready": None,
@@ -153,9 +153,9 @@ async def status(config: Config, args: argparse.Namespace) -> int:
                 report["instances"] = [{"pid": i["pid"], "host": i["host"], "since": i["started_at"]}
                                        for i in instances]
                 report["running"] = report["running"] or bool(instances)
-                report["queue"] = await store.queue_counts()
-                report["trouble"] = await store.trouble_counts()
-                report["last_errors"] = await store.recent_errors()
+                report["queue"] = await store.inbox.queue_counts()
+                report["trouble"] = await store.inbox.trouble_counts()
+                report["last_errors"] = await store.inbox.recent_errors()
         except SchemaError as exc:
             report["database"] = str(exc)
     if report["running"]:

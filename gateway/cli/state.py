@@ -57,7 +57,7 @@ async def open_store(config: Config) -> AsyncIterator[Any]:
     """The daemon's database, opened beside a running daemon or without one (WAL allows both). It
     is migrated only when no daemon holds the home: never under one that is running."""
     from gateway.ops.process import daemon_pid
-    from gateway.store import Store
+    from gateway.storage import Store
 
     store = await Store.open(config.db_path, migrate=daemon_pid(config.home) is None,
                              lock_wait=config.gateway.lock_wait_seconds)
@@ -141,12 +141,12 @@ async def pair(config: Config, store: Any, args: argparse.Namespace) -> int:
 
 async def sessions(config: Config, store: Any, args: argparse.Namespace) -> int:
     if args.action == "list":
-        for s in await store.list_sessions(args.limit):
+        for s in await store.sessions.listing(args.limit):
             ended = " (ended)" if s["ended_at"] else ""
             when = datetime.fromtimestamp(s["updated_at"]).strftime("%Y-%m-%d %H:%M")
             print(f"{s['id']:>6}  {when}  {s['messages']:>5} msgs  {s['key']}{ended}")
     else:
-        for hit in await store.search(args.query, platform=args.platform, user_id=args.user):
+        for hit in await store.sessions.search(args.query, platform=args.platform, user_id=args.user):
             print(f"session {hit.session_id} {hit.role}: {hit.snippet}")
     return 0
 
@@ -175,13 +175,13 @@ async def usage(config: Config, store: Any, args: argparse.Namespace) -> int:
 
 async def inbox(config: Config, store: Any, args: argparse.Namespace) -> int:
     if args.action == "dead":
-        rows = await store.dead_letters(args.limit)
+        rows = await store.inbox.dead_letters(args.limit)
         for r in rows:
             print(f"{_when(r['created_at'])}  {r['platform']} {r['ref'] or '(no id)'}: {r['reason']}\n"
                   f"    {r['payload'][:300]}")
         print(f"{len(rows)} dead letter(s) shown" if rows else "no dead letters")
         return 0
-    failed = await store.failures(args.limit)
+    failed = await store.inbox.failures(args.limit)
     for r in failed:
         print(f"{_when(r['at'])}  {r['kind']:<8} {r['platform']}:{r['chat_id']}  {r['error'] or ''}")
     print(f"{len(failed)} failure(s) shown" if failed else "no failed turns or deliveries")

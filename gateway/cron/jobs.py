@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import aiosqlite
 
-from gateway.store import Store
+from gateway.storage import Store
 from platforms.base import ChatRef
 
 if TYPE_CHECKING:  # (parsing schedules needs APScheduler: imported when a schedule is parsed)

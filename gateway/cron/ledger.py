@@ -20,9 +20,10 @@ from typing import Any
 import aiosqlite
 
 from gateway.cron.jobs import Job, utc
-from gateway.database import first_row
-from gateway.store import OutboxItem, Store
-from gateway.transcripts import forget_sessions
+from gateway.storage import Store
+from gateway.storage.database import first_row
+from gateway.storage.outbox import OutboxItem, insert_outbox
+from gateway.storage.sessions import forget_sessions
 
 MAX_CATCH_UP = 1000  # slots walked when working out what a long outage missed
 MAX_MISSED_ROWS = 20  # ledger rows written for missed slots; older ones are counted in a note
@@ -220,7 +221,7 @@ class RunLedger:
         now = time.time()
 
         async def record(db: aiosqlite.Connection) -> None:
-            outbox_id = await self.store.insert_outbox(db, message, now) if message else None
+            outbox_id = await insert_outbox(db, message, now) if message else None
             await db.execute("UPDATE cron_runs SET state = ?, finished_at = ?, output = ?, error = ?, outbox_id = ?"
                        " WHERE id = ? AND state = 'running'",
                        (state, now, output, error, outbox_id, claim.run_id))

@@ -21,7 +21,8 @@ from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFo
 from gateway.cron.jobs import Job, utc
 from gateway.cron.ledger import Claim, RunLedger
 from gateway.delivery import Delivery
-from gateway.store import OutboxItem, Store
+from gateway.storage import Store
+from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef
 
 log = logging.getLogger(__name__)
@@ -130,10 +131,10 @@ class CronRuns:
             raise RuntimeError("no language model is configured")
         home = job.owner_chat_ref or job.target_chat or ChatRef("cron", str(job.id))
         key = f"cron:{job.id}:{claim.run_id}"  # a fresh session for every run
-        session_id = await self.store.active_session(key, home, "dm")
+        session_id = await self.store.sessions.active(key, home, "dm")
         usage_scope.serving("cron", session_id, home.platform, job.owner_id or "")
         ctx = ToolContext(platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id, session_id=session_id,
-                          transcripts=self.store, approvals=self._consent(job),
+                          transcripts=self.store.sessions, approvals=self._consent(job),
                           extras={"timezone": job.timezone or self.timezone, "thread_id": home.thread_id,
                                   "session_key": job.owner_key or key, "cron_job": job.id})
         record: list[dict[str, Any]] = []
@@ -144,8 +145,8 @@ class CronRuns:
             status = "ok"
             return result.text or "(The model returned an empty answer.)", record
         finally:
-            await self.store.commit_turn(session_id, [], home, job.owner_id, record, None, status=status)
-            ended = await self.store.end_session(key)
+            await self.store.sessions.commit_turn(session_id, [], home, job.owner_id, record, None, status=status)
+            ended = await self.store.sessions.end(key)
             if ended is not None and self.session_ended is not None:
                 self.session_ended(ended)
 

@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Callable
 
 from agent.skills import SkillLibrary
 from gateway.learning.skill_usage import SkillUsage
-from gateway.store import Store
+from gateway.storage import Store
 
 TOUCHABLE = ("agent", "review")
 DAY = 86400.0

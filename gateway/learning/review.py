@@ -38,9 +38,9 @@ from agent.memory import Memory
 from agent.skills import SkillLibrary
 from agent.tools import ToolContext, ToolRegistry
 from gateway.access.trust import Trust, speakers
-from gateway.database import first_row
 from gateway.delivery import Delivery
-from gateway.store import Store
+from gateway.storage import Store
+from gateway.storage.database import first_row
 from gateway.tasks import finish_or_cancel
 from platforms.base import ChatRef
 
@@ -128,7 +128,7 @@ class Learning:
     # -- the frozen block -----------------------------------------------------------------
 
     async def session_block(self, session_id: int, *, platform: str, user_id: str, personal: bool) -> str:
-        """The block of a session that has none kept yet (`Store.open_turn` reads a kept one), rendered
+        """The block of a session that has none kept yet (`SessionStore.open_turn` reads a kept one), rendered
         and kept; when another turn kept one first, that one."""
         block = await asyncio.to_thread(self.render_block, platform, user_id if personal else "")
 
@@ -144,7 +144,7 @@ class Learning:
 
     def turn_count(self, session_id: int, tool_iterations: int) -> TurnCount | None:
         """The counters' update for a finished turn, to run in the turn's own commit (`also` of
-        `Store.commit_turn`: no transaction or fsync of its own); None when nothing learns."""
+        `SessionStore.commit_turn`: no transaction or fsync of its own); None when nothing learns."""
         if self.review_agent is None:
             return None
         return TurnCount(session_id, tool_iterations, self.memory_every, self.skill_every)
@@ -180,7 +180,7 @@ class Learning:
             self._last_turn.pop(session_id, None)
             usage_scope.serving("review", session_id, platform, user_id)
             try:
-                history = await self.store.history(session_id)  # the snapshot this review works on
+                history = await self.store.sessions.history(session_id)  # the snapshot this review works on
                 # (read after it: its speakers, and any who spoke since; never fewer)
                 acting = await self.trust.acting_for(await speakers(self.store, session_id) or [(platform, user_id)])
                 assert acting is not None

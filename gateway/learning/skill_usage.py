@@ -7,7 +7,7 @@ from typing import Any
 
 import aiosqlite
 
-from gateway.store import Store
+from gateway.storage import Store
 
 
 class SkillUsage:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gateway.ops.redact import redact
-from gateway.store import Store
+from gateway.storage import Store
 
 ROLES = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}
 DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
@@ -54,7 +54,7 @@ class Trajectories:
     async def export(self, session_id: int) -> Path | None:
         """Append the session to today's file; None when it has no exchange worth keeping."""
         row = await self.store.fetch_one("SELECT * FROM sessions WHERE id = ?", (session_id,))
-        messages = await self.store.history(session_id, limit=10_000)
+        messages = await self.store.sessions.history(session_id, limit=10_000)
         if row is None or not any(m["role"] == "assistant" for m in messages):
             return None
         record = {"id": str(session_id), "platform": row["platform"], "started_at": row["created_at"],

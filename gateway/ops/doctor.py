@@ -52,11 +52,11 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
         finally:
             await client.aclose()
     if config.db_path.exists():
-        from gateway.store import Store
+        from gateway.storage import Store
 
         store = await Store.open(config.db_path, durability=config.gateway.durability)
         try:
-            counts = await store.trouble_counts()
+            counts = await store.inbox.trouble_counts()
         finally:
             await store.close()
         line("info", "state: {pending_replies} repl(y/ies) waiting to be sent".format(**counts))

@@ -1,0 +1,13 @@
+"""Storage: every SQL statement chatgate runs, behind methods that take and return plain values.
+
+`Store` (store.py) opens the one SQLite database and holds its groups of tables, a module each:
+`inbox` and `outbox` (messages in, replies out), `sessions` (transcripts, search, a turn's commit),
+`approvals`, `cron`, `goals` (goals and subagent runs), `learning`, `usage`, `access` and `upkeep`
+(what the tick forgets, the space given back). `database.py` is the group commit on aiosqlite;
+`schema.py` applies `migrations/`. A second backend is one more implementation of the same groups.
+"""
+
+from gateway.storage.database import SchemaError, StorageError
+from gateway.storage.store import Store
+
+__all__ = ["SchemaError", "StorageError", "Store"]

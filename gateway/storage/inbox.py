@@ -1,0 +1,144 @@
+"""The inbox: every message accepted from a platform, from arrival to done; and dead letters, the input
+that could not be taken. The counts over the inbox, the outbox and dead letters the operator reads are here."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import aiosqlite
+
+from gateway.storage.tables import Tables
+from platforms.base import Attachment, ChatRef, InboundMessage
+
+# A turn's first visible step (a preview sent, a side effect started) marks its message 'processing'
+# in the same write: no commit of its own on the way to the reply.
+_STARTED = "state = CASE WHEN state = 'received' THEN 'processing' ELSE state END"
+
+
+@dataclass(frozen=True, slots=True)
+class Unfinished:
+    """An inbox message an earlier run accepted and did not finish."""
+
+    inbox_id: int
+    session_key: str
+    msg: InboundMessage
+    draft_message_id: str | None  # a message already sent for it (the streaming preview)
+    effects: list[str]  # side-effecting tool calls its turn had started
+
+
+def encode_inbound(msg: InboundMessage) -> str:
+    data = asdict(msg)
+    data.pop("raw", None)
+    return json.dumps(data)
+
+
+def decode_inbound(payload: str) -> InboundMessage:
+    data = json.loads(payload)
+    data["attachments"] = tuple(Attachment(**a) for a in data.get("attachments") or ())
+    if data.get("reply_in"):
+        data["reply_in"] = ChatRef(**data["reply_in"])
+    return InboundMessage(**data)
+
+
+async def insert_inbox(db: aiosqlite.Connection, msg: InboundMessage, session_key: str, *,
+                       state: str = "received", error: str | None = None) -> int | None:
+    """`InboxStore.add` inside a unit of work of another group's."""
+    now = time.time()
+    cur = await db.execute(
+        "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state,"
+        " error, received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (msg.platform, msg.chat_id, msg.message_id, session_key, encode_inbound(msg), state, error, now, now))
+    return cur.lastrowid if cur.rowcount else None
+
+
+class InboxStore(Tables):
+    async def add(self, msg: InboundMessage, session_key: str, *, state: str = "received",
+                  error: str | None = None) -> int | None:
+        """Store an inbound message; return its id, or None when it was already stored."""
+        return await self.db.write(lambda db: insert_inbox(db, msg, session_key, state=state, error=error),
+                                   single=True)
+
+    async def set_state(self, inbox_ids: list[int], state: str, error: str | None = None) -> None:
+        rows = [(state, error, time.time(), i) for i in inbox_ids]
+        await self.db.write(lambda db: db.executemany(
+            "UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?", rows), single=True)
+
+    async def set_draft(self, inbox_id: int, message_id: str) -> None:
+        """Remember the first message a turn sent, so a re-run edits it instead of sending another."""
+        await self._run(f"UPDATE inbox SET draft_message_id = ?, {_STARTED} WHERE id = ?", (message_id, inbox_id))
+
+    async def add_effect(self, inbox_id: int, what: str) -> None:
+        """Note, before it runs, a side-effecting tool call of this message's turn."""
+        await self._run("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
+                        f" {_STARTED} WHERE id = ?", (what, inbox_id))
+
+    async def unfinished(self) -> list[Unfinished]:
+        """Messages accepted but not finished (received or processing), oldest first."""
+        rows = await self._all("SELECT id, session_key, payload, draft_message_id, effects FROM inbox"
+                               " WHERE state IN ('received', 'processing') ORDER BY id")
+        return [Unfinished(r["id"], r["session_key"], decode_inbound(r["payload"]), r["draft_message_id"],
+                           json.loads(r["effects"] or "[]")) for r in rows]
+
+    async def dead_letter(self, platform: str, ref: str, payload: str, reason: str) -> None:
+        """Keep input that could not be taken (the payload cut to 64 KiB: enough to see what it was)."""
+        await self._run("INSERT INTO dead_letters (platform, ref, payload, reason, created_at) VALUES (?, ?, ?, ?, ?)",
+                        (platform, ref, payload[:65536], reason[:2000], time.time()))
+
+    async def dead_letters(self, limit: int = 50) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._all("SELECT * FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))]
+
+    async def last_received_at(self) -> float | None:
+        row = await self._one("SELECT max(received_at) FROM inbox")
+        return row[0] if row else None
+
+    async def failures(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Failed turns (inbox) and replies given up on (outbox), newest first."""
+        rows = await self._all(
+            "SELECT * FROM (SELECT 'turn' AS kind, platform, chat_id, error, updated_at AS at FROM inbox"
+            " WHERE state = 'failed' UNION ALL SELECT 'delivery', platform, chat_id, error, created_at FROM outbox"
+            " WHERE state = 'failed') ORDER BY at DESC LIMIT ?", (limit,))
+        return [dict(r) for r in rows]
+
+    async def trouble_counts(self) -> dict[str, int]:
+        """How much waits, failed or was set aside (for `chatgate doctor`)."""
+        row = await self._one(
+            "SELECT (SELECT count(*) FROM dead_letters) AS dead_letters,"
+            " (SELECT count(*) FROM inbox WHERE state = 'failed') AS failed_turns,"
+            " (SELECT count(*) FROM outbox WHERE state = 'failed') AS failed_deliveries,"
+            " (SELECT count(*) FROM outbox WHERE state = 'pending') AS pending_replies")
+        return dict(row) if row else {}
+
+    async def recent_errors(self, limit: int = 5) -> list[dict[str, Any]]:
+        """The latest failed turns, undeliverable replies and dead letters, newest first."""
+        rows = await self._all(
+            "SELECT * FROM (SELECT 'turn' AS what, platform, updated_at AS at, error FROM inbox WHERE state = 'failed'"
+            " UNION ALL SELECT 'reply', platform, coalesce(sent_at, created_at), error FROM outbox WHERE state = 'failed'"
+            " UNION ALL SELECT 'input', platform, created_at, reason FROM dead_letters) ORDER BY at DESC LIMIT ?",
+            (limit,))
+        return [dict(r) for r in rows]
+
+    async def queue_counts(self) -> dict[str, int]:
+        """Messages waiting or running, and replies waiting to go out."""
+        row = await self._one(
+            "SELECT (SELECT count(*) FROM inbox WHERE state = 'received') AS waiting,"
+            " (SELECT count(*) FROM inbox WHERE state = 'processing') AS running,"
+            " (SELECT count(*) FROM outbox WHERE state = 'pending') AS outbox_pending")
+        return dict(row) if row else {}
+
+    async def prune(self, before: float) -> tuple[int, int]:
+        """Forget finished inbox and outbox rows and dead letters older than `before`; how many inbox and
+        outbox rows went. The outbox rows a cron run points at are kept: they hold the ids of the messages
+        it delivered."""
+        async def prune(db: aiosqlite.Connection) -> tuple[int, int]:
+            inbox = await db.execute("DELETE FROM inbox WHERE state NOT IN ('received', 'processing')"
+                                     " AND updated_at < ?", (before,))
+            await db.execute("DELETE FROM dead_letters WHERE created_at < ?", (before,))
+            outbox = await db.execute(
+                "DELETE FROM outbox WHERE state IN ('sent', 'failed') AND created_at < ?"
+                " AND id NOT IN (SELECT outbox_id FROM cron_runs WHERE outbox_id IS NOT NULL)", (before,))
+            return inbox.rowcount, outbox.rowcount
+
+        return await self.db.write(prune)

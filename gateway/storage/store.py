@@ -1,0 +1,134 @@
+"""The store: the one database, opened and migrated, and its groups of tables.
+
+`Store.open(path)` opens `$CHATGATE_HOME/state.db` (WAL; the folder 0700, the files 0600) and applies
+the migrations it lacks; each attribute is one group of tables (`inbox`, `outbox`, `sessions`, ...),
+whose methods take and return plain values. Commits are `synchronous=FULL` by default: a message
+acknowledged to a platform survives a power loss (`gateway.durability: normal` trades that for speed:
+then only a crash of the process is safe).
+
+`read`, `write`, `fetch_one`, `fetch_all` and `execute` take SQL or units of work: they are for this
+package, and for tests and tools that look at the SQLite file itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import aiosqlite
+
+from gateway.storage import schema
+from gateway.storage.access import AccessStore
+from gateway.storage.approvals import ApprovalStore
+from gateway.storage.cron import CronStore
+from gateway.storage.database import LOCK_WAIT, Database, Work, first_row
+from gateway.storage.goals import GoalStore
+from gateway.storage.inbox import InboxStore
+from gateway.storage.learning import LearningStore
+from gateway.storage.outbox import OutboxStore
+from gateway.storage.sessions import SessionStore
+from gateway.storage.upkeep import Upkeep
+from gateway.storage.usage import UsageStore
+
+T = TypeVar("T")
+
+
+def _private(path: Path, mode: int) -> None:
+    """Tighten permissions of a file or folder we own (a database made by an older version)."""
+    try:
+        if path.exists() and path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
+    except OSError:
+        pass  # not ours to change (e.g. a mounted volume); SQLite still works
+
+
+class Store:
+    """The gateway's SQLite store. Open with `await Store.open(path)`; close with `close()`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.inbox = InboxStore(db)
+        self.outbox = OutboxStore(db)
+        self.sessions = SessionStore(db)
+        self.approvals = ApprovalStore(db)
+        self.access = AccessStore(db)
+        self.cron = CronStore(db)
+        self.goals = GoalStore(db)
+        self.learning = LearningStore(db)
+        self.usage = UsageStore(db)
+        self.upkeep = Upkeep(db)
+
+    @property
+    def batches(self) -> int:
+        """Group commits so far (the tests read it)."""
+        return self.db.batches
+
+    @classmethod
+    async def open(cls, path: Path | str, *, durability: str = "full", migrate: bool = True,
+                   lock_wait: float = LOCK_WAIT) -> "Store":
+        """Open (and migrate) the database; `durability` "full" or "normal" (see the module doc).
+        `migrate` False: a database that needs migrating is refused (`SchemaError`), as is always
+        one from a newer chatgate. `lock_wait`: see `gateway.storage.database`."""
+        path = Path(path)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private(path.parent, 0o700)
+        synchronous = "FULL" if durability == "full" else "NORMAL"
+        old_mask = os.umask(0o077)  # the files SQLite creates (database, -wal, -shm) are the owner's only
+        try:
+            new = not path.exists() or path.stat().st_size == 0
+            pragmas = ["auto_vacuum=INCREMENTAL"] * new  # (only before anything is written: see upkeep)
+            pragmas += ["journal_mode=WAL", f"synchronous={synchronous}", "foreign_keys=ON"]
+            db = await Database.open(str(path), pragmas, functools.partial(schema.migrate, path=str(path), upgrade=migrate),
+                                     lock_wait=lock_wait)
+        finally:
+            os.umask(old_mask)
+        for suffix in ("", "-wal", "-shm"):
+            _private(Path(f"{path}{suffix}"), 0o600)
+        return cls(db)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    def health(self) -> dict[str, Any]:
+        """Whether writes work now (see `Database.health`)."""
+        return self.db.health()
+
+    async def data_version(self) -> int:
+        """Changes when another connection (another process) commits to the database."""
+        row = await self.fetch_one("PRAGMA data_version")
+        return int(row[0]) if row else 0
+
+    async def backup(self, target: Path) -> None:
+        """A consistent copy of the database while it is in use (SQLite's online backup)."""
+        async def copy(db: aiosqlite.Connection) -> None:
+            async with aiosqlite.connect(target) as to:
+                await db.backup(to)
+
+        await self.read(copy)
+
+    async def write(self, work: Callable[[aiosqlite.Connection], Awaitable[T]], *, single: bool = False) -> T:
+        """Run `work` in the next group commit (see `gateway.storage.database`); its result once durable."""
+        return await self.db.write(work, single=single)
+
+    def later(self, work: Work) -> None:
+        """Put `work` into the next group commit without waiting (see `gateway.storage.database`)."""
+        self.db.later(work)
+
+    async def read(self, work: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        """Run `work` between group commits (several queries, none of them uncommitted)."""
+        return await self.db.read(work)
+
+    async def fetch_one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        return await self.db.read(lambda db: first_row(db, sql, args))
+
+    async def fetch_all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        return list(await self.db.read(lambda db: db.execute_fetchall(sql, args)))
+
+    async def execute(self, sql: str, args: tuple[Any, ...] = ()) -> int:
+        """One write statement, group-committed; how many rows it changed."""
+        cursor = await self.write(lambda db: db.execute(sql, args), single=True)
+        return int(cursor.rowcount)
+

@@ -1,0 +1,29 @@
+"""What every group of tables is built on: the shared database and three one-statement shortcuts."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from gateway.storage.database import Database, first_row
+
+
+class Tables:
+    """The statements of one group of tables (a module of `gateway.storage`), over the shared database.
+
+    Its methods take and return plain values; a unit of work that must share a transaction with another
+    group's is a function of the connection (`Work`) the other group's method accepts (`also=`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def _one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        return await self.db.read(lambda c: first_row(c, sql, args))
+
+    async def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        return list(await self.db.read(lambda c: c.execute_fetchall(sql, args)))
+
+    async def _run(self, sql: str, args: tuple[Any, ...] = ()) -> int:
+        """One write statement, group-committed; how many rows it changed."""
+        cursor = await self.db.write(lambda c: c.execute(sql, args), single=True)
+        return int(cursor.rowcount)
