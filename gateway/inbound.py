@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from gateway.access.policy import check_access
 from gateway.approvals import NO, YES
@@ -25,7 +25,18 @@ from gateway.throttle import Throttle
 from platforms.base import ButtonPress, ChatOpened, InboundEvent, InboundMessage, Intake, StorageUnavailable, Unreadable
 
 if TYPE_CHECKING:
-    from gateway.runner import GatewayRunner
+    from gateway.access.pairing import Pairing
+    from gateway.approvals import Approvals
+    from gateway.config import Config
+    from gateway.control import Control
+    from gateway.delivery import Delivery
+    from gateway.ops.metrics import Metrics
+    from gateway.sessions import Sessions
+    from gateway.storage.inbox import InboxStore
+    from gateway.storage.sessions import SessionStore
+    from platforms.base import PlatformAdapter
+
+    ButtonHandler = Callable[[ButtonPress], Awaitable[str]]
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +44,18 @@ NOTICE_EVERY = 60.0  # seconds: a full queue is said once in this long per perso
 
 
 class Inbound:
-    def __init__(self, runner: "GatewayRunner") -> None:
-        self.runner = runner
+    def __init__(self, config: "Config", *, local: frozenset[str], inbox: "InboxStore", transcripts: "SessionStore",
+                 pairing: "Pairing", sessions: "Sessions", delivery: "Delivery", control: "Control",
+                 approvals: "Approvals", metrics: "Metrics", adapters: Mapping[str, "PlatformAdapter"],
+                 buttons: Mapping[str, "ButtonHandler"], spawn: Callable[..., Any], state: Callable[[], str]) -> None:
+        self.config = config
+        self.local = local  # platforms whose people are the machine's owner (check_access)
+        self.inbox, self.transcripts, self.pairing = inbox, transcripts, pairing
+        self.sessions, self.delivery, self.control, self.approvals = sessions, delivery, control, approvals
+        self.metrics, self.adapters, self.buttons = metrics, adapters, buttons  # buttons: data prefix → handler
+        self.spawn = spawn  # a background task the runner keeps
+        self.state = state  # the gateway's: starting | running | draining | stopped
+        self.last_message_at = time.time()
         self.held: list[WorkItem] = []  # accepted while starting: dispatched once running
         self.resumed: set[int] = set()  # inbox ids the start dispatched as unfinished (`release_held`)
         self.told = Throttle(NOTICE_EVERY)  # who was told of a full queue lately (a flood gets one notice)
@@ -48,68 +69,64 @@ class Inbound:
             raise StorageUnavailable(str(exc)) from exc
 
     async def _take(self, event: InboundEvent) -> Intake:
-        r = self.runner
         if isinstance(event, InboundMessage):
             return await self.message(event)
         if isinstance(event, ButtonPress):
-            r.spawn(self.press(event), name="button-press")
+            self.spawn(self.press(event), name="button-press")
         elif isinstance(event, ChatOpened):
-            r.spawn(r.control.chat_opened(event), name="chat-opened")
+            self.spawn(self.control.chat_opened(event), name="chat-opened")
         elif isinstance(event, Unreadable):
-            assert r.store is not None
-            await r.store.inbox.dead_letter(event.platform, event.ref, event.payload, event.reason)
-            r.metrics.dead_letters.labels(event.platform).inc()
+            await self.inbox.dead_letter(event.platform, event.ref, event.payload, event.reason)
+            self.metrics.dead_letters.labels(event.platform).inc()
         return Intake.STORED
 
     async def message(self, msg: InboundMessage) -> Intake:
-        r, cfg = self.runner, self.runner.config
-        assert r.store is not None and r.pairing is not None and r.sessions is not None
-        r.metrics.inbound.labels(msg.platform).inc()
-        r.last_inbound = time.time()
+        cfg = self.config
+        self.metrics.inbound.labels(msg.platform).inc()
+        self.last_message_at = time.time()
         key = session_key(msg, cfg.gateway.group_sessions)
         if await self._follow_up(msg, key):
             msg = replace(msg, bot_mentioned=True)
         mention = cfg.platforms.require_mention(msg.platform, msg.chat_id)
-        decision = check_access(msg, cfg.access, local=r.local, require_mention=mention)
-        if decision != "allow" and msg.platform not in r.local \
-                and await r.pairing.is_paired(msg.platform, msg.user_id):  # (asked only when it can matter)
-            decision = check_access(msg, cfg.access, local=r.local, paired=True, require_mention=mention)
+        decision = check_access(msg, cfg.access, local=self.local, require_mention=mention)
+        if decision != "allow" and msg.platform not in self.local \
+                and await self.pairing.is_paired(msg.platform, msg.user_id):  # (asked only when it can matter)
+            decision = check_access(msg, cfg.access, local=self.local, paired=True, require_mention=mention)
         if decision == "pair":
-            r.spawn(r.control.offer_pairing(msg), name="pairing-offer")
+            self.spawn(self.control.offer_pairing(msg), name="pairing-offer")
         if decision != "allow":
             return Intake.IGNORED
         refusal = self._refusal(msg, key)
         if refusal is not None:
             return await self._refuse(msg, key, *refusal)
-        inbox_id = await r.store.inbox.add(msg, key)
+        inbox_id = await self.inbox.add(msg, key)
         if inbox_id is None:
-            r.metrics.duplicates.labels(msg.platform).inc()
+            self.metrics.duplicates.labels(msg.platform).inc()
             log.info("dropped a re-delivered %s message %s", msg.platform, msg.message_id)
             return Intake.DUPLICATE
         item = WorkItem(inbox_id, key, msg)
-        if r.state == "starting":
+        state = self.state()
+        if state == "starting":
             self.held.append(item)
-        elif r.state == "running" and inbox_id not in self.resumed:  # (stored while starting, found by the
+        elif state == "running" and inbox_id not in self.resumed:  # (stored while starting, found by the
             self.dispatch(item)  # start's read of the inbox before this went on: it runs once, from there)
         return Intake.STORED  # while draining it stays in the inbox for the next start
 
     async def _follow_up(self, msg: InboundMessage, key: str) -> bool:
         """An unaddressed message in a thread the agent is in, on a platform whose threads are
         conversations (`Capabilities.follows_threads`): answered as if it were addressed."""
-        r = self.runner
         if msg.bot_mentioned or msg.chat_type == "dm" or not msg.thread_id:
             return False
-        adapter = r.adapters.get(msg.platform)
+        adapter = self.adapters.get(msg.platform)
         if adapter is None or not adapter.capabilities.follows_threads:
             return False
-        assert r.store is not None
-        return await r.store.sessions.in_thread(msg.platform, msg.chat_id, msg.thread_id, key)
+        return await self.transcripts.in_thread(msg.platform, msg.chat_id, msg.thread_id, key)
 
     def _refusal(self, msg: InboundMessage, key: str) -> tuple[str, str, tuple[str, ...] | None] | None:
         """(reason, what to tell, and a key when that notice is said at most once a minute per key) when a
         message is not to be taken. The waiting limit is per person, so one member of a shared
         conversation cannot fill it for the others; all of them together have a larger one."""
-        limits, sessions = self.runner.config.gateway, self.runner.sessions
+        limits, sessions = self.config.gateway, self.sessions
         if len(msg.text) > limits.max_message_chars:
             return "too_long", (f"⚠️ Your message is {len(msg.text):,} characters long; the limit is "
                                 f"{limits.max_message_chars:,}. It was not passed on — send it shorter, or as a file."
@@ -133,15 +150,13 @@ class Inbound:
                       notice_key: tuple[str, ...] | None) -> Intake:
         """Keep a small record (so a re-delivery is still dropped) and tell the person, in a task — a
         notice with a key only when that key was not told within the last minute."""
-        r = self.runner
-        assert r.store is not None and r.delivery is not None
         kept = replace(msg, text=msg.text[:1000], attachments=())
-        if await r.store.inbox.add(kept, key, state="refused", error=reason) is None:
+        if await self.inbox.add(kept, key, state="refused", error=reason) is None:
             return Intake.DUPLICATE
-        r.metrics.refused.labels(msg.platform, reason).inc()
+        self.metrics.refused.labels(msg.platform, reason).inc()
         log.info("refused a %s message in %s: %s", msg.platform, key, reason)
         if notice_key is None or self.told.allow((reason, *notice_key)):
-            r.spawn(r.delivery.reply(msg.reply_chat, text, reply_to=msg.message_id), name="refusal")
+            self.spawn(self.delivery.reply(msg.reply_chat, text, reply_to=msg.message_id), name="refusal")
         return Intake.REFUSED
 
     async def press(self, press: ButtonPress) -> None:
@@ -152,7 +167,7 @@ class Inbound:
             log.warning("acknowledging a %s button press failed: %s", press.platform, exc)
         answer = "This button is no longer active."
         try:
-            for prefix, handler in self.runner.button_handlers.items():
+            for prefix, handler in self.buttons.items():
                 if press.data.startswith(prefix):
                     answer = await handler(press)
                     break
@@ -166,19 +181,17 @@ class Inbound:
 
     def dispatch(self, item: WorkItem) -> None:
         """Hand a stored message to its session: a control command at once, else the worker's queue."""
-        r = self.runner
-        assert r.sessions is not None
         command = parse_command(item.msg.text)
         if command is not None and command.immediate:
-            r.spawn(r.control.immediate(command, item), name=f"command:{command.name}")
+            self.spawn(self.control.immediate(command, item), name=f"command:{command.name}")
             return
         answer = item.msg.text.strip().lower().rstrip(".!")
-        if (answer in YES or answer in NO) and r.approvals is not None \
-                and len(r.approvals.pending_in(item.key)) == 1:  # a bare yes/no answers the one waiting request
-            r.spawn(r.control.immediate(Command("approve" if answer in YES else "deny", ""), item), name="yes-no")
+        if (answer in YES or answer in NO) \
+                and len(self.approvals.pending_in(item.key)) == 1:  # a bare yes/no answers the one waiting request
+            self.spawn(self.control.immediate(Command("approve" if answer in YES else "deny", ""), item), name="yes-no")
             return
-        worker = r.sessions.worker(item.key)
-        policy = r.config.gateway.busy_policy
+        worker = self.sessions.worker(item.key)
+        policy = self.config.gateway.busy_policy
         if worker.busy and command is None:
             if policy == "interrupt":
                 worker.cancel_turn("interrupt")

@@ -14,18 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from agent import usage as usage_scope
 from agent.builtin_tools import BUILTIN_TOOLS
-from agent.compression import Compressor
 from agent.delegation import SUBAGENT_IDENTITY, Delegation, Limits
 from agent.goal_judge import Judge
 from agent.learning_tools import learning_tools
-from agent.llm import Endpoints, LLMClient, LLMSettings
-from agent.loop import Agent
+from agent.llm import LLMClient
 from agent.memory import Memory
 from agent.safety.sandbox import Sandbox
 from agent.skills import SkillLibrary
@@ -34,6 +30,7 @@ from agent.tools import Tool, ToolRegistry
 from gateway.access.pairing import Pairing
 from gateway.access.policy import is_admin
 from gateway.access.trust import Trust
+from gateway.agents import Agents
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.approvals import Approvals
 from gateway.commands import COMMANDS
@@ -82,6 +79,9 @@ def build_adapters(config: Config) -> list[PlatformAdapter]:
 
 
 class GatewayRunner:
+    """Builds the gateway's parts from its configuration (in `start`, in the order each needs the others),
+    starts them, and stops them in reverse. Each part is given only what it uses."""
+
     def __init__(self, config: Config, adapters: Sequence[PlatformAdapter] | None = None) -> None:
         self.config = config
         chosen = list(adapters) if adapters is not None else build_adapters(config)
@@ -89,18 +89,12 @@ class GatewayRunner:
         self.local = frozenset(a.name for a in chosen if a.capabilities.local)  # trusted surfaces (check_access)
         self.metrics = Metrics()
         self.state = "stopped"  # stopped | starting | running | draining
-        self.last_inbound = time.time()
         self.button_handlers: dict[str, ButtonHandler] = {}  # data prefix → handler
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.inbound = Inbound(self)
-        self.control = Control(self)
         self.failed = asyncio.Event()  # set when an adapter hits an error it cannot recover from
         self.failure: str | None = None
         self.store: Store | None = None
-        self.pairing: Pairing | None = None
-        self.usage: UsageLedger | None = None
-        self.auxiliary: LLMClient | None = None  # reviews, the curator: llm.auxiliary, else the main client
-        self.llm: LLMClient | None = None
+        self.agents: Agents | None = None
         self.http: "HttpServer | None" = None
         self.sessions: Sessions | None = None
         self.delivery: Delivery | None = None
@@ -109,10 +103,11 @@ class GatewayRunner:
         self.cron_timers: CronTimers | None = None
         self.learning: Learning | None = None
         self.trajectories: Trajectories | None = None
-        self.goals: Goals | None = None
-        self._window: asyncio.Future[int | None] | None = None  # the endpoint's context window, once asked
-        self._clients: dict[LLMSettings, LLMClient] = {}  # one per endpoint and model
-        self._endpoints = Endpoints()  # the SDK's clients, one per endpoint, shared by those; closed at stop
+        self.inbound: Inbound | None = None
+
+    @property
+    def llm(self) -> LLMClient | None:
+        return self.agents.llm if self.agents is not None else None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -125,28 +120,20 @@ class GatewayRunner:
             raise RuntimeError(problem)
         self.state = "starting"
         cfg = self.config
-        self.store = await Store.open(cfg.db_path, durability=cfg.gateway.durability,
-                                      lock_wait=cfg.gateway.lock_wait_seconds)
-        self.pairing = Pairing(self.store)
+        self.store = store = await Store.open(cfg.db_path, durability=cfg.gateway.durability,
+                                              lock_wait=cfg.gateway.lock_wait_seconds)
+        self.pairing = Pairing(store)
         trust = Trust(cfg.access, self.pairing, self.local)  # whom goal turns and reviews act for
-        self.usage = UsageLedger(self.store)
-        if cfg.llm.configured:
-            self.llm = self._client(LLMSettings(
-                model=cfg.llm.model, base_url=cfg.llm.base_url,
-                api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
-                timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, temperature=cfg.llm.temperature,
-                turn_timeout=cfg.llm.turn_timeout_seconds))
-            self.auxiliary = self._auxiliary_llm(self.llm)
-        agent = Agent(self.llm, identity=cfg.agent.identity, max_iterations=cfg.agent.max_iterations,
-                      compressor=self._compressor()) if self.llm else None
+        self.usage = UsageLedger(store)
+        self.agents = agents = Agents(cfg, self.metrics, self.usage)
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
 
-        self.jobs = CronJobs(self.store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
-        ledger = RunLedger(self.store, new_instance_id())
+        self.jobs = CronJobs(store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
+        ledger = RunLedger(store, new_instance_id())
         self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin,
                                 max_jobs_per_person=cfg.cron.max_jobs_per_person)
         self.memory = Memory(cfg.home)
-        self.skill_usage = SkillUsage(self.store)
+        self.skill_usage = SkillUsage(store)
         self.skills = SkillLibrary(cfg.home, self.skill_usage)
         def untrusted(platform: str, user: str) -> bool:  # whose writes to shared notes and skills wait
             return cfg.access.untrusted_learning == "quarantine" and platform not in self.local \
@@ -159,59 +146,69 @@ class GatewayRunner:
                                                                  sandbox=self.sandbox, protected=cfg.private_paths(),
                                                                  unconfined=cfg.agent.sandbox.unconfined),
                                    self.cron.tool(), *learning_tools(self.memory, self.skills, untrusted),
-                                   *await self._delegation()])
-        self.delivery = Delivery(self.store, self.adapters, self.metrics)
-        self.learning = Learning(self.store, self.memory, self.skills, self.tools, review_agent=self._review_agent(),
-                                 delivery=self.delivery, trust=trust, memory_every=cfg.review.memory_every_turns,
+                                   *await self._delegation(store, agents)])
+        self.delivery = delivery = Delivery(store, self.adapters, self.metrics)
+        self.learning = Learning(store, self.memory, self.skills, self.tools, review_agent=agents.review(REVIEW_IDENTITY),
+                                 delivery=delivery, trust=trust, memory_every=cfg.review.memory_every_turns,
                                  skill_every=cfg.review.skill_every_iterations,
                                  max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify,
                                  after_pause=cfg.review.after_pause_seconds)
-        self.approvals = Approvals(self.store, self.delivery, self.adapters, mode=cfg.approvals.mode,
-                                   timeout=cfg.approvals.timeout_seconds, secrets_=cfg.secrets(),
-                                   is_admin=lambda platform, user: platform in self.local or admin(platform, user),
-                                   may_approve=lambda platform, user: user in cfg.access.allowed_users.get(platform, ())
-                                   or cfg.approvals.paired_may_approve, always_scope=cfg.approvals.always_scope,
-                                   spawn=lambda edit: self.spawn(edit, name="approval-outcome"))
+        self.approvals = approvals = Approvals(
+            store, delivery, self.adapters, mode=cfg.approvals.mode, timeout=cfg.approvals.timeout_seconds,
+            secrets_=cfg.secrets(), is_admin=lambda platform, user: platform in self.local or admin(platform, user),
+            may_approve=lambda platform, user: user in cfg.access.allowed_users.get(platform, ())
+            or cfg.approvals.paired_may_approve, always_scope=cfg.approvals.always_scope,
+            spawn=lambda edit: self.spawn(edit, name="approval-outcome"))
+        chat_agent = agents.chat()
         cron_runs = CronRuns(
-            store=self.store, ledger=ledger, agent=agent, delivery=self.delivery, approvals=self.approvals,
+            store=store, ledger=ledger, agent=chat_agent, delivery=delivery, approvals=approvals,
             tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),
             approvals_mode=cfg.approvals.mode, cron_approvals=cfg.approvals.cron, timezone=cfg.gateway.timezone,
             timeout=cfg.cron.run_timeout_seconds, session_ended=self.session_ended,
-            agent_for_model=self._agent_for_model, owner_may=trust.may_still_talk, pause=self._pause_job)
+            agent_for_model=agents.chat, owner_may=trust.may_still_talk, pause=self._pause_job)
         self.tick = Tick(cfg.gateway.tick_seconds)
         self.cron_timers = CronTimers(self.tick, self.jobs, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
                                       max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
-        self.tick.add_hook("expire approvals", self.approvals.expire_overdue)
-        self.tick.add_hook("expire pairing codes", self.pairing.expire)
-        self.tick.add_hook("prune old rows", lambda: self.retention.tick())  # (gateway.retention)
-        self.tick.add_hook("prune old files", self._prune_files)
-        self.tick.add_hook("send stranded replies", self.delivery.sweep)  # (a safety net: see gateway.delivery)
-        self.trajectories = Trajectories(self.store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
-        self.curator = Curator(self.store, self.skills, self.skill_usage, cfg.home,
+        self.trajectories = Trajectories(store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
+        consolidating = agents.on(agents.auxiliary, CONSOLIDATE_IDENTITY, cfg.review.max_iterations) \
+            if cfg.curator.consolidate and agents.llm is not None else None
+        self.curator = Curator(store, self.skills, self.skill_usage, cfg.home,
                                interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
                                stale_days=cfg.curator.stale_days, archive_days=cfg.curator.archive_days,
                                keep_snapshots=cfg.curator.keep_snapshots, idle_since=self._idle_since,
                                notify=self._tell_admins if cfg.curator.notify_admins else None,
-                               consolidate=consolidator(Agent(self.auxiliary, identity=CONSOLIDATE_IDENTITY,
-                                                             max_iterations=cfg.review.max_iterations), self.skills)
-                               if cfg.curator.consolidate and self.llm is not None else None)
+                               consolidate=consolidator(consolidating, self.skills) if consolidating else None)
         await self.curator.first_started()
-        self.retention = Retention(self.store, cfg, approvals=self.approvals, ledger=ledger, curator=self.curator,
+        self.retention = Retention(store, cfg, approvals=approvals, ledger=ledger, curator=self.curator,
                                    idle_since=self._idle_since)
+        self.tick.add_hook("expire approvals", approvals.expire_overdue)
+        self.tick.add_hook("expire pairing codes", self.pairing.expire)
+        self.tick.add_hook("prune old rows", self.retention.tick)  # (gateway.retention)
+        self.tick.add_hook("prune old files", self._prune_files)
+        self.tick.add_hook("send stranded replies", delivery.sweep)  # (a safety net: see gateway.delivery)
         if cfg.curator.enabled:
             self.tick.add_hook("curator", self.curator.tick)
-        self.button_handlers[APPROVAL_PREFIX] = self.approvals.on_button
+        self.button_handlers[APPROVAL_PREFIX] = approvals.on_button
         secrets = cfg.secrets()
-        self.goals = Goals(self.store, self.delivery, Judge(self.auxiliary) if self.auxiliary else None,
-                           max_turns=cfg.goals.max_turns, dispatch=self._queue_goal_turn, spawn=self.spawn,
-                           trust=trust, max_resumes_per_day=cfg.goals.max_resumes_per_day)
-        self.turns = Turns(store=self.store, agent=agent, tools=self.tools.scope(), delivery=self.delivery,
+        self.goals = goals = Goals(store, delivery, Judge(agents.auxiliary) if agents.auxiliary else None,
+                                   max_turns=cfg.goals.max_turns, dispatch=self._queue_goal_turn, spawn=self.spawn,
+                                   trust=trust, max_resumes_per_day=cfg.goals.max_resumes_per_day)
+        self.turns = Turns(store=store, agent=chat_agent, tools=self.tools.scope(), delivery=delivery,
                            metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
-                           approvals=self.approvals, learning=self.learning, adapters=self.adapters,
-                           files_root=cfg.home / "files", redact=lambda text: redact(text, secrets), goals=self.goals)
-        self.sessions = Sessions(self.control.queued, cfg.gateway.session_idle_seconds)
+                           approvals=approvals, learning=self.learning, adapters=self.adapters,
+                           files_root=cfg.home / "files", redact=lambda text: redact(text, secrets), goals=goals)
+        # a session's worker runs what Control says (`queued`); Control stops and lists the workers
+        self.sessions = sessions = Sessions(lambda worker, item: control.queued(worker, item),
+                                            cfg.gateway.session_idle_seconds)
+        control = Control(cfg, transcripts=store.sessions, sessions=sessions, turns=self.turns, delivery=delivery,
+                          approvals=approvals, goals=goals, cron=self.cron, usage=self.usage, pairing=self.pairing,
+                          llm=agents.llm, adapters=self.adapters, session_ended=self.session_ended)
+        self.inbound = inbound = Inbound(
+            cfg, local=self.local, inbox=store.inbox, transcripts=store.sessions, pairing=self.pairing,
+            sessions=sessions, delivery=delivery, control=control, approvals=approvals, metrics=self.metrics,
+            adapters=self.adapters, buttons=self.button_handlers, spawn=self.spawn, state=lambda: self.state)
         for adapter in self.adapters.values():
-            adapter.set_callback(self.inbound.on_event, self._adapter_failed, self._adapter_health)
+            adapter.set_callback(inbound.on_event, self._adapter_failed, self._adapter_health)
         routes = [route for adapter in self.adapters.values() for route in adapter.http_routes()]
         if routes:  # a platform reaches us over HTTP (web chat, webhooks): serve before it connects
             await self._serve_http(routes)
@@ -220,10 +217,10 @@ class GatewayRunner:
             await adapter.set_commands(COMMANDS)
         if not routes:  # polling platforms only: they start first (aiohttp.web is imported after them)
             await self._serve_http(routes)
-        await self.approvals.expire_all("the gateway restarted")  # nobody is waiting for these any more
+        await approvals.expire_all("the gateway restarted")  # nobody is waiting for these any more
         await self._resume()
         self.state = "running"
-        await self.delivery.start()
+        await delivery.start()
         await self.tick.start()
         await self.cron_timers.start()
         await self.tick.run_hooks()
@@ -298,7 +295,8 @@ class GatewayRunner:
                 log.exception("stopping %s failed", adapter.name)
         if self.http is not None:
             await self.http.stop()
-        await self._endpoints.aclose()
+        if self.agents is not None:
+            await self.agents.aclose()
         if self.store is not None:  # (a start refused at the database leaves its one line alone)
             await self.store.close()
             log.info("chatgate stopped")
@@ -335,74 +333,17 @@ class GatewayRunner:
         if self.sessions is None or self.sessions.busy_count() or (self.learning and self.learning.busy) \
                 or (self.cron_timers and self.cron_timers.busy):
             return None
-        return max(self.last_inbound, self.turns.last_finished)
+        return max(self.inbound.last_message_at if self.inbound else 0.0, self.turns.last_finished)
 
-    def _observe_llm(self, seconds: float, usage: dict[str, int] | None, model: str) -> None:
-        """Each LLM request: its time and tokens in /metrics, its tokens in the store, by loop."""
-        scope = usage_scope.CURRENT.get()
-        self.metrics.observe_llm(seconds, usage, scope.loop)
-        if self.usage is not None:
-            self.usage.record(scope, model, usage)
-
-    def _client(self, settings: LLMSettings) -> LLMClient:
-        """The client for these settings (one per endpoint and model, sharing its connections)."""
-        llm = self._clients.get(settings)
-        if llm is None:
-            llm = self._clients[settings] = LLMClient(settings, self._endpoints)
-            llm.observer = self._observe_llm
-        return llm
-
-    def _agent_for_model(self, model: str) -> Agent:
-        """An agent on the main endpoint with another model (a cron job's)."""
-        assert self.llm is not None
-        return Agent(self._client(replace(self.llm.settings, model=model)), identity=self.config.agent.identity,
-                     max_iterations=self.config.agent.max_iterations, compressor=self._compressor())
-
-    async def _delegation(self) -> list[Tool]:
+    async def _delegation(self, store: Store, agents: Agents) -> list[Tool]:
         """`delegate_task`, when there is a model and `delegation.enabled`."""
         cfg = self.config.delegation
-        if self.llm is None or not cfg.enabled:
+        children = agents.on(agents.llm, SUBAGENT_IDENTITY, cfg.max_iterations, compress=True) if cfg.enabled else None
+        if children is None:
             return []
-        runs = SubagentRuns(self.store)
+        runs = SubagentRuns(store)
         await runs.interrupted()
-        children = Agent(self.llm, identity=SUBAGENT_IDENTITY, max_iterations=cfg.max_iterations,
-                         compressor=self._compressor())
         return [Delegation(children, runs, Limits(cfg.max_concurrent, cfg.max_depth, cfg.max_children_per_turn)).tool()]
-
-    def _compressor(self) -> Compressor | None:
-        """Context compression on the auxiliary model (`compression.*`, `llm.context_window`)."""
-        cfg = self.config.compression
-        if not cfg.enabled or self.auxiliary is None:
-            return None
-        return Compressor(self.auxiliary, self.config.llm.context_window, threshold=cfg.threshold,
-                          protect_last_n=cfg.protect_last_n, window_source=self._context_window)
-
-    async def _context_window(self) -> int | None:
-        """The main model's window as its endpoint states it: asked once, the answer shared."""
-        if self._window is None:
-            assert self.llm is not None
-            self._window = asyncio.ensure_future(self.llm.context_window())
-        return await asyncio.shield(self._window)
-
-    def _auxiliary_llm(self, main: LLMClient) -> LLMClient:
-        """`llm.auxiliary`: the endpoint and model of the background loops, the main ones by default."""
-        aux = self.config.llm.auxiliary
-        changes: dict[str, Any] = {}
-        if aux.base_url:
-            changes["base_url"] = aux.base_url
-        if aux.api_key is not None:
-            changes["api_key"] = aux.api_key.get_secret_value()
-        if aux.model:
-            changes["model"] = aux.model
-        return self._client(replace(main.settings, **changes))
-
-    def _review_agent(self) -> Agent | None:
-        """The agent the review fork runs: on the auxiliary model (or `review.model`, if set)."""
-        review = self.config.review
-        if self.auxiliary is None or not review.enabled:
-            return None
-        llm = self._client(replace(self.auxiliary.settings, model=review.model)) if review.model else self.auxiliary
-        return Agent(llm, identity=REVIEW_IDENTITY, max_iterations=review.max_iterations)
 
     async def _prune_files(self) -> None:
         for files in (self.config.home / "files", self.config.home / OUTGOING):  # received, and copies to send
