@@ -36,9 +36,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from contextlib import contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Awaitable, Callable, Iterator, Literal, Mapping, TypeVar
+from typing import AsyncIterator, Awaitable, Callable, Literal, Mapping, TypeVar
 
 from gateway.files import OutgoingFile, discard
 from gateway.ops.metrics import Metrics
@@ -82,16 +82,29 @@ class Delivery:
         self._flushing: dict[ChatKey, asyncio.Task[None]] = {}
         self._finishing: dict[int, ChatKey | None] = {}  # inbox id → a chat whose flush it held up
 
-    @contextmanager
-    def finishing(self, inbox_id: int) -> Iterator[None]:
-        """While a turn commits its reply and waits for its preview, flushes leave that reply to the
-        turn: the turn knows the preview's message id (the draft to edit), which the committed row
-        may not have yet. A chat a flush stopped at it is flushed again afterwards."""
-        self._finishing[inbox_id] = None
+    @asynccontextmanager
+    async def final_reply(self, reply: OutboxItem, preview: StreamPreview) -> AsyncIterator[None]:
+        """The one place that sends a turn's final reply. The body commits it (the turn's transaction puts
+        it in the outbox); then the preview stops, a first preview send still in flight lands, and the
+        reply goes out editing that draft (the message the person already sees), else as a new message.
+
+        From entering until it is sent, a flush of the chat leaves this reply to the turn: the committed
+        row may not know the draft yet, and a flush would send a second message beside it. A chat a flush
+        stopped at it is flushed again afterwards. A body that fails (the commit) sends nothing; an error
+        after the commit is logged and the outbox sends the reply."""
+        reply.draft_message_id = preview.message_id  # (recorded with the row: a restart edits it too)
+        assert reply.inbox_id is not None
+        self._finishing[reply.inbox_id] = None
         try:
             yield
+            try:
+                reply.draft_message_id = await preview.finish()
+                await self.deliver(reply)
+            except Exception:
+                log.exception("a committed reply to %s hit an error on its way; the outbox sends it",
+                              reply.chat.platform)
         finally:
-            held = self._finishing.pop(inbox_id, None)
+            held = self._finishing.pop(reply.inbox_id, None)
             if held is not None:
                 self._flush_later(held)
 
@@ -313,7 +326,7 @@ class Delivery:
             self._wait((platform, chat_id), RECORD_RETRY)
             return
         for item in pending:
-            if item.inbox_id in self._finishing:  # its turn sends it (and then the rest: see `finishing`)
+            if item.inbox_id in self._finishing:  # its turn sends it (and then the rest: see `final_reply`)
                 self._finishing[item.inbox_id] = (platform, chat_id)
                 break
             if await self._deliver(self._caught_up(item)) == "waits":
@@ -360,7 +373,12 @@ class Delivery:
 
     # -- previews ---------------------------------------------------------------------------
 
-    def stream(self, chat: ChatRef, reply_to: str | None = None, *, message_id: str | None = None,
-               on_first_send: Callable[[str], Awaitable[None]] | None = None) -> StreamPreview:
-        return StreamPreview(self.adapters.get(chat.platform), chat, reply_to, message_id=message_id,
-                             on_first_send=on_first_send)
+    def stream(self, chat: ChatRef, reply_to: str | None, *, inbox_id: int, draft: str | None) -> StreamPreview:
+        """The preview of the turn answering inbox message `inbox_id`: `draft`, a message an earlier run of
+        it sent, is edited; a first message it sends is recorded on that row at once (a turn run again
+        after a crash edits it, and so does `final_reply`)."""
+        async def first_send(message_id: str) -> None:
+            await self.store.inbox.set_draft(inbox_id, message_id)
+
+        return StreamPreview(self.adapters.get(chat.platform), chat, reply_to, message_id=draft,
+                             on_first_send=first_send)

@@ -203,10 +203,7 @@ class Turns:
         record: list[dict[str, Any]] = []
         outgoing = Outgoing(self.files_root.parent)  # files the agent sends: copied under the home
 
-        async def first_send(message_id: str) -> None:
-            await self.store.inbox.set_draft(item.inbox_id, message_id)
-
-        preview = self.delivery.stream(chat, reply_to, message_id=item.draft_message_id, on_first_send=first_send)
+        preview = self.delivery.stream(chat, reply_to, inbox_id=item.inbox_id, draft=item.draft_message_id)
         preview.begin()
 
         goals = self.goals if is_goal_turn(msg) else None  # nobody asks for a goal's turn now: it acts for the
@@ -271,23 +268,20 @@ class Turns:
             text, status, outcome = failed_text(exc), "failed", "error"
         preview.stop()  # durability first: the reply is committed before any preview call is waited on
         reply = OutboxItem(chat=chat, text=text or "(The model returned an empty answer.)", reply_to=reply_to,
-                           draft_message_id=preview.message_id, inbox_id=item.inbox_id, files=outgoing.entries)
+                           inbox_id=item.inbox_id, files=outgoing.entries)
         count = self.learning.turn_count(session_id, tool_iterations) \
             if self.learning is not None and outcome == "ok" else None
         worker.answered = True  # from the commit on, /stop and a newer message leave this turn be
-        with self.delivery.finishing(item.inbox_id):  # a flush meanwhile does not send it without the draft
-            await self.store.sessions.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id, authored(record, steered_by),
-                                         reply, status=status, also=count)
-            try:  # committed: the turn cannot fail now (what is not sent here is the outbox's to send)
-                self.metrics.turns.labels(outcome).inc()
-                self.metrics.turn_seconds.observe(time.monotonic() - started)
-                reply.draft_message_id = await preview.finish()  # a first preview send still in flight lands first
-                await self.delivery.deliver(reply)
-                if self.learning is not None and count is not None:  # after delivery: never delays the reply
-                    self.learning.review_if_due(count, chat, platform=msg.platform, user_id=msg.user_id)
-            except Exception:
-                log.exception("after its reply was committed, the turn in %s hit an error; the outbox sends it",
-                              item.key)
+        async with self.delivery.final_reply(reply, preview):
+            await self.store.sessions.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id,
+                                                  authored(record, steered_by), reply, status=status, also=count)
+            self.metrics.turns.labels(outcome).inc()
+            self.metrics.turn_seconds.observe(time.monotonic() - started)
+        if self.learning is not None and count is not None:  # after delivery: never delays the reply
+            try:
+                self.learning.review_if_due(count, chat, platform=msg.platform, user_id=msg.user_id)
+            except Exception:  # (the turn is done: a review that cannot start is not its failure)
+                log.exception("could not start the review of %s", item.key)
         return outcome
 
     def _activity(self, name: str, arguments: str) -> str:
