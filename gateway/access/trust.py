@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from agent.learning_tools import SEVERAL_PEOPLE
-from agent.tools import ToolContext
+from agent.tools import SEVERAL_PEOPLE, ToolContext
 from gateway.access.pairing import Pairing
 from gateway.access.policy import check_access, is_admin
 from gateway.config import AccessConfig
