@@ -17,16 +17,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from agent.builtin_tools import BUILTIN_TOOLS
 from agent.delegation import SUBAGENT_IDENTITY, Delegation, Limits
 from agent.goal_judge import Judge
-from agent.learning_tools import learning_tools
 from agent.llm import LLMClient
 from agent.memory import Memory
 from agent.safety.sandbox import Sandbox
 from agent.skills import SkillLibrary
-from agent.system_tools import system_tools
 from agent.tools import Tool, ToolRegistry
+from agent.tools.builtin import BUILTIN_TOOLS
+from agent.tools.learning import learning_tools
+from agent.tools.system import system_tools
 from gateway.access.pairing import Pairing
 from gateway.access.policy import is_admin
 from gateway.access.trust import Trust

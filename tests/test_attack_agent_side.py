@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 
 from agent.safety.sandbox import Sandbox
-from agent.system_tools import system_tools
 from agent.tools import ToolContext
+from agent.tools.system import system_tools
 from agent.safety.workspace_gate import WorkspaceGate
 from tests.fakes.llm import FakeLLM, Reply
 from tests.harness import Approver, Tab, eventually, is_prompt, press, start_gateway

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent.safety.beneath import Beneath, Refused
-from agent.system_tools import system_tools
 from agent.tools import ToolContext
+from agent.tools.system import system_tools
 from tests.harness import Approver
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from agent.safety import sandbox as sandbox_module
 from agent.safety.sandbox import Sandbox
-from agent.system_tools import system_tools
 from agent.tools import ToolContext
+from agent.tools.system import system_tools
 from tests.fakes.llm import FakeLLM, Reply
 from tests.harness import Approver, Tab, eventually, start_gateway
 

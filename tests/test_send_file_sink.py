@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agent.safety.beneath import Refused
-from agent.system_tools import system_tools
 from agent.tools import ToolContext
+from agent.tools.system import system_tools
 from gateway.files import MAX_FILES_PER_REPLY, OUTGOING, Outgoing, discard
 from tests.harness import Approver
 

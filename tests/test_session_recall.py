@@ -3,8 +3,8 @@ never another person's direct messages (two people, one database)."""
 
 from __future__ import annotations
 
-from agent.builtin_tools import session_search
 from agent.tools import ToolContext
+from agent.tools.builtin import session_search
 from gateway.storage import Store
 from platforms.base import ChatRef
 

@@ -13,8 +13,8 @@ import pytest
 
 from agent.safety.classifier import classify
 from agent.safety.sandbox import Sandbox
-from agent.system_tools import MAX_READ_BYTES, system_tools
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext, ToolRegistry
+from agent.tools.system import MAX_READ_BYTES, system_tools
 
 SECRET = "s3cr3t-value-1234567"
 

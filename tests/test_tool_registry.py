@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.builtin_tools import BUILTIN_TOOLS, current_time, session_search
 from agent.tools import Tool, ToolContext, ToolRegistry
+from agent.tools.builtin import BUILTIN_TOOLS, current_time, session_search
 from gateway.storage.sessions import SearchHit
 
 

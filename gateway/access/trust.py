@@ -10,7 +10,7 @@ them (of equals, the one who spoke last), so that everything decided by who the 
 shared notes and skills wait for an admin, a scheduled job's owner and rights, who may answer its
 approvals — is decided for that person; and as **nobody in particular**: its conversation search
 sees only that conversation (`ConversationSearch`) and it keeps no notes about one person
-(`agent.learning_tools.SEVERAL_PEOPLE`). So does a person's turn from the moment another person's
+(`agent.tools.SEVERAL_PEOPLE`). So does a person's turn from the moment another person's
 message is folded into it (busy policy `steer`): it then acts on both people's words.
 """
 
@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from agent.learning_tools import SEVERAL_PEOPLE
-from agent.tools import ToolContext
+from agent.tools import SEVERAL_PEOPLE, ToolContext
 from gateway.access.pairing import Pairing
 from gateway.access.policy import check_access, is_admin
 from gateway.config import AccessConfig

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Awaitable, Callable
 
 from agent import usage as usage_scope
-from agent.learning_tools import skill_tools
+from agent.tools.learning import skill_tools
 from agent.loop import Agent
 from agent.skills import SkillLibrary, SkillRefused
 from agent.tools import ToolContext, ToolRegistry

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import aiosqlite
 
 from agent import usage as usage_scope
-from agent.learning_tools import TOOLSET
+from agent.tools.learning import TOOLSET
 from agent.loop import Agent
 from agent.memory import Memory
 from agent.skills import SkillLibrary

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.redaction import Redactor, command_env
 from agent.safety.sandbox import Sandbox
+from agent.tools.redaction import Redactor, command_env
 
 KILL_GRACE = 2.0  # seconds to wait for the pipe to close once the process group is killed
 

@@ -11,11 +11,10 @@ from typing import Any, Callable
 
 from agent.memory import Memory, MemoryRefused
 from agent.skills import SkillLibrary, SkillRefused
-from agent.tools import Tool, ToolContext
+from agent.tools.contract import SEVERAL_PEOPLE, Tool, ToolContext
 
 TOOLSET = "learning"
 SKILL_ACTIONS = ("create", "patch", "edit", "archive", "write_file", "remove_file")
-SEVERAL_PEOPLE = "several_people"  # ToolContext.extras: the run acts on the words of several people
 
 
 Untrusted = Callable[[str, str], bool]  # (platform, user) → their writes wait for an admin

@@ -1,9 +1,9 @@
-"""The tools that touch the machine: a shell (`agent.terminal`) and the file tools
-(`agent.file_tools`), in one workspace directory.
+"""The tools that touch the machine: a shell (`agent.tools.terminal`) and the file tools
+(`agent.tools.files`), in one workspace directory.
 
 Secrets stay out of what the model sees: the command's environment is a copy of ours without
 credential-looking variables, and every tool result has the given secret values replaced by
-``***`` (`agent.redaction`).
+``***`` (`agent.tools.redaction`).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from agent.file_tools import (MAX_READ_BYTES, Files, patch_file_tool, read_file_tool, send_file_tool,
-                              write_file_tool)
-from agent.redaction import Redactor
 from agent.safety.sandbox import Sandbox
-from agent.shell import Shell
-from agent.terminal import MAX_TIMEOUT, terminal_tool
-from agent.tools import Tool, ToolContext, ToolHandler
+from agent.tools.contract import Tool, ToolContext, ToolHandler
+from agent.tools.files import (MAX_READ_BYTES, Files, patch_file_tool, read_file_tool, send_file_tool,
+                               write_file_tool)
+from agent.tools.redaction import Redactor
+from agent.tools.shell import Shell
+from agent.tools.terminal import MAX_TIMEOUT, terminal_tool
 
 __all__ = ["MAX_READ_BYTES", "TOOLSET", "system_tools"]
 

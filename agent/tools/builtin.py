@@ -5,8 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.learning_tools import SEVERAL_PEOPLE
-from agent.tools import Tool, ToolContext
+from agent.tools.contract import SEVERAL_PEOPLE, Tool, ToolContext
 
 
 async def current_time(ctx: ToolContext, tz: str | None = None) -> str:

@@ -1,8 +1,8 @@
-"""The tool registry: every tool declares its JSON schema and toolset; runs can be limited.
+"""The tool contract: a tool, what it is lent (`ToolContext`, the ports the gateway implements), the registry.
 
-A `ToolScope` is the only way a run sees tools. It offers the model the schemas of the tools
-it allows and refuses any other call, so a limited run (a review, a cron job) is limited by
-code, not by asking the model nicely.
+Every tool declares its JSON schema and toolset; runs can be limited. A `ToolScope` is the only way
+a run sees tools. It offers the model the schemas of the tools it allows and refuses any other call,
+so a limited run (a review, a cron job) is limited by code, not by asking the model nicely.
 """
 
 from __future__ import annotations
@@ -75,6 +75,9 @@ class FileSink(Protocol):
         """Copy the regular file open as `source` (at most `limit` bytes, else `agent.safety.beneath.TooLarge`)
         to go out as `name`; `where` says where it came from. Refuses with `agent.safety.beneath.Refused`."""
         ...
+
+
+SEVERAL_PEOPLE = "several_people"  # ToolContext.extras: the run acts on the words of several people
 
 
 @dataclass(slots=True)

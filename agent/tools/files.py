@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Collection
 
 from agent.safety.beneath import Beneath, Identity, Refused, TooLarge, identities
-from agent.redaction import Redactor
-from agent.tools import ApprovalRequest, ToolContext, ToolHandler
 from agent.safety.workspace_gate import gate_for
+from agent.tools.contract import ApprovalRequest, ToolContext, ToolHandler
+from agent.tools.redaction import Redactor
 
 MAX_READ_BYTES = 2_000_000  # read_file and patch_file refuse larger files
 MAX_LINE_CHARS = 2_000  # read_file shortens longer lines

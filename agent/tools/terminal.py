@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.safety.readonly_commands import not_read_only
-from agent.shell import Shell
-from agent.tools import ApprovalRequest, ToolContext, ToolHandler
 from agent.safety.workspace_code import files_run, fingerprint, show_code
 from agent.safety.workspace_gate import gate_for
+from agent.tools.contract import ApprovalRequest, ToolContext, ToolHandler
+from agent.tools.shell import Shell
 
 MAX_TIMEOUT = 600.0  # seconds; a model asking for more gets this
 UNCONFINED = ("allowlist", "classifier")  # what decides without a sandbox: the read-only list, or the classifier
