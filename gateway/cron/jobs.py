@@ -1,8 +1,8 @@
-"""Scheduled jobs in the database: what to run, when, for whom, and where the result goes.
+"""Scheduled jobs: what to run, when, for whom, and where the result goes.
 
-This module is the one place that reads and writes `cron_jobs`; the CLI, the chat command,
-the agent's `cron` tool and the scheduler all go through it, so they agree on every rule
-(schedules are validated here, the next run time is computed here).
+The CLI, the chat command, the agent's `cron` tool and the scheduler all change jobs through
+this module, so they agree on every rule (schedules are validated here, the next run time is
+computed here); `gateway.storage.cron` keeps them.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Mapping
-
-import aiosqlite
 
 from gateway.storage import Store
 from platforms.base import ChatRef
@@ -167,25 +165,17 @@ class CronJobs:
         if missed_policy not in MISSED_POLICIES:
             raise CronError(f"missed-run policy must be one of {', '.join(MISSED_POLICIES)}")
         first = parsed.first(utc(now))
-        model_name = _model(model)  # checked first: a unit that raises rolls back its whole batch
-
-        async def insert(db: aiosqlite.Connection) -> int:
-            cur = await db.execute(
-                "INSERT INTO cron_jobs (name, prompt, schedule, timezone, target, owner_platform, owner_id, owner_chat,"
-                " owner_key, missed_policy, next_run_at, created_at, updated_at, model)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (name.strip(), prompt.strip(), parsed.expression, parsed.timezone, format_target(chat),
-                 owner_platform, owner_id, owner_chat, owner_key, missed_policy,
-                 first.timestamp() if first else None, now, now, model_name))
-            return int(cur.lastrowid)
-
-        job_id = await self.store.write(insert, single=True)
+        job_id = await self.store.cron.add_job(
+            name=name.strip(), prompt=prompt.strip(), schedule=parsed.expression, timezone=parsed.timezone,
+            target=format_target(chat), owner_platform=owner_platform, owner_id=owner_id, owner_chat=owner_chat,
+            owner_key=owner_key, missed_policy=missed_policy, next_run_at=first.timestamp() if first else None,
+            model=_model(model), now=now)
         job = await self.get(job_id)
         assert job is not None
         return job
 
     async def get(self, job_id: int) -> Job | None:
-        row = await self.store.fetch_one("SELECT * FROM cron_jobs WHERE id = ?", (job_id,))
+        row = await self.store.cron.job(job_id)
         return Job.from_row(row) if row else None
 
     async def find(self, ref: str, *, owner: tuple[str, str] | None = None) -> Job:
@@ -200,12 +190,7 @@ class CronJobs:
         return found[0]
 
     async def list(self, *, owner: tuple[str, str] | None = None) -> list[Job]:
-        if owner is None:
-            rows = await self.store.fetch_all("SELECT * FROM cron_jobs ORDER BY id")
-        else:
-            rows = await self.store.fetch_all(
-                "SELECT * FROM cron_jobs WHERE owner_platform = ? AND owner_id = ? ORDER BY id", owner)
-        return [Job.from_row(r) for r in rows]
+        return [Job.from_row(r) for r in await self.store.cron.jobs(owner)]
 
     async def update(self, job_id: int, *, name: str | None = None, prompt: str | None = None,
                      schedule: str | None = None, timezone: str | None = None, target: str | None = None,
@@ -235,7 +220,7 @@ class CronJobs:
             changes.update(schedule=parsed.expression, timezone=parsed.timezone,
                            next_run_at=first.timestamp() if first else None)
         if changes:
-            await self._set(job_id, changes, now)
+            await self.store.cron.change_job(job_id, changes, now)
         updated = await self.get(job_id)
         assert updated is not None
         return updated
@@ -249,29 +234,15 @@ class CronJobs:
         if enabled and not job.enabled:
             upcoming = job.parsed().first(utc(time.time()))
             changes["next_run_at"] = upcoming.timestamp() if upcoming else None
-        await self._set(job_id, changes, time.time())
+        await self.store.cron.change_job(job_id, changes, time.time())
         updated = await self.get(job_id)
         assert updated is not None
         return updated
 
     async def remove(self, job_id: int) -> bool:
-        """Delete a job; its ledger rows stay for the record."""
-        async def delete(db: aiosqlite.Connection) -> bool:
-            cur = await db.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
-            await db.execute("UPDATE cron_runs SET state = 'skipped', error = 'job removed' "
-                       "WHERE job_id = ? AND state = 'queued'", (job_id,))
-            return cur.rowcount > 0
-
-        return await self.store.write(delete)
-
-    async def _set(self, job_id: int, changes: dict[str, Any], now: float) -> None:
-        columns = ", ".join(f"{name} = ?" for name in changes)
-        await self.store.execute(f"UPDATE cron_jobs SET {columns}, updated_at = ? WHERE id = ?",
-                                 (*changes.values(), now, job_id))
+        """Delete a job; its ledger rows stay for the record (its queued "run now" requests are skipped)."""
+        return await self.store.cron.remove_job(job_id)
 
     async def due_before(self, until: float) -> list[tuple[int, float]]:
         """(job id, next run) of enabled jobs due at or before `until`, soonest first."""
-        rows = await self.store.fetch_all(
-            "SELECT id, next_run_at FROM cron_jobs WHERE enabled = 1 AND next_run_at IS NOT NULL"
-            " AND next_run_at <= ? ORDER BY next_run_at", (until,))
-        return [(int(r["id"]), float(r["next_run_at"])) for r in rows]
+        return await self.store.cron.due_before(until)

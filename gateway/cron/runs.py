@@ -22,6 +22,7 @@ from gateway.cron.jobs import Job, utc
 from gateway.cron.ledger import Claim, RunLedger
 from gateway.delivery import Delivery
 from gateway.storage import Store
+from gateway.storage.cron import run_session_key
 from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef
 
@@ -130,7 +131,7 @@ class CronRuns:
         if self.agent is None:
             raise RuntimeError("no language model is configured")
         home = job.owner_chat_ref or job.target_chat or ChatRef("cron", str(job.id))
-        key = f"cron:{job.id}:{claim.run_id}"  # a fresh session for every run
+        key = run_session_key(job.id, claim.run_id)  # a fresh session for every run
         session_id = await self.store.sessions.active(key, home, "dm")
         usage_scope.serving("cron", session_id, home.platform, job.owner_id or "")
         ctx = ToolContext(platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id, session_id=session_id,

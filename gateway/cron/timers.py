@@ -10,7 +10,7 @@
 
 Changes made in this process (the `cron` tool, `/cron`) call `changed()`; changes made by
 another process on the same database (the `chatgate cron` CLI) are noticed within a second
-through SQLite's `PRAGMA data_version`.
+through the database's data version (`Store.data_version`), which another process's commit changes.
 """
 
 from __future__ import annotations
