@@ -172,8 +172,8 @@ class Delegation:
             assert ctx.tools is not None
             scope = self._scope(ctx.tools, spec.get("toolsets"), depth)
             shown = task if len(task) <= 120 else task[:119] + "…"
-            child = replace(ctx, approvals=AskingFor(ctx.approvals, f"asked by a subagent working on: {shown}")
-                            if ctx.approvals else None,
+            asking = AskingFor(ctx.approvals, f"asked by a subagent working on: {shown}") if ctx.approvals else None
+            child = replace(ctx, origin="subagent", approvals=asking,
                             extras={**ctx.extras, DEPTH: depth, SEAT: seat}, tools=None)
             record: list[dict[str, Any]] = []
             state, report = "failed", ""

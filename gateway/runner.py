@@ -137,7 +137,7 @@ class GatewayRunner:
         self.skills = SkillLibrary(cfg.home, self.skill_usage)
         def untrusted(platform: str, user: str) -> bool:  # whose writes to shared notes and skills wait
             return cfg.access.untrusted_learning == "quarantine" and platform not in self.local \
-                and not admin(platform, user) and platform != "cron"
+                and not admin(platform, user)
 
         self.sandbox = Sandbox(cfg.agent.sandbox.mode, network=cfg.agent.sandbox.network == "on",
                                hidden=[*cfg.private_paths(), Path.home()])
@@ -148,8 +148,8 @@ class GatewayRunner:
                                    self.cron.tool(), *learning_tools(self.memory, self.skills, untrusted),
                                    *await self._delegation(store, agents)])
         self.delivery = delivery = Delivery(store, self.adapters, self.metrics)
-        self.learning = Learning(store, self.memory, self.skills, self.tools, review_agent=agents.review(REVIEW_IDENTITY),
-                                 delivery=delivery, trust=trust, memory_every=cfg.review.memory_every_turns,
+        self.learning = Learning(store, self.memory, self.skills, self.tools,
+                                 review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery, trust=trust, memory_every=cfg.review.memory_every_turns,
                                  skill_every=cfg.review.skill_every_iterations,
                                  max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify,
                                  after_pause=cfg.review.after_pause_seconds)
@@ -375,7 +375,8 @@ class GatewayRunner:
         if self.sessions is not None:
             m.active_sessions.set(len(self.sessions.workers))
             m.busy_sessions.set(self.sessions.busy_count())
-            m.waiting.labels(self.config.gateway.busy_policy).set(sum(len(w.queue) for w in self.sessions.workers.values()))
+            waiting = sum(len(w.queue) for w in self.sessions.workers.values())
+            m.waiting.labels(self.config.gateway.busy_policy).set(waiting)
         if self.approvals is not None:
             m.approvals_pending.set(self.approvals.waiting)
         if self.store is not None:

@@ -35,7 +35,7 @@ def add_parsers(sub: Any) -> None:
 
 
 async def cron(config: Config, args: argparse.Namespace) -> int:
-    from gateway.cron.jobs import CronError, CronJobs
+    from gateway.cron.jobs import OPERATOR, CronError, CronJobs
     from gateway.cron.ledger import RunLedger, new_instance_id
 
     async with open_store(config) as store:
@@ -52,7 +52,7 @@ async def cron(config: Config, args: argparse.Namespace) -> int:
                     print(format_run(run))
             elif args.action == "add":
                 job = await jobs.create(name=args.name, prompt=args.prompt, schedule=args.schedule, target=args.to,
-                                        owner_platform="cli", owner_id="operator", timezone=args.tz,
+                                        owner_platform=OPERATOR[0], owner_id=OPERATOR[1], timezone=args.tz,
                                         missed_policy=args.missed, model=args.model)
                 print(f"added {job.describe()}")
             else:

@@ -27,6 +27,9 @@ class CronError(ValueError):
     """A request about jobs that cannot be done; the message says why, in one line."""
 
 
+OPERATOR = ("cli", "operator")  # the owner of the jobs `chatgate cron add` makes
+
+
 def parse_target(text: str) -> ChatRef | None:
     """`platform:chat[:thread]` → ChatRef; `none` → None."""
     text = text.strip()
@@ -84,6 +87,11 @@ class Job:
     @property
     def owner_chat_ref(self) -> ChatRef | None:
         return parse_target(self.owner_chat) if self.owner_chat else None
+
+    @property
+    def by_operator(self) -> bool:
+        """Made by the machine's operator (`chatgate cron add`), not by a person in a chat."""
+        return (self.owner_platform, self.owner_id) == OPERATOR
 
     @property
     def state(self) -> str:

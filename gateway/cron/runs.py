@@ -130,11 +130,12 @@ class CronRuns:
         job = claim.job
         if self.agent is None:
             raise RuntimeError("no language model is configured")
-        home = job.owner_chat_ref or job.target_chat or ChatRef("cron", str(job.id))
+        home = job.owner_chat_ref or job.target_chat or ChatRef("", str(job.id))  # (no person, no platform)
         key = run_session_key(job.id, claim.run_id)  # a fresh session for every run
         session_id = await self.store.sessions.active(key, home, "dm")
         usage_scope.serving("cron", session_id, home.platform, job.owner_id or "")
-        ctx = ToolContext(platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id, session_id=session_id,
+        ctx = ToolContext(origin="cron", platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id,
+                          session_id=session_id,
                           transcripts=self.store.sessions, approvals=self._consent(job),
                           extras={"timezone": job.timezone or self.timezone, "thread_id": home.thread_id,
                                   "session_key": job.owner_key or key, "cron_job": job.id})
@@ -153,7 +154,7 @@ class CronRuns:
 
     async def _owner_admitted(self, job: Job) -> bool:
         chat = job.owner_chat_ref
-        if self.owner_may is None or job.owner_platform == "cli" or chat is None:
+        if self.owner_may is None or job.by_operator or chat is None:
             return True  # (an operator's job, made with `chatgate cron`)
         return await self.owner_may(job.owner_platform, job.owner_id, chat.chat_id)
 
