@@ -1,8 +1,8 @@
 """Asking a person before the agent does something dangerous, and remembering the answer.
 
-Each request is a row that moves once, by compare-and-set, from `pending` to one of `once`,
-`session`, `always`, `denied`, `expired` or `cancelled`, with who decided and when; every step
-is also written to `approval_events`. Whatever ends a request — a button, `/approve`, `/deny`,
+Each request moves once from `pending` to one of `once`, `session`, `always`, `denied`, `expired`
+or `cancelled`: the first decision wins, and is kept with who made it and when, as is every step
+(`gateway.storage.approvals`). Whatever ends a request — a button, `/approve`, `/deny`,
 a bare yes/no, `/stop`, the timeout, a shutdown or a restart — edits the prompt to say so and
 removes its buttons, and the waiting tool gets the outcome in plain words for the model.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import re
 import secrets
@@ -29,12 +28,11 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
-import aiosqlite
-
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.delivery import Delivery
 from gateway.ops.redact import redact_values
 from gateway.storage import Store
+from gateway.storage.approvals import Approval
 from platforms.base import Button, ButtonPress, ChatRef, PlatformAdapter, Reply
 
 log = logging.getLogger(__name__)
@@ -213,17 +211,11 @@ class Approvals:
                                    "It was NOT run. Tell the user what you wanted to do and why.")
         digest, confinement = subject_hash(request.kind, request.subject), confinement_of(request)
         covering = COVERS.get(confinement, (confinement,))
-        marks = ", ".join("?" * len(covering))
-        if await self.store.fetch_one(
-                f"SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ? AND confinement IN ({marks})"
-                " AND (scope = 'global' OR (scope = 'chat' AND platform = ? AND chat_id = ?) OR (scope = 'user'"
-                " AND platform = ? AND user_id = ?))",
-                (request.kind, digest, *covering, ctx.platform, ctx.chat_id, ctx.platform, ctx.user_id)):
+        if await self.store.approvals.allowed_by_rule(request.kind, digest, covering, ctx.platform, ctx.chat_id,
+                                                      ctx.user_id):
             return ApprovalOutcome(True, "always", "Allowed by an 'always allow' rule.")
-        if ctx.session_id is not None and await self.store.fetch_one(  # (a shared session: that person's grants)
-                "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'"
-                f" AND confinement IN ({marks}) AND platform = ? AND requester_id = ?",
-                (ctx.session_id, digest, *covering, ctx.platform, ctx.user_id)):
+        if ctx.session_id is not None and await self.store.approvals.granted_for_session(
+                ctx.session_id, digest, covering, ctx.platform, ctx.user_id):  # (a shared session: that person's)
             return ApprovalOutcome(True, "session", "Allowed for this session earlier.")
         return await self._ask(ctx, request, digest, confinement)
 
@@ -239,17 +231,9 @@ class Approvals:
             reasons.append(f"it is {len(request.subject):,} characters long and only the start is shown: "
                            "deny it unless you know the rest")
         now = time.time()
-        async def request_it(db: aiosqlite.Connection) -> None:
-            await db.execute(
-                "INSERT INTO approvals (id, session_key, session_id, platform, chat_id, thread_id, requester_id, kind,"
-                " subject, subject_hash, confinement, reasons, created_at, expires_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (approval_id, ctx.extras.get("session_key", ""), ctx.session_id, chat.platform, chat.chat_id,
-                 chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, json.dumps(reasons), now,
-                 now + self.timeout))
-            await self._event(db, approval_id, "requested", ctx.user_id, shown)
-
-        await self.store.write(request_it)
+        await self.store.approvals.add(Approval(
+            approval_id, ctx.extras.get("session_key", ""), ctx.session_id, chat.platform, chat.chat_id,
+            chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, reasons, now, now + self.timeout))
         future: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
         self._waiting[approval_id] = _Waiting(approval_id, ctx.extras.get("session_key", ""), future)
         try:
@@ -272,53 +256,38 @@ class Approvals:
 
     async def decide(self, approval_id: str, state: str, actor: str, note: str | None = None) -> bool:
         """Move a pending request to `state`; False when it was already decided (first one wins)."""
-        now = time.time()
-
-        async def decide(db: aiosqlite.Connection) -> bool:
-            cur = await db.execute("UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, note = ?"
-                             " WHERE id = ? AND state = 'pending'", (state, actor, now, note, approval_id))
-            if cur.rowcount == 0:
-                return False
-            await self._event(db, approval_id, state, actor, note)
-            if state == "always":
-                scope = self.always_scope
-                await db.execute(
-                    "INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, confinement, scope, platform,"
-                    " chat_id, user_id, created_by, created_at) SELECT kind, subject, subject_hash, confinement, ?,"
-                    " CASE WHEN ? = 'global'"
-                    " THEN '' ELSE platform END, CASE WHEN ? = 'chat' THEN chat_id ELSE '' END, CASE WHEN ? = 'user'"
-                    " THEN requester_id ELSE '' END, ?, ? FROM approvals WHERE id = ?",
-                    (scope, scope, scope, scope, actor, now, approval_id))
-            return True
-
-        if not await self.store.write(decide):
+        rule_scope = self.always_scope if state == "always" else None  # ("always" adds a rule: same write)
+        if not await self.store.approvals.decide(approval_id, state, actor, note, rule_scope=rule_scope):
             return False
-        row = await self._row(approval_id)
-        assert row is not None
+        approval = await self.store.approvals.get(approval_id)
+        assert approval is not None
         log.info("approval %s: %s by %s", approval_id, state, actor)
         waiting = self._waiting.get(approval_id)
         if waiting is not None and not waiting.future.done():  # the tool goes on at once; the edit follows
             waiting.future.set_result(ApprovalOutcome(state in APPROVED, state,
                                                       _agent_words(state, actor, note, self.timeout)))
         if self._spawn is not None:
-            self._spawn(self._show_outcome(row))
+            self._spawn(self._show_outcome(approval))
         else:
-            await self._show_outcome(row)
+            await self._show_outcome(approval)
         return True
 
     async def on_button(self, press: ButtonPress) -> str:
         """A button under a prompt was pressed; returns the short answer shown to the presser."""
         _, _, rest = press.data.partition(PREFIX)
         approval_id, _, choice = rest.rpartition(":")
-        row = await self._row(approval_id)
-        if row is None or choice not in CHOICES or (row["platform"], row["chat_id"]) != (press.platform, press.chat_id):
+        approval = await self.store.approvals.get(approval_id)
+        if approval is None or choice not in CHOICES or \
+                (approval.platform, approval.chat_id) != (press.platform, press.chat_id):
             return "This approval request does not exist."
-        if not self._may_decide(row, press.platform, press.user_id):
-            await self._audit(approval_id, "refused_press", press.user_id, "not the requester or an admin")
+        if not self._may_decide(approval, press.platform, press.user_id):
+            await self.store.approvals.add_event(approval_id, "refused_press", press.user_id,
+                                                 "not the requester or an admin")
             return "This approval is not yours to decide."
         state = CHOICES[choice]
         if state == "always" and not self.is_admin(press.platform, press.user_id):
-            await self._audit(approval_id, "refused_press", press.user_id, "always allow needs an admin")
+            await self.store.approvals.add_event(approval_id, "refused_press", press.user_id,
+                                                 "always allow needs an admin")
             return "Only an admin can allow this for always; choose Allow once or Allow for this session."
         if not await self.decide(approval_id, state, press.user_name or press.user_id):
             return "Already decided."
@@ -338,8 +307,8 @@ class Approvals:
             return "There is no approval waiting here."
         else:
             return f"{len(pending)} approvals are waiting; use the buttons or give the id: /approve <id>."
-        row = await self._row(approval_id)
-        if row is None or not self._may_decide(row, platform, user_id):
+        approval = await self.store.approvals.get(approval_id)
+        if approval is None or not self._may_decide(approval, platform, user_id):
             return "This approval is not yours to decide."
         state = "once" if approve else "denied"
         if not await self.decide(approval_id, state, user_name or user_id, None if approve else note):
@@ -348,64 +317,39 @@ class Approvals:
 
     async def expire_all(self, note: str) -> None:
         """End every pending request (at shutdown, and at start for those a dead process left)."""
-        rows = await self.store.fetch_all("SELECT id FROM approvals WHERE state = 'pending'")
-        for row in rows:
-            await self.decide(row["id"], "expired", "gateway", note)
+        for approval_id in await self.store.approvals.pending():
+            await self.decide(approval_id, "expired", "gateway", note)
 
     async def expire_overdue(self) -> None:
         """End requests past their time that no waiting turn here will end (from the tick)."""
-        rows = await self.store.fetch_all("SELECT id FROM approvals WHERE state = 'pending' AND expires_at < ?",
-                                          (time.time() - 5.0,))
-        for row in rows:
-            if row["id"] not in self._waiting:
-                await self.decide(row["id"], "expired", "timeout")
+        for approval_id in await self.store.approvals.pending(expired_before=time.time() - 5.0):
+            if approval_id not in self._waiting:
+                await self.decide(approval_id, "expired", "timeout")
 
     async def prune(self, before: float) -> int:
         """Forget requests decided before `before` with their events; return how many. Pending ones stay,
         and so does a session grant while its session is active (it still answers for that session)."""
-        async def batch(db: aiosqlite.Connection) -> int:
-            ids = json.dumps([r[0] for r in await db.execute_fetchall(
-                "SELECT id FROM approvals WHERE state != 'pending' AND coalesce(decided_at, created_at) < ?"
-                " AND (state != 'session' OR session_id IS NULL"
-                " OR session_id NOT IN (SELECT id FROM sessions WHERE ended_at IS NULL)) LIMIT 500", (before,))])
-            await db.execute("DELETE FROM approval_events WHERE approval_id IN (SELECT value FROM json_each(?))", (ids,))
-            return (await db.execute("DELETE FROM approvals WHERE id IN (SELECT value FROM json_each(?))",
-                                     (ids,))).rowcount
-
-        pruned = 0
-        while n := await self.store.write(batch):
-            pruned += n
-        return pruned
+        return await self.store.approvals.prune(before)
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _may_decide(self, row: Mapping[str, Any], platform: str, user_id: str) -> bool:
+    def _may_decide(self, approval: Approval, platform: str, user_id: str) -> bool:
         """An admin; or the person who asked, when they may approve at all (`may_approve`)."""
         if self.is_admin(platform, user_id):
             return True
-        return user_id == row["requester_id"] and row["platform"] == platform and self.may_approve(platform, user_id)
-
-    async def _row(self, approval_id: str) -> Any:
-        return await self.store.fetch_one("SELECT * FROM approvals WHERE id = ?", (approval_id,))
+        return user_id == approval.requester_id and approval.platform == platform and \
+            self.may_approve(platform, user_id)
 
     @staticmethod
-    def _event(db: aiosqlite.Connection, approval_id: str, event: str, actor: str | None,
-               detail: str | None) -> Awaitable[Any]:
-        return db.execute("INSERT INTO approval_events (approval_id, event, actor, detail, at) VALUES (?,?,?,?,?)",
-                   (approval_id, event, actor, detail, time.time()))
-
-    async def _audit(self, approval_id: str, event: str, actor: str, detail: str) -> None:
-        await self.store.write(lambda db: self._event(db, approval_id, event, actor, detail), single=True)
-
-    def _prompt_text(self, row: Mapping[str, Any]) -> str:
-        return prompt_text(row["kind"], row["subject"], json.loads(row["reasons"]), row["id"], row["confinement"])
+    def _prompt_text(approval: Approval) -> str:
+        return prompt_text(approval.kind, approval.subject, approval.reasons, approval.id, approval.confinement)
 
     async def _show_prompt(self, approval_id: str, chat: ChatRef) -> bool:
         adapter = self.adapters.get(chat.platform)
-        row = await self._row(approval_id)
-        if adapter is None or row is None:
+        approval = await self.store.approvals.get(approval_id)
+        if adapter is None or approval is None:
             return False
-        text = self._prompt_text(row) + f"\nExpires in {self.timeout / 60:.0f} min."
+        text = self._prompt_text(approval) + f"\nExpires in {self.timeout / 60:.0f} min."
         part = adapter.render(text)[0]
         buttons = tuple(tuple(Button(LABELS[CHOICES[c]], f"{PREFIX}{approval_id}:{c}") for c in pair)
                         for pair in (("o", "s"), ("a", "d")))
@@ -415,19 +359,20 @@ class Approvals:
         except Exception as exc:
             log.warning("could not show approval prompt %s: %s", approval_id, exc)
             return False
-        await self.store.execute("UPDATE approvals SET prompt_message_id = ? WHERE id = ?", (message_id, approval_id))
+        await self.store.approvals.set_prompt(approval_id, message_id)
         return True
 
-    async def _show_outcome(self, row: Mapping[str, Any]) -> None:
-        adapter = self.adapters.get(row["platform"])
-        if adapter is None or not row["prompt_message_id"]:
+    async def _show_outcome(self, approval: Approval) -> None:
+        adapter = self.adapters.get(approval.platform)
+        if adapter is None or not approval.prompt_message_id:
             return
-        text = self._prompt_text(row) + "\n\n" + _status_line(row["state"], row["decided_by"] or "", row["note"],
-                                                              self.timeout)
+        text = self._prompt_text(approval) + "\n\n" + _status_line(approval.state, approval.decided_by or "",
+                                                                   approval.note, self.timeout)
         part = adapter.render(text)[0]
-        chat = ChatRef(row["platform"], row["chat_id"], row["thread_id"])
+        chat = ChatRef(approval.platform, approval.chat_id, approval.thread_id)
+        prompt_id = approval.prompt_message_id
         try:
             await self.delivery.patiently(
-                lambda: adapter.edit(chat, row["prompt_message_id"], Reply(text=part.text, plain=part.plain)))
+                lambda: adapter.edit(chat, prompt_id, Reply(text=part.text, plain=part.plain)))
         except Exception as exc:  # best effort: the decision stands either way
-            log.warning("could not update approval prompt %s: %s", row["id"], exc)
+            log.warning("could not update approval prompt %s: %s", approval.id, exc)

@@ -107,10 +107,7 @@ class Trust:
 async def speakers(store: Store, session_id: int) -> list[Person]:
     """Everyone whose messages the session's transcript holds (what its turns and reviews read), in
     the order of their first message."""
-    rows = await store.fetch_all(
-        "SELECT platform, user_id, min(id) AS first FROM messages WHERE session_id = ? AND role = 'user'"
-        " AND status = 'ok' AND user_id IS NOT NULL GROUP BY platform, user_id ORDER BY first", (session_id,))
-    return [(r["platform"] or "", r["user_id"]) for r in rows]
+    return await store.access.speakers(session_id)
 
 
 class ConversationSearch:
