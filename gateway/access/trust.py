@@ -107,7 +107,7 @@ class Trust:
 async def speakers(store: Store, session_id: int) -> list[Person]:
     """Everyone whose messages the session's transcript holds (what its turns and reviews read), in
     the order of their first message."""
-    return await store.access.speakers(session_id)
+    return await store.sessions.speakers(session_id)
 
 
 class ConversationSearch:

@@ -95,11 +95,3 @@ class AccessStore(Tables):
     async def expire_codes(self) -> int:
         """Forget expired codes; return how many."""
         return await self._run("DELETE FROM pairing_codes WHERE expires_at <= ?", (time.time(),))
-
-    async def speakers(self, session_id: int) -> list[tuple[str, str]]:
-        """(platform, user id) of everyone whose messages the session's transcript holds (kept, by a
-        person), in the order of their first message."""
-        rows = await self._all(
-            "SELECT platform, user_id, min(id) AS first FROM messages WHERE session_id = ? AND role = 'user'"
-            " AND status = 'ok' AND user_id IS NOT NULL GROUP BY platform, user_id ORDER BY first", (session_id,))
-        return [(r["platform"] or "", r["user_id"]) for r in rows]

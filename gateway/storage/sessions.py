@@ -199,6 +199,14 @@ class SessionStore(Tables):
             " ORDER BY rank LIMIT ?", (terms, *who, limit))
         return [SearchHit(r["session_id"], r["role"], r["snip"], r["created_at"]) for r in rows]
 
+    async def speakers(self, session_id: int) -> list[tuple[str, str]]:
+        """(platform, user id) of everyone whose messages the session's transcript holds (kept, by a
+        person), in the order of their first message."""
+        rows = await self._all(
+            "SELECT platform, user_id, min(id) AS first FROM messages WHERE session_id = ? AND role = 'user'"
+            " AND status = 'ok' AND user_id IS NOT NULL GROUP BY platform, user_id ORDER BY first", (session_id,))
+        return [(r["platform"] or "", r["user_id"]) for r in rows]
+
     async def summary(self, key: str) -> dict[str, Any] | None:
         row = await self._one(
             "SELECT s.id, s.created_at, (SELECT count(*) FROM messages m WHERE m.session_id = s.id"
