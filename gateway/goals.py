@@ -20,34 +20,26 @@ the goal is paused). A resume that gives a goal more turns counts against the pe
 
 from __future__ import annotations
 
-import json
 import logging
-import sqlite3
-import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable
-
-import aiosqlite
 
 from agent.goal_judge import Judge, Verdict
 from agent.llm import LLMError
-from gateway.access.trust import ADMIN, Acting, Person, Trust, speakers
+from gateway.access.trust import ADMIN, Acting, Trust, speakers
 from gateway.delivery import Delivery
 from gateway.sessions import WorkItem
 from gateway.storage import Store
-from gateway.storage.database import first_row
-from gateway.storage.inbox import decode_inbound, encode_inbound, insert_inbox
-from gateway.storage.outbox import OutboxItem, insert_outbox
+from gateway.storage.goals import TURN_ID, Goal, GoalTurn
+from gateway.storage.outbox import OutboxItem
 from platforms.base import InboundMessage
 
 log = logging.getLogger(__name__)
 
-TURN_ID = "goal:"
 OPEN = ("active", "paused", "exhausted")
 UNFINISHED = ("received", "processing")
 MAX_OBJECTIVE = 2000
 MAX_CRITERIA = 20
-DAY = 86400.0
 
 
 def is_goal_turn(msg: InboundMessage) -> bool:
@@ -60,40 +52,21 @@ def _turn_of(msg: InboundMessage) -> tuple[int, int]:
     return int(goal_id), int(seq)
 
 
-@dataclass(frozen=True, slots=True)
-class Goal:
-    id: int
-    session_key: str
-    origin: InboundMessage
-    objective: str
-    criteria: list[str]
-    state: str
-    turns: int
-    max_turns: int
-    seq: int
-    judged: int
-    reason: str | None
-    people: tuple[Person, ...] = ()  # whoever added criteria (besides the creator)
+def _work(turn: GoalTurn) -> WorkItem:
+    """A goal turn as its session's queue takes it."""
+    return WorkItem(turn.inbox_id, turn.session_key, turn.msg)
 
-    @classmethod
-    def of(cls, row: sqlite3.Row) -> "Goal":
-        return cls(row["id"], row["session_key"], decode_inbound(row["origin"]), row["objective"],
-                   json.loads(row["criteria"]), row["state"], row["turns"], row["max_turns"], row["seq"],
-                   row["judged"], row["reason"], tuple((p, u) for p, u in json.loads(row["people"])))
 
-    @property
-    def creator(self) -> Person:
-        return self.origin.platform, self.origin.user_id
-
-    def describe(self) -> str:
-        lines = [f"🎯 Goal: {self.objective}"]
-        lines += [f"  ✓ must also hold: {c}" for c in self.criteria]
-        state = {"active": "working on it", "paused": "paused (/goal resume)", "done": "reached",
-                 "exhausted": "stopped at its turn limit (/goal resume gives it more)", "cleared": "cleared"}
-        lines.append(f"State: {state.get(self.state, self.state)}, turn {self.turns} of {self.max_turns}")
-        if self.reason:
-            lines.append(f"Latest: {self.reason}")
-        return "\n".join(lines)
+def describe(goal: Goal) -> str:
+    """What `/goal status` says of a goal."""
+    lines = [f"🎯 Goal: {goal.objective}"]
+    lines += [f"  ✓ must also hold: {c}" for c in goal.criteria]
+    state = {"active": "working on it", "paused": "paused (/goal resume)", "done": "reached",
+             "exhausted": "stopped at its turn limit (/goal resume gives it more)", "cleared": "cleared"}
+    lines.append(f"State: {state.get(goal.state, goal.state)}, turn {goal.turns} of {goal.max_turns}")
+    if goal.reason:
+        lines.append(f"Latest: {goal.reason}")
+    return "\n".join(lines)
 
 
 class Goals:
@@ -117,7 +90,7 @@ class Goals:
         word = args.lower()
         if word in ("", "status"):
             goal = await self.latest(key)
-            return goal.describe() if goal else "No goal here. Set one with /goal <what you want done>."
+            return describe(goal) if goal else "No goal here. Set one with /goal <what you want done>."
         if word == "pause":
             goal = await self.pause(key, "paused by you")
             return "⏸ Goal paused. /goal resume to go on." if goal else "No goal is running here."
@@ -158,18 +131,9 @@ class Goals:
             return f"That objective is {len(objective):,} characters; keep it under {MAX_OBJECTIVE:,}."
         if await self.open_goal(item.key) is not None:
             return "A goal is already set here (/goal status). /goal clear it first, or add to it with /subgoal."
-        now = time.time()
         origin = replace(item.msg, text="", attachments=(), raw={}, reply_to=None)
-
-        async def create(db: aiosqlite.Connection) -> tuple[Goal, WorkItem | None]:
-            cur = await db.execute(
-                "INSERT INTO goals (session_key, origin, objective, state, max_turns, seq, created_at, updated_at)"
-                " VALUES (?, ?, ?, 'active', ?, 1, ?, ?)",
-                (item.key, encode_inbound(origin), objective, self.max_turns, now, now))
-            goal = Goal(int(cur.lastrowid), item.key, origin, objective, [], "active", 0, self.max_turns, 1, 0, None)
-            return goal, await self._insert_turn(db, goal, 1, self._first_text(goal))
-
-        goal, turn = await self.store.write(create)
+        _, turn = await self.store.goals.create(item.key, origin, objective, self.max_turns,
+                                                self._first_text(objective, self.max_turns))
         self._dispatch(turn)
         return (f"🎯 Goal set: {objective}\nI will work on it turn by turn (up to {self.max_turns} turns); after "
                 "each turn a judge checks whether it is reached. /goal status shows where it stands, /subgoal "
@@ -185,8 +149,7 @@ class Goals:
             return f"This goal already has {MAX_CRITERIA} criteria."
         criteria = [*goal.criteria, criterion[:MAX_OBJECTIVE]]
         people = list(dict.fromkeys([*goal.people, (msg.platform, msg.user_id)]))
-        await self.store.execute("UPDATE goals SET criteria = ?, people = ?, updated_at = ? WHERE id = ?",
-                                 (json.dumps(criteria), json.dumps(people), time.time(), goal.id))
+        await self.store.goals.set_criteria(goal.id, criteria, people)
         return f"Added to the goal: {criterion}. The judge now checks {len(criteria)} criteria besides the objective."
 
     async def _resume(self, key: str, msg: InboundMessage) -> str:
@@ -195,29 +158,17 @@ class Goals:
             return "No paused goal here." if goal is None else "The goal is already running."
         more = goal.state == "exhausted"  # (a paused goal goes on within the turns it had)
         max_turns = goal.max_turns + self.max_turns if more else goal.max_turns
-        pending = await self._row_state(goal, goal.seq) in UNFINISHED  # its next turn still waits in the queue
+        # its next turn still waits in the queue
+        pending = await self.store.goals.turn_state(goal, goal.seq) in UNFINISHED
         seq = goal.seq if pending else goal.seq + 1
         resumed = replace(goal, state="active", max_turns=max_turns, seq=seq)
-
-        async def resume(db: aiosqlite.Connection) -> WorkItem | None | bool:
-            now = time.time()
-            if more:
-                await db.execute("DELETE FROM goal_resumes WHERE at < ?", (now - DAY,))
-                done = (await db.execute_fetchall("SELECT count(*) FROM goal_resumes WHERE platform = ? AND user_id = ?",
-                                                  (msg.platform, msg.user_id)))[0][0]
-                if done >= self.max_resumes:
-                    return False
-                await db.execute("INSERT INTO goal_resumes (goal_id, platform, user_id, at) VALUES (?, ?, ?, ?)",
-                           (goal.id, msg.platform, msg.user_id, now))
-            await db.execute("UPDATE goals SET state = 'active', max_turns = ?, seq = ?, judged = ?, updated_at = ?"
-                             " WHERE id = ?", (max_turns, seq, seq - 1, now, goal.id))
-            return None if pending else await self._insert_turn(db, resumed, seq, self._next_text(resumed, None))
-
-        turn = await self.store.write(resume)
-        if turn is False:
+        allowed, turn = await self.store.goals.resume(
+            goal, max_turns=max_turns, seq=seq, next_turn=None if pending else self._next_text(resumed, None),
+            counted=(msg.platform, msg.user_id) if more else None, max_resumes=self.max_resumes)
+        if not allowed:
             return (f"You have given goals more turns {self.max_resumes} time(s) in the last 24 hours, as many as "
                     "goals.max_resumes_per_day allows; try again later, or /goal clear this one.")
-        self._dispatch(turn if isinstance(turn, WorkItem) else None)
+        self._dispatch(turn)
         return f"▶️ Goal resumed (turn {goal.turns} of {max_turns} so far)."
 
     async def pause(self, key: str, why: str) -> Goal | None:
@@ -229,40 +180,22 @@ class Goals:
         return await self._set_state(key, OPEN, "cleared", "the session was reset")
 
     async def _set_state(self, key: str, current: tuple[str, ...], state: str, why: str) -> Goal | None:
-        marks = ", ".join("?" for _ in current)
-
-        row = await self.store.write(lambda db: first_row(
-            db, f"UPDATE goals SET state = ?, reason = ?, updated_at = ? WHERE session_key = ? AND state IN ({marks})"
-            " RETURNING *", (state, why, time.time(), key, *current)), single=True)
-        return Goal.of(row) if row else None
+        return await self.store.goals.set_state(key, current, state, why)
 
     # -- queries --------------------------------------------------------------------------
 
     async def open_goal(self, key: str) -> Goal | None:
-        row = await self.store.fetch_one(
-            "SELECT * FROM goals WHERE session_key = ? AND state IN ('active', 'paused', 'exhausted')", (key,))
-        return Goal.of(row) if row else None
+        return await self.store.goals.open_goal(key)
 
     async def latest(self, key: str) -> Goal | None:
-        row = await self.store.fetch_one("SELECT * FROM goals WHERE session_key = ? ORDER BY id DESC LIMIT 1", (key,))
-        return Goal.of(row) if row else None
-
-    async def _get(self, goal_id: int) -> Goal | None:
-        row = await self.store.fetch_one("SELECT * FROM goals WHERE id = ?", (goal_id,))
-        return Goal.of(row) if row else None
-
-    async def _row_state(self, goal: Goal, seq: int) -> str | None:
-        row = await self.store.fetch_one(
-            "SELECT state FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?",
-            (goal.origin.platform, goal.origin.chat_id, f"{TURN_ID}{goal.id}:{seq}"))
-        return row["state"] if row else None
+        return await self.store.goals.latest(key)
 
     # -- the turns ------------------------------------------------------------------------
 
     async def acting_for(self, msg: InboundMessage, session_id: int) -> Acting | None:
         """Whom a goal turn acts for: the least trusted of the goal's creator, whoever added criteria and
         everyone whose messages are in the session the turn reads (see `gateway.access.trust`)."""
-        goal = await self._get(_turn_of(msg)[0])
+        goal = await self.store.goals.get(_turn_of(msg)[0])
         shaped = [goal.creator, *goal.people] if goal is not None else [(msg.platform, msg.user_id)]
         return await self.trust.acting_for([*shaped, *await speakers(self.store, session_id)])
 
@@ -271,7 +204,7 @@ class Goals:
         it is the goal's latest turn, and its creator may still talk to the agent there — else the goal
         is paused, saying so); one that should not is set aside."""
         goal_id, seq = _turn_of(item.msg)
-        goal = await self._get(goal_id)
+        goal = await self.store.goals.get(goal_id)
         if goal is not None and goal.state == "active" and goal.seq == seq:
             if await self.trust.admitted(goal.origin):
                 return True
@@ -289,7 +222,7 @@ class Goals:
         """After a goal turn: `ok` → the judge decides; `interrupted` (a newer message, a restart) →
         the work goes on without a verdict; anything else (the model failed) pauses the goal."""
         goal_id, seq = _turn_of(item.msg)
-        goal = await self._get(goal_id)
+        goal = await self.store.goals.get(goal_id)
         if goal is None or goal.state != "active" or goal.judged >= seq:
             return
         if outcome not in ("ok", "interrupted"):
@@ -299,11 +232,7 @@ class Goals:
         verdict = None
         if outcome == "ok":
             assert self.judge is not None
-            work = await self.store.fetch_all("SELECT role, content, tool_calls, name FROM messages WHERE inbox_id = ?"
-                                              " AND status = 'ok' ORDER BY id", (item.inbox_id,))
-            messages: list[dict[str, Any]] = [
-                {"role": w["role"], "content": w["content"], "name": w["name"],
-                 "tool_calls": json.loads(w["tool_calls"]) if w["tool_calls"] else None} for w in work]
+            messages = await self.store.goals.turn_messages(item.inbox_id)
             try:
                 verdict = await self.judge.decide(goal.objective, goal.criteria, messages)
             except LLMError as exc:
@@ -329,14 +258,8 @@ class Goals:
         notice = OutboxItem(chat=goal.origin.reply_chat, text=f"↻ Continuing ({turns}/{goal.max_turns}): {reason}") \
             if reason else None
 
-        async def advance(db: aiosqlite.Connection) -> WorkItem | None:
-            if not await self._claim(db, goal, seq, "active", reason, turns, seq + 1):
-                return None
-            if notice is not None:
-                await insert_outbox(db, notice, time.time())
-            return await self._insert_turn(db, following, seq + 1, self._next_text(following, reason))
-
-        turn = await self.store.write(advance)
+        _, turn = await self.store.goals.settle(goal, seq, state="active", reason=reason, turns=turns, next_seq=seq + 1,
+                                                notice=notice, next_turn=self._next_text(following, reason))
         if notice is not None and notice.id is not None:
             await self.delivery.deliver(notice)
         self._dispatch(turn)
@@ -345,50 +268,24 @@ class Goals:
                     turns: int | None = None) -> None:
         """End (or pause) the goal with a notice to the chat, in one transaction."""
         notice = OutboxItem(chat=goal.origin.reply_chat, text=text)
-
-        async def stop(db: aiosqlite.Connection) -> bool:
-            if not await self._claim(db, goal, seq, state, reason, goal.turns if turns is None else turns, goal.seq):
-                return False
-            await insert_outbox(db, notice, time.time())
-            return True
-
-        if await self.store.write(stop):
+        stopped, _ = await self.store.goals.settle(goal, seq, state=state, reason=reason,
+                                                   turns=goal.turns if turns is None else turns, next_seq=goal.seq,
+                                                   notice=notice)
+        if stopped:
             await self.delivery.deliver(notice)
 
-    @staticmethod
-    async def _claim(db: aiosqlite.Connection, goal: Goal, seq: int, state: str, reason: str | None,
-                     turns: int, next_seq: int) -> bool:
-        """Record the verdict on turn `seq` — only if the goal is still active and that turn not yet
-        judged (a pause or a second judge meanwhile wins)."""
-        cur = await db.execute(
-            "UPDATE goals SET state = ?, reason = coalesce(?, reason), turns = ?, judged = ?, seq = ?, updated_at = ?"
-            " WHERE id = ? AND state = 'active' AND judged < ?",
-            (state, reason, turns, seq, next_seq, time.time(), goal.id, seq))
-        return cur.rowcount == 1
-
-    async def _insert_turn(self, db: aiosqlite.Connection, goal: Goal, seq: int, text: str) -> WorkItem | None:
-        """The goal's turn `seq` as an inbox row (None: it exists already)."""
-        msg = replace(goal.origin, text=text, message_id=f"{TURN_ID}{goal.id}:{seq}")
-        inbox_id = await insert_inbox(db, msg, goal.session_key)
-        return WorkItem(inbox_id, goal.session_key, msg) if inbox_id is not None else None
-
-    def _dispatch(self, turn: WorkItem | None) -> None:
+    def _dispatch(self, turn: GoalTurn | None) -> None:
         if turn is not None:
-            self.dispatch(turn)
+            self.dispatch(_work(turn))
 
     async def resume_pending(self) -> list[Goal]:
         """At start: goals whose latest turn finished before it was judged. (Turns still unfinished
         run again with the other unfinished messages.)"""
-        rows = await self.store.fetch_all(
-            "SELECT g.*, i.id AS inbox_id, i.state AS turn_state, i.payload FROM goals g JOIN inbox i ON i.platform = json_extract(g.origin,"
-            " '$.platform') AND i.chat_id = json_extract(g.origin, '$.chat_id') AND i.platform_message_id ="
-            " 'goal:' || g.id || ':' || g.seq WHERE g.state = 'active' AND g.judged < g.seq"
-            " AND i.state NOT IN ('received', 'processing')")
-        for row in rows:
-            item = WorkItem(row["inbox_id"], row["session_key"], decode_inbound(row["payload"]))
-            outcome = {"done": "ok", "failed": "error"}.get(row["turn_state"], "interrupted")
-            await self.turn_ended(item, outcome)
-        return [Goal.of(r) for r in rows]
+        unjudged = await self.store.goals.unjudged()
+        for u in unjudged:
+            outcome = {"done": "ok", "failed": "error"}.get(u.turn_state, "interrupted")
+            await self.turn_ended(_work(u.turn), outcome)
+        return [u.goal for u in unjudged]
 
     # -- what the model is told -----------------------------------------------------------
 
@@ -396,9 +293,10 @@ class Goals:
         listed = "".join(f"\n- {c}" for c in goal.criteria)
         return f"\nIt is reached only when these hold too:{listed}" if listed else ""
 
-    def _first_text(self, goal: Goal) -> str:
-        return (f"[Goal] {goal.objective}{self._criteria(goal)}\n\nWork toward this goal. You have up to "
-                f"{goal.max_turns} turns; after each one a judge checks whether it is reached. Do as much as "
+    def _first_text(self, objective: str, max_turns: int) -> str:
+        """A new goal's first turn (it has no criteria yet)."""
+        return (f"[Goal] {objective}\n\nWork toward this goal. You have up to "
+                f"{max_turns} turns; after each one a judge checks whether it is reached. Do as much as "
                 "you can in this turn, then say what you did and what is left.")
 
     def _next_text(self, goal: Goal, reason: str | None) -> str:
