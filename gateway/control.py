@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from gateway.commands import Command, help_text, parse_command, unknown_text
+from gateway.goals import describe
 from gateway.sessions import SessionWorker, WorkItem
 from gateway.turns import NO_LLM
 from platforms.base import ChatOpened, ChatRef, InboundMessage
@@ -96,7 +97,7 @@ class Control:
         lines.append(f"Busy policy: {self.config.gateway.busy_policy}")
         goal = await self.goals.open_goal(key)
         if goal is not None:
-            lines.append(goal.describe())
+            lines.append(describe(goal))
         return "\n".join(lines)
 
     async def offer_pairing(self, msg: InboundMessage) -> None:

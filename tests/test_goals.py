@@ -129,6 +129,30 @@ async def test_stop_pauses_a_goal_and_resume_goes_on_with_its_new_criterion(tmp_
         await runner.stop()
 
 
+async def test_status_names_the_open_goal_of_the_session(tmp_path, llm: FakeLLM):
+    release = asyncio.Event()
+
+    async def respond(body: dict[str, Any]) -> Reply | None:
+        if is_goal_turn(body) and not release.is_set():
+            await release.wait()
+        return None
+
+    llm.responder = respond
+    runner = await start_gateway(tmp_path, llm.base_url, **QUIET)
+    try:
+        async with Tab(runner) as tab:
+            await tab.say("/goal build the site")
+            await llm.wait_for_requests(1)
+            await tab.say("/stop")
+            await shown(tab, "Stopped the running request.")
+            await tab.say("/status")
+            status = await shown(tab, "Session:")
+            assert "🎯 Goal: build the site" in status and "State: paused" in status
+            release.set()
+    finally:
+        await runner.stop()
+
+
 async def test_a_persons_message_interrupts_a_goal_turn_and_the_goal_carries_on(tmp_path, llm: FakeLLM):
     first_turn = asyncio.Event()
     judging = Judging(verdict(True, "finished"))
