@@ -30,7 +30,7 @@ from gateway.access.trust import ADMIN, Acting, Trust, speakers
 from gateway.delivery import Delivery
 from gateway.sessions import WorkItem
 from gateway.storage import Store
-from gateway.storage.goals import TURN_ID, Goal, GoalTurn
+from gateway.storage.goals import Goal, GoalTurn
 from gateway.storage.outbox import OutboxItem
 from platforms.base import InboundMessage
 
@@ -42,19 +42,9 @@ MAX_OBJECTIVE = 2000
 MAX_CRITERIA = 20
 
 
-def is_goal_turn(msg: InboundMessage) -> bool:
-    return msg.message_id.startswith(TURN_ID)
-
-
-def _turn_of(msg: InboundMessage) -> tuple[int, int]:
-    """(goal id, seq) of a goal turn's message."""
-    _, goal_id, seq = msg.message_id.split(":")
-    return int(goal_id), int(seq)
-
-
 def _work(turn: GoalTurn) -> WorkItem:
     """A goal turn as its session's queue takes it."""
-    return WorkItem(turn.inbox_id, turn.session_key, turn.msg)
+    return WorkItem(turn.inbox_id, turn.session_key, turn.msg, goal_turn=turn.goal_turn)
 
 
 def describe(goal: Goal) -> str:
@@ -192,18 +182,20 @@ class Goals:
 
     # -- the turns ------------------------------------------------------------------------
 
-    async def acting_for(self, msg: InboundMessage, session_id: int) -> Acting | None:
+    async def acting_for(self, item: WorkItem, session_id: int) -> Acting | None:
         """Whom a goal turn acts for: the least trusted of the goal's creator, whoever added criteria and
         everyone whose messages are in the session the turn reads (see `gateway.access.trust`)."""
-        goal = await self.store.goals.get(_turn_of(msg)[0])
-        shaped = [goal.creator, *goal.people] if goal is not None else [(msg.platform, msg.user_id)]
+        assert item.goal_turn is not None
+        goal = await self.store.goals.get(item.goal_turn[0])
+        shaped = [goal.creator, *goal.people] if goal is not None else [(item.msg.platform, item.msg.user_id)]
         return await self.trust.acting_for([*shaped, *await speakers(self.store, session_id)])
 
     async def turn_starting(self, item: WorkItem) -> bool:
         """Whether a goal turn that comes up in its session's queue should run (its goal still active,
         it is the goal's latest turn, and its creator may still talk to the agent there — else the goal
         is paused, saying so); one that should not is set aside."""
-        goal_id, seq = _turn_of(item.msg)
+        assert item.goal_turn is not None
+        goal_id, seq = item.goal_turn
         goal = await self.store.goals.get(goal_id)
         if goal is not None and goal.state == "active" and goal.seq == seq:
             if await self.trust.admitted(goal.origin):
@@ -221,7 +213,8 @@ class Goals:
     async def turn_ended(self, item: WorkItem, outcome: str) -> None:
         """After a goal turn: `ok` → the judge decides; `interrupted` (a newer message, a restart) →
         the work goes on without a verdict; anything else (the model failed) pauses the goal."""
-        goal_id, seq = _turn_of(item.msg)
+        assert item.goal_turn is not None
+        goal_id, seq = item.goal_turn
         goal = await self.store.goals.get(goal_id)
         if goal is None or goal.state != "active" or goal.judged >= seq:
             return

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from agent.tools import Origin
 from platforms.base import InboundMessage
 from platforms.loops import wait_event
 
@@ -26,6 +27,12 @@ class WorkItem:
     msg: InboundMessage
     draft_message_id: str | None = None  # a message an earlier, interrupted run of this turn sent
     effects: tuple[str, ...] = ()  # side-effecting tool calls an earlier, interrupted run had started
+    goal_turn: tuple[int, int] | None = None  # a goal's turn: (goal id, turn number); None: a person's message
+
+    @property
+    def origin(self) -> Origin:
+        """What the row is: a person's message, or the next turn of a goal."""
+        return "person" if self.goal_turn is None else "goal"
 
 
 class SessionWorker:

@@ -36,7 +36,7 @@ from agent.loop import Agent
 from agent.tools import ApprovalPort, ToolContext, ToolScope
 from gateway.delivery import Delivery
 from gateway.files import Outgoing, discard
-from gateway.goals import Goals, is_goal_turn
+from gateway.goals import Goals
 from gateway.learning.review import Learning, personal_session
 from gateway.ops.metrics import Metrics
 from gateway.sessions import SessionWorker, WorkItem
@@ -77,9 +77,9 @@ def authored(record: list[dict[str, Any]], steered_by: list[str]) -> list[dict[s
     return marked
 
 
-def answers(msg: InboundMessage) -> str | None:
+def answers(item: WorkItem) -> str | None:
     """The message a reply quotes: in groups the person's message (a goal's own turns quote nothing)."""
-    return None if msg.chat_type == "dm" or is_goal_turn(msg) else msg.message_id
+    return None if item.msg.chat_type == "dm" or item.origin != "person" else item.msg.message_id
 
 
 def session_context(msg: InboundMessage) -> str:
@@ -150,7 +150,7 @@ class Turns:
         self.redact = redact
 
     async def run(self, worker: SessionWorker, item: WorkItem) -> None:
-        goals = self.goals if self.goals is not None and is_goal_turn(item.msg) else None
+        goals = self.goals if item.origin == "goal" else None
         if goals is not None and not await goals.turn_starting(item):
             return
         outcome: str | None = "error"
@@ -177,7 +177,7 @@ class Turns:
         started = time.monotonic()
         msg = await self._fetch(item.msg)
         chat = msg.reply_chat
-        reply_to = answers(msg)
+        reply_to = answers(item)
         refused = [a.error for a in msg.attachments if a.error]
         if refused:
             nothing_left = not msg.text.strip() and all(a.error for a in msg.attachments)
@@ -187,7 +187,7 @@ class Turns:
                 return "refused"
         start = await self.store.sessions.open_turn(item.key, msg.chat, msg.chat_type)
         session_id, history, ids = start.session_id, start.history, start.ids
-        usage_scope.serving("goal" if is_goal_turn(msg) else "main", session_id, msg.platform, msg.user_id)
+        usage_scope.serving("goal" if item.origin == "goal" else "main", session_id, msg.platform, msg.user_id)
 
         async def summarised(summary: str, through: int) -> None:  # a compression's new starting point
             if through >= 0 and ids[through] is not None:
@@ -206,8 +206,8 @@ class Turns:
         preview = self.delivery.stream(chat, reply_to, inbox_id=item.inbox_id, draft=item.draft_message_id)
         preview.begin()
 
-        goals = self.goals if is_goal_turn(msg) else None  # nobody asks for a goal's turn now: it acts for the
-        acting = await goals.acting_for(msg, session_id) if goals is not None else None  # least trusted it reads
+        goals = self.goals if item.origin == "goal" else None  # nobody asks for a goal's turn now: it acts for
+        acting = await goals.acting_for(item, session_id) if goals is not None else None  # the least trusted it reads
         steered_by: list[str] = []
         steered: list[WorkItem] = []
 
@@ -221,7 +221,8 @@ class Turns:
                 self.goals.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)  # the less trusted
             return [user_text(i.msg) for i in taken]
 
-        ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,
+        ctx = ToolContext(origin=item.origin, platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id,
+                          session_id=session_id,
                           transcripts=self.store.sessions, approvals=self.approvals,
                           journal=_Journal(self.store, item.inbox_id, self.redact), files=outgoing,
                           extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key,
@@ -316,7 +317,7 @@ class Turns:
         text = interrupted_text(item.effects)
         session_id = await self.store.sessions.active(item.key, msg.chat, msg.chat_type)
         record = [{"role": "user", "content": user_text(msg)}, {"role": "assistant", "content": text}]
-        reply = OutboxItem(chat=msg.reply_chat, text=text, reply_to=answers(msg),
+        reply = OutboxItem(chat=msg.reply_chat, text=text, reply_to=answers(item),
                            draft_message_id=item.draft_message_id, inbox_id=item.inbox_id)
         await self.store.sessions.commit_turn(session_id, [item.inbox_id], msg.chat, msg.user_id, record, reply,
                                      inbox_state="interrupted")
@@ -327,7 +328,7 @@ class Turns:
         """Best effort when the turn itself could not be recorded: mark the row, tell the person."""
         try:
             await self.store.inbox.set_state([item.inbox_id], "failed", f"{type(exc).__name__}: {exc}"[:500])
-            await self.delivery.reply(item.msg.reply_chat, failed_text(exc), reply_to=answers(item.msg))
+            await self.delivery.reply(item.msg.reply_chat, failed_text(exc), reply_to=answers(item))
         except Exception:
             log.exception("could not report the failed turn in %s", item.key)
         self.metrics.turns.labels("error").inc()

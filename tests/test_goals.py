@@ -235,3 +235,21 @@ def test_the_judges_answer_is_read_leniently_and_unreadable_means_continue():
     unread = read_verdict('{"done": "yes"}')
     assert not unread.done and not unread.readable and "could not be read" in unread.reason
     assert not read_verdict("").done
+
+
+async def test_a_persons_message_whose_id_looks_like_a_goal_turn_is_answered_as_theirs(tmp_path, llm: FakeLLM):
+    """The web chat's page names its messages' ids: one named like a goal's turn is still a person's message
+    (what a row is comes from its origin, never from its id)."""
+    runner = await start_gateway(tmp_path, llm.base_url, **QUIET)
+    try:
+        async with Tab(runner) as tab:
+            await tab.say("/goal build the site")
+            await shown(tab, "↻ Continuing (1/20)")
+            await tab.say("/stop")
+            await shown(tab, "Stopped the running request.")
+            await tab.say("is it done yet?", msg_id="goal:1:9")
+            assert await shown(tab, "echo: is it done yet?") == "echo: is it done yet?"
+        row = await runner.store.fetch_one("SELECT origin, state FROM inbox WHERE platform_message_id = 'goal:1:9'")
+        assert (row["origin"], row["state"]) == ("person", "done")
+    finally:
+        await runner.stop()

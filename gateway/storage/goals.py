@@ -27,7 +27,7 @@ from gateway.storage.sessions import BATCH, forget_sessions
 from gateway.storage.tables import Tables
 from platforms.base import InboundMessage
 
-TURN_ID = "goal:"  # a goal turn's message id: goal:<goal id>:<seq>
+TURN_ID = "goal:"  # a goal turn's message id, goal:<goal id>:<seq>: unique in its chat (what it is: `origin`)
 RESUME_WINDOW = 86400.0  # resumes are counted over the last day
 
 Person = tuple[str, str]  # (platform, user id)
@@ -62,6 +62,7 @@ class GoalTurn:
     inbox_id: int
     session_key: str
     msg: InboundMessage
+    goal_turn: tuple[int, int]  # (goal id, turn number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +87,8 @@ def _turn_message_id(goal_id: int, seq: int) -> str:
 async def _insert_turn(db: aiosqlite.Connection, goal: Goal, seq: int, text: str) -> GoalTurn | None:
     """The goal's turn `seq` as an inbox row (None: it exists already)."""
     msg = replace(goal.origin, text=text, message_id=_turn_message_id(goal.id, seq))
-    inbox_id = await insert_inbox(db, msg, goal.session_key)
-    return GoalTurn(inbox_id, goal.session_key, msg) if inbox_id is not None else None
+    inbox_id = await insert_inbox(db, msg, goal.session_key, goal_turn=(goal.id, seq))
+    return GoalTurn(inbox_id, goal.session_key, msg, (goal.id, seq)) if inbox_id is not None else None
 
 
 async def _claim(db: aiosqlite.Connection, goal: Goal, seq: int, state: str, reason: str | None,
@@ -200,8 +201,8 @@ class GoalStore(Tables):
 
     async def turn_state(self, goal: Goal, seq: int) -> str | None:
         """The inbox state of the goal's turn `seq` (None: there is no such row)."""
-        row = await self._one("SELECT state FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?",
-                              (goal.origin.platform, goal.origin.chat_id, _turn_message_id(goal.id, seq)))
+        row = await self._one("SELECT state FROM inbox WHERE goal_id = ? AND goal_seq = ? AND origin = 'goal'",
+                              (goal.id, seq))
         return row["state"] if row else None
 
     async def turn_messages(self, inbox_id: int) -> list[dict[str, Any]]:
@@ -215,11 +216,10 @@ class GoalStore(Tables):
         """Active goals whose latest turn finished (neither received nor processing) but was not judged."""
         rows = await self._all(
             "SELECT g.*, i.id AS inbox_id, i.state AS turn_state, i.payload FROM goals g JOIN inbox i"
-            " ON i.platform = json_extract(g.origin, '$.platform') AND i.chat_id = json_extract(g.origin, '$.chat_id')"
-            " AND i.platform_message_id = 'goal:' || g.id || ':' || g.seq WHERE g.state = 'active' AND g.judged < g.seq"
-            " AND i.state NOT IN ('received', 'processing')")
-        return [Unjudged(_goal(r), GoalTurn(r["inbox_id"], r["session_key"], decode_inbound(r["payload"])),
-                         r["turn_state"]) for r in rows]
+            " ON i.goal_id = g.id AND i.goal_seq = g.seq AND i.origin = 'goal' WHERE g.state = 'active'"
+            " AND g.judged < g.seq AND i.state NOT IN ('received', 'processing')")
+        return [Unjudged(_goal(r), GoalTurn(r["inbox_id"], r["session_key"], decode_inbound(r["payload"]),
+                                            (r["id"], r["seq"])), r["turn_state"]) for r in rows]
 
     # -- subagent runs ---------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ class Unfinished:
     msg: InboundMessage
     draft_message_id: str | None  # a message already sent for it (the streaming preview)
     effects: list[str]  # side-effecting tool calls its turn had started
+    goal_turn: tuple[int, int] | None = None  # a goal's turn: (goal id, turn number); None: a person's message
 
 
 def encode_inbound(msg: InboundMessage) -> str:
@@ -44,14 +45,23 @@ def decode_inbound(payload: str) -> InboundMessage:
 
 
 async def insert_inbox(db: aiosqlite.Connection, msg: InboundMessage, session_key: str, *,
-                       state: str = "received", error: str | None = None) -> int | None:
-    """`InboxStore.add` inside a unit of work of another group's."""
+                       state: str = "received", error: str | None = None,
+                       goal_turn: tuple[int, int] | None = None) -> int | None:
+    """`InboxStore.add` inside a unit of work of another group's; `goal_turn`: the row is that turn of a
+    goal (origin 'goal'), not a person's message."""
     now = time.time()
+    goal_id, goal_seq = goal_turn or (None, None)
     cur = await db.execute(
         "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state,"
-        " error, received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (msg.platform, msg.chat_id, msg.message_id, session_key, encode_inbound(msg), state, error, now, now))
+        " error, received_at, updated_at, origin, goal_id, goal_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (msg.platform, msg.chat_id, msg.message_id, session_key, encode_inbound(msg), state, error, now, now,
+         "person" if goal_turn is None else "goal", goal_id, goal_seq))
     return cur.lastrowid if cur.rowcount else None
+
+
+def goal_turn(row: Any) -> tuple[int, int] | None:
+    """(goal id, turn number) of an inbox row that is a goal's turn; None for a person's message."""
+    return (row["goal_id"], row["goal_seq"]) if row["origin"] == "goal" else None
 
 
 class InboxStore(Tables):
@@ -77,10 +87,10 @@ class InboxStore(Tables):
 
     async def unfinished(self) -> list[Unfinished]:
         """Messages accepted but not finished (received or processing), oldest first."""
-        rows = await self._all("SELECT id, session_key, payload, draft_message_id, effects FROM inbox"
-                               " WHERE state IN ('received', 'processing') ORDER BY id")
+        rows = await self._all("SELECT id, session_key, payload, draft_message_id, effects, origin, goal_id, goal_seq"
+                               " FROM inbox WHERE state IN ('received', 'processing') ORDER BY id")
         return [Unfinished(r["id"], r["session_key"], decode_inbound(r["payload"]), r["draft_message_id"],
-                           json.loads(r["effects"] or "[]")) for r in rows]
+                           json.loads(r["effects"] or "[]"), goal_turn(r)) for r in rows]
 
     async def dead_letter(self, platform: str, ref: str, payload: str, reason: str) -> None:
         """Keep input that could not be taken (the payload cut to 64 KiB: enough to see what it was)."""
