@@ -132,7 +132,7 @@ OUTSIDE = "runs OUTSIDE the sandbox: with chatgate's own access to files, secret
 def old_database(home: Path, rules: list[tuple[str, list[str]]]) -> None:
     """A state.db as the release before this change left it (migrations up to 012), with one
     "always allow" rule per (command, the reasons its prompt showed), each made from its request."""
-    folder = Path(__file__).parent.parent / "gateway" / "migrations"
+    folder = Path(__file__).parent.parent / "gateway" / "storage" / "migrations"
     home.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(home / "state.db") as db:
         for path in sorted(folder.glob("*.sql")):

@@ -91,17 +91,18 @@ def check_command(command: str) -> int:
 
 
 async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
+    from gateway.storage.reports import ReportReads
+
     if args.rules_action == "remove":
         if args.rule_id is None:
             print("usage: chatgate approvals rules remove RULE_ID", file=sys.stderr)
             return 2
-        removed = await store.execute("DELETE FROM approval_rules WHERE id = ?", (args.rule_id,))
-        if not removed:
+        if not await ReportReads(store.db).remove_approval_rule(args.rule_id):
             print(f"no rule {args.rule_id}", file=sys.stderr)
             return 1
         print(f"removed rule {args.rule_id}")
         return 0
-    for rule in await store.fetch_all("SELECT * FROM approval_rules ORDER BY id"):
+    for rule in await ReportReads(store.db).approval_rules():
         when = datetime.fromtimestamp(rule["created_at"]).strftime("%Y-%m-%d %H:%M")
         scope = {"user": f"user {rule['platform']}:{rule['user_id']}", "chat": f"chat {rule['platform']}:"
                  f"{rule['chat_id']}"}.get(rule["scope"], "everyone")
