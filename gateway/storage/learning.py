@@ -7,7 +7,7 @@ curator runs, and what a trajectory export reads of a session.
   `SessionStore.commit_turn`'s `also=`), which resets a counter that reached its threshold.
 * `skills`, a row per skill: who wrote it first (its provenance), who last, when it was last used (viewed
   or written), how often viewed, its curator state (active | stale | archived) and whether it is pinned.
-  A skill the ledger has not seen (put in place by hand) is entered as the user's when first touched.
+  A skill put in place by hand is entered as the user's when first viewed, or when its state or pin is set.
 * `curator_runs`: each run's start, trigger, whether it was a dry run, and once it ends its changes
   (JSON) or error. `gateway_facts` keeps when the gateway first started (the first run is due from it).
 """
@@ -24,7 +24,7 @@ import aiosqlite
 from gateway.storage.database import first_row
 from gateway.storage.tables import Tables
 
-_APPLIED = "dry_run = 0 AND finished_at IS NOT NULL AND error IS NULL"  # a curator run that changed the library
+_APPLIED = "dry_run = 0 AND finished_at IS NOT NULL AND error IS NULL"  # a curator run applied and finished well
 
 
 @dataclass(slots=True)
