@@ -14,15 +14,14 @@ Every tick, each step on its own (one that fails is logged; the others still run
 - curator runs beyond the newest `curator.keep_reports`; with `trajectories.retention_days`, older
   trajectory day files.
 
-Giving space back: the database runs with `auto_vacuum = INCREMENTAL`; after pruning,
-`PRAGMA incremental_vacuum` hands the free pages back to the file system (`RECLAIM_PAGES` per trip,
-other work goes between) and a WAL checkpoint lets the file shrink (as far as readers in other processes
-allow at that moment: it does not wait for them). A database made before that
-(`auto_vacuum = NONE`) needs one VACUUM to switch: it rewrites the whole file while every other use
-of the database waits, and needs free disk for a second copy (it passes through the WAL). Up to
-`SWITCH_NOW_BYTES` that is a fraction of a second and is done at the first tick; a larger database
-is switched at the first quiet moment — nothing going on (no message, turn, review or scheduled run)
-for `QUIET_SECONDS` — when the disk has room for the copy, and the log says so until then.
+Giving space back (`gateway.storage.upkeep`): after pruning, the free pages are handed back to the file
+system, `RECLAIM_PAGES` per trip (other work goes between), and a WAL checkpoint lets the file shrink (as
+far as readers in other processes allow at that moment: it does not wait for them). A database an older
+chatgate made (without incremental vacuum) needs one VACUUM to switch, which rewrites the whole file
+while every other use of the database waits and needs free disk for a second copy. Up to
+`SWITCH_NOW_BYTES` that is a fraction of a second and is done at the first tick; a larger database is
+switched at the first quiet moment — nothing going on (no message, turn, review or scheduled run) for
+`QUIET_SECONDS` — when the disk has room for the copy, and the log says so until then.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ import logging
 import shutil
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
-
-import aiosqlite
 
 from gateway.learning import trajectories
 from gateway.storage import Store
@@ -50,7 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DAY = 86400.0
-INCREMENTAL = 2  # PRAGMA auto_vacuum
 RECLAIM_PAGES = 2000  # free pages handed back per trip
 SWITCH_NOW_BYTES = 64 * 1024 * 1024  # a database up to this size is switched to incremental vacuum at once
 QUIET_SECONDS = 900.0  # a larger one waits for this long without anything going on
@@ -109,19 +105,18 @@ class Retention:
 
     async def reclaim(self) -> int:
         """Hand the database's free pages back to the file system; return how many went."""
-        [(mode, free, pages, page_size)] = await self.store.fetch_all(
-            "SELECT * FROM pragma_auto_vacuum, pragma_freelist_count, pragma_page_count, pragma_page_size")
-        if mode != INCREMENTAL:
-            await self._switch(pages * page_size)
+        space = await self.store.upkeep.space()
+        if not space.incremental:
+            await self._switch(space.size)
             return 0
-        reclaimed = 0
+        reclaimed, free = 0, space.free_pages
         while free:
-            left = await self.store.read(_reclaim_some)
+            left = await self.store.upkeep.give_back(RECLAIM_PAGES)
             if left >= free:
                 break
             reclaimed, free = reclaimed + free - left, left
         if reclaimed:
-            await self.store.read(_checkpoint)
+            await self.store.upkeep.checkpoint()
         return reclaimed
 
     async def _switch(self, size: int) -> None:
@@ -140,13 +135,8 @@ class Retention:
                              size >> 20, QUIET_SECONDS // 60, 2 * size >> 20, free_disk >> 20)
                 return
         started = time.monotonic()
-
-        async def vacuum(db: aiosqlite.Connection) -> None:
-            await db.executescript("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
-            await _checkpoint(db)
-
         try:
-            await self.store.read(vacuum)
+            await self.store.upkeep.switch_to_incremental()
         except Exception as exc:
             self._switch_after = now + RETRY_SECONDS
             log.warning("could not compact the database to give space back (tried again in an hour): %s", exc)
@@ -154,20 +144,3 @@ class Retention:
         if size > SWITCH_NOW_BYTES:
             log.info("the database was compacted once (%d MiB, %.1fs): pruning gives space back from now on",
                      size >> 20, time.monotonic() - started)
-
-
-async def _checkpoint(db: aiosqlite.Connection) -> None:
-    """Copy the WAL into the file (which shrinks to the pages in use) and empty it; without waiting for a
-    reader another process has open (an operator's `sqlite3` shell): then only as far as it can."""
-    [(timeout,)] = await db.execute_fetchall("PRAGMA busy_timeout")
-    await db.execute("PRAGMA busy_timeout = 0")
-    try:
-        await db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        await db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
-
-
-async def _reclaim_some(db: aiosqlite.Connection) -> int:
-    """Hand back up to `RECLAIM_PAGES` free pages; the free pages left."""
-    await db.executescript(f"PRAGMA incremental_vacuum({RECLAIM_PAGES});")  # (execute() frees one page a call)
-    return int((await db.execute_fetchall("PRAGMA freelist_count"))[0][0])

@@ -91,6 +91,7 @@ def check_command(command: str) -> int:
 
 
 async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
+
     if args.rules_action == "remove":
         if args.rule_id is None:
             print("usage: chatgate approvals rules remove RULE_ID", file=sys.stderr)

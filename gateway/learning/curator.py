@@ -20,7 +20,6 @@ rows of the newest `curator.keep_reports` runs are kept (`prune_reports`, from t
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import shutil
 import time
@@ -79,17 +78,11 @@ class Curator:
 
     async def first_started(self) -> float:
         """When the gateway first started (recorded once)."""
-        now = self.clock()
-
-        await self.store.execute("INSERT OR IGNORE INTO gateway_facts (key, value) VALUES ('first_started_at', ?)",
-                                 (repr(now),))
-        row = await self.store.fetch_one("SELECT value FROM gateway_facts WHERE key = 'first_started_at'")
-        return float(row["value"]) if row else now
+        return await self.store.learning.first_started_at(self.clock())
 
     async def next_due(self) -> float:
-        last = await self.store.fetch_one("SELECT max(started_at) AS t FROM curator_runs WHERE dry_run = 0"
-                                          " AND finished_at IS NOT NULL AND error IS NULL")
-        since = last["t"] if last and last["t"] is not None else await self.first_started()
+        last = await self.store.learning.last_applied_run_start()
+        since = last if last is not None else await self.first_started()
         return since + self.interval
 
     async def tick(self) -> CuratorRun | None:
@@ -126,9 +119,9 @@ class Curator:
         return changes
 
     async def _referenced_by_jobs(self) -> set[str]:
-        rows = await self.store.fetch_all("SELECT prompt FROM cron_jobs")
+        prompts = await self.store.learning.job_prompts()
         names = {s.name for s in self.skills.all()}
-        return {n for n in names for r in rows if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", r["prompt"])}
+        return {n for n in names for p in prompts if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", p)}
 
     # -- doing -----------------------------------------------------------------------------
 
@@ -136,9 +129,7 @@ class Curator:
         async with self._lock:
             started = self.clock()
             run_id = self._new_id(started)
-
-            await self.store.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
-                                     (run_id, started, int(dry_run), trigger))
+            await self.store.learning.run_started(run_id, started, dry_run, trigger)
             error, merged = None, None
             changes = await self.plan()
             try:
@@ -160,9 +151,7 @@ class Curator:
                 raise
             finally:
                 report = await asyncio.to_thread(self._report, run_id, started, dry_run, changes, error, merged)
-                outcome = (self.clock(), json.dumps([_as_dict(c) for c in changes]), error, run_id)
-                await self.store.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
-                                         outcome)
+                await self.store.learning.run_finished(run_id, self.clock(), [_as_dict(c) for c in changes], error)
             if changes and not dry_run and self.notify is not None:
                 stale = sum(c.after == "stale" for c in changes)
                 await self.notify(f"🧹 Skill curator run {run_id}: {stale} marked stale, {len(changes) - stale} archived "
@@ -186,8 +175,7 @@ class Curator:
         return f"restored the skills as they were before run {run_id} (the replaced library is in {aside})"
 
     async def runs(self, limit: int = 10) -> list[dict[str, Any]]:
-        rows = await self.store.fetch_all("SELECT * FROM curator_runs ORDER BY started_at DESC LIMIT ?", (limit,))
-        return [dict(r) for r in rows]
+        return await self.store.learning.curator_runs(limit)
 
     async def prune_reports(self, keep: int) -> int:
         """Keep the newest `keep` runs' folders (`logs/curator/<run>/`) and rows; return how many older
@@ -196,14 +184,12 @@ class Curator:
         if self._lock.locked():  # a run or a restore is going on: next time
             return 0
         async with self._lock:
-            rows = await self.store.fetch_all("SELECT id, finished_at FROM curator_runs")
-            last = await self.store.fetch_one("SELECT id FROM curator_runs WHERE dry_run = 0 AND finished_at IS NOT NULL"
-                                              " AND error IS NULL ORDER BY started_at DESC LIMIT 1")
-            held = {r["id"] for r in rows if r["finished_at"] is None} | ({last["id"]} if last else set())
-            gone = await asyncio.to_thread(self._prune_folders, {r["id"] for r in rows}, held, max(keep, 1))
+            recorded = await self.store.learning.recorded_runs()
+            last = await self.store.learning.last_applied_run()
+            held = {r for r, finished in recorded.items() if not finished} | ({last} if last is not None else set())
+            gone = await asyncio.to_thread(self._prune_folders, set(recorded), held, max(keep, 1))
             if gone:
-                ids = json.dumps(gone)
-                await self.store.execute("DELETE FROM curator_runs WHERE id IN (SELECT value FROM json_each(?))", (ids,))
+                await self.store.learning.forget_runs(gone)
             return len(gone)
 
     def _prune_folders(self, recorded: set[str], held: set[str], keep: int) -> list[str]:

@@ -1,11 +1,11 @@
 """Learning in the gateway: each session's frozen prompt block, review counters, the review fork.
 
 * **Frozen block.** When a session takes its first turn, the memory snapshot and the skill index
-  are rendered once and stored with the session (`sessions.prompt`); every later turn — also
+  are rendered once and kept with the session (`LearningStore.keep_prompt`); every later turn — also
   after a restart — sends the same system prompt, so providers' prompt caches keep hitting.
   A person's profile is only in the block of a session that is theirs alone (a DM, or their own
   session in a group), never in a shared group or thread session.
-* **Counters** (`review_counters`, per session, in the database so restarts keep them): user
+* **Counters** (per session, in the database so restarts keep them: `gateway.storage.learning`): user
   turns since the last memory review, tool iterations since the last skill review.
 * **The review fork.** When a counter reaches its threshold, after the reply was delivered, a
   background task (bounded by `review.max_concurrent`) runs a separate agent over a snapshot of
@@ -27,9 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
-
-import aiosqlite
 
 from agent import usage as usage_scope
 from agent.tools.learning import TOOLSET
@@ -40,7 +37,7 @@ from agent.tools import ToolContext, ToolRegistry
 from gateway.access.trust import Trust, speakers
 from gateway.delivery import Delivery
 from gateway.storage import Store
-from gateway.storage.database import first_row
+from gateway.storage.learning import TurnCount
 from gateway.tasks import finish_or_cancel
 from platforms.base import ChatRef
 
@@ -63,34 +60,6 @@ from a single bad run.
 
 When nothing is worth keeping, change nothing. Finish with one short line saying what you kept, \
 or "nothing to keep"."""
-
-
-@dataclass(slots=True)
-class TurnCount:
-    """One turn counted, as a unit of work in the turn's transaction; it says afterwards whether a
-    threshold was reached (the counter is reset in the same transaction: one review per threshold)."""
-
-    session_id: int
-    tool_iterations: int
-    memory_every: int
-    skill_every: int
-    memory_due: bool = False
-    skill_due: bool = False
-
-    async def __call__(self, db: aiosqlite.Connection) -> None:
-        now = time.time()
-        [(turns, iters)] = await db.execute_fetchall(
-            "INSERT INTO review_counters (session_id, turns_since_memory, iters_since_skill, updated_at)"
-            " VALUES (?, 1, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
-            " turns_since_memory = turns_since_memory + 1, iters_since_skill = iters_since_skill + ?,"
-            " updated_at = ? RETURNING turns_since_memory, iters_since_skill",
-            (self.session_id, self.tool_iterations, now, self.tool_iterations, now))
-        self.memory_due, self.skill_due = turns >= self.memory_every, iters >= self.skill_every
-        if self.memory_due or self.skill_due:
-            await db.execute(
-                "UPDATE review_counters SET turns_since_memory = CASE WHEN ? THEN 0 ELSE turns_since_memory END,"
-                " iters_since_skill = CASE WHEN ? THEN 0 ELSE iters_since_skill END WHERE session_id = ?",
-                (self.memory_due, self.skill_due, self.session_id))
 
 
 MAX_WAITING_REVIEWS = 256  # reviews queued or running at once; more are skipped (and logged)
@@ -132,10 +101,8 @@ class Learning:
         and kept; when another turn kept one first, that one."""
         block = await asyncio.to_thread(self.render_block, platform, user_id if personal else "")
 
-        row = await self.store.write(lambda db: first_row(  # (the first snapshot kept wins)
-            db, "UPDATE sessions SET prompt = coalesce(prompt, ?) WHERE id = ? RETURNING prompt", (block, session_id)),
-            single=True)
-        return str(row[0]) if row and row[0] is not None else block
+        kept = await self.store.learning.keep_prompt(session_id, block)  # (the first snapshot kept wins)
+        return kept if kept is not None else block
 
     def render_block(self, platform: str, user_id: str) -> str:
         return "\n\n".join(p for p in (self.memory.snapshot(platform, user_id), self.skills.index()) if p)
@@ -147,7 +114,7 @@ class Learning:
         `SessionStore.commit_turn`: no transaction or fsync of its own); None when nothing learns."""
         if self.review_agent is None:
             return None
-        return TurnCount(session_id, tool_iterations, self.memory_every, self.skill_every)
+        return self.store.learning.turn_count(session_id, tool_iterations, self.memory_every, self.skill_every)
 
     def review_if_due(self, count: TurnCount, chat: ChatRef, *, platform: str, user_id: str) -> None:
         """Start a review in the background when the committed count made one due (call after delivery)."""
@@ -168,9 +135,7 @@ class Learning:
         task.add_done_callback(self._reviews.discard)
 
     async def counters(self, session_id: int) -> tuple[int, int]:
-        row = await self.store.fetch_one("SELECT turns_since_memory, iters_since_skill FROM review_counters"
-                                         " WHERE session_id = ?", (session_id,))
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+        return await self.store.learning.counters(session_id)
 
     async def _review(self, session_id: int, chat: ChatRef, platform: str, user_id: str, skills: bool) -> None:
         assert self.review_agent is not None

@@ -53,12 +53,12 @@ class Trajectories:
 
     async def export(self, session_id: int) -> Path | None:
         """Append the session to today's file; None when it has no exchange worth keeping."""
-        row = await self.store.fetch_one("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        session = await self.store.learning.session_facts(session_id)
         messages = await self.store.sessions.history(session_id, limit=10_000)
-        if row is None or not any(m["role"] == "assistant" for m in messages):
+        if session is None or not any(m["role"] == "assistant" for m in messages):
             return None
-        record = {"id": str(session_id), "platform": row["platform"], "started_at": row["created_at"],
-                  "ended_at": row["ended_at"], "conversations": conversation(messages, self.secrets)}
+        record = {"id": str(session_id), "platform": session.platform, "started_at": session.created_at,
+                  "ended_at": session.ended_at, "conversations": conversation(messages, self.secrets)}
         path = self.dir / f"{time.strftime('%Y-%m-%d', time.gmtime())}.jsonl"
         await asyncio.to_thread(self._append, path, json.dumps(record, ensure_ascii=False) + "\n")
         return path

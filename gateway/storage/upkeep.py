@@ -1,9 +1,66 @@
-"""What the database gives back: incremental vacuum, checkpoints, the one-time switch."""
+"""What the database gives back: its free pages, its WAL, and the one-time switch to incremental vacuum.
+
+A database `Store.open` creates runs with `auto_vacuum = INCREMENTAL`: pages a prune frees are handed back
+to the file system by `PRAGMA incremental_vacuum` (`give_back`, some pages per call, so other work goes
+between), and a WAL checkpoint (`checkpoint`) lets the file shrink. One made before that
+(`auto_vacuum = NONE`) needs one VACUUM to switch (`switch_to_incremental`): it rewrites the whole file
+while every other use of the database waits, and needs free disk for a second copy (it passes
+through the WAL). When to do which is `gateway.retention`'s.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import aiosqlite
+
 from gateway.storage.tables import Tables
+
+INCREMENTAL = 2  # PRAGMA auto_vacuum
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """The database file's state, as far as giving space back goes."""
+
+    incremental: bool  # free pages can be handed back (`give_back`); False: it needs `switch_to_incremental`
+    free_pages: int
+    size: int  # bytes in use by the file (its pages)
 
 
 class Upkeep(Tables):
-    pass
+    async def space(self) -> Space:
+        [(mode, free, pages, page_size)] = await self._all(
+            "SELECT * FROM pragma_auto_vacuum, pragma_freelist_count, pragma_page_count, pragma_page_size")
+        return Space(mode == INCREMENTAL, free, pages * page_size)
+
+    async def give_back(self, pages: int) -> int:
+        """Hand back up to `pages` free pages to the file system; the free pages left."""
+        async def some(db: aiosqlite.Connection) -> int:
+            await db.executescript(f"PRAGMA incremental_vacuum({int(pages)});")  # (execute() frees one page a call)
+            return int((await db.execute_fetchall("PRAGMA freelist_count"))[0][0])
+
+        return await self.db.read(some)
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL into the file (which shrinks to the pages in use) and empty it; without waiting for a
+        reader another process has open (an operator's `sqlite3` shell): then only as far as it can."""
+        await self.db.read(_checkpoint)
+
+    async def switch_to_incremental(self) -> None:
+        """The one VACUUM that turns on incremental vacuum (see the module doc), then a checkpoint."""
+        async def vacuum(db: aiosqlite.Connection) -> None:
+            await db.executescript("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
+            await _checkpoint(db)
+
+        await self.db.read(vacuum)
+
+
+async def _checkpoint(db: aiosqlite.Connection) -> None:
+    """`Upkeep.checkpoint` inside a unit of work."""
+    [(timeout,)] = await db.execute_fetchall("PRAGMA busy_timeout")
+    await db.execute("PRAGMA busy_timeout = 0")
+    try:
+        await db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        await db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
