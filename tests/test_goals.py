@@ -129,26 +129,23 @@ async def test_stop_pauses_a_goal_and_resume_goes_on_with_its_new_criterion(tmp_
         await runner.stop()
 
 
+async def paused_goal(tab: Tab) -> None:
+    """Set a goal and /stop it at once (whether or not its first turn has started): it is paused."""
+    await tab.say("/goal build the site")
+    assert "Goal set" in await shown(tab, "🎯")
+    await tab.say("/stop")
+    await tab.wait_for(lambda f: f["type"] in ("message", "edit") and f.get("final")
+                       and "The goal is paused" in str(f["text"]))
+
+
 async def test_status_names_the_open_goal_of_the_session(tmp_path, llm: FakeLLM):
-    release = asyncio.Event()
-
-    async def respond(body: dict[str, Any]) -> Reply | None:
-        if is_goal_turn(body) and not release.is_set():
-            await release.wait()
-        return None
-
-    llm.responder = respond
     runner = await start_gateway(tmp_path, llm.base_url, **QUIET)
     try:
         async with Tab(runner) as tab:
-            await tab.say("/goal build the site")
-            await llm.wait_for_requests(1)
-            await tab.say("/stop")
-            await shown(tab, "Stopped the running request.")
+            await paused_goal(tab)
             await tab.say("/status")
             status = await shown(tab, "Session:")
             assert "🎯 Goal: build the site" in status and "State: paused" in status
-            release.set()
     finally:
         await runner.stop()
 
@@ -243,10 +240,7 @@ async def test_a_persons_message_whose_id_looks_like_a_goal_turn_is_answered_as_
     runner = await start_gateway(tmp_path, llm.base_url, **QUIET)
     try:
         async with Tab(runner) as tab:
-            await tab.say("/goal build the site")
-            await shown(tab, "↻ Continuing (1/20)")
-            await tab.say("/stop")
-            await shown(tab, "Stopped the running request.")
+            await paused_goal(tab)
             await tab.say("is it done yet?", msg_id="goal:1:9")
             assert await shown(tab, "echo: is it done yet?") == "echo: is it done yet?"
         row = await runner.store.fetch_one("SELECT origin, state FROM inbox WHERE platform_message_id = 'goal:1:9'")
