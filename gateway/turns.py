@@ -276,8 +276,8 @@ class Turns:
         async with self.delivery.final_reply(reply, preview):
             await self.store.sessions.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id,
                                                   authored(record, steered_by), reply, status=status, also=count)
-            self.metrics.turns.labels(outcome).inc()
-            self.metrics.turn_seconds.observe(time.monotonic() - started)
+        self.metrics.turns.labels(outcome).inc()
+        self.metrics.turn_seconds.observe(time.monotonic() - started)
         if self.learning is not None and count is not None:  # after delivery: never delays the reply
             try:
                 self.learning.review_if_due(count, chat, platform=msg.platform, user_id=msg.user_id)

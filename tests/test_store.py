@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from dataclasses import replace
 
 import aiosqlite
 import pytest
@@ -188,5 +189,26 @@ async def test_statements_a_unit_pipelines_all_end_before_it_fails_and_are_rolle
         assert isinstance(outcomes[0], sqlite3.IntegrityError) and isinstance(outcomes[1], int)
         assert await store.fetch_all("SELECT id FROM gateway_instances") == []
         assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 1
+    finally:
+        await store.close()
+
+
+async def test_a_persons_message_and_a_goals_turn_never_stand_in_for_each_other(tmp_path):
+    """A web chat page names its own messages' ids: a message named like a goal's turn is kept as the
+    person's, and the goal's turn of that number is still queued (each is unique in its own kind)."""
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        origin = replace(web_message(1), text="/goal build the site")
+        goal, first = await store.goals.create("k", origin, "build the site", 20, "start")
+        assert first is not None and first.goal_turn == (goal.id, 1)
+        lookalike = replace(web_message(1), message_id=f"goal:{goal.id}:2", text="is it done yet?")
+        assert await store.inbox.add(lookalike, "k") is not None
+        recorded, second = await store.goals.settle(goal, 1, state="active", reason="not yet", turns=1, next_seq=2,
+                                                    next_turn="go on")
+        assert recorded and second is not None and second.goal_turn == (goal.id, 2)
+        assert await store.goals.turn_state(goal, 2) == "received"
+        assert await store.inbox.add(lookalike, "k") is None  # (the person's message is still taken only once)
+        kinds = [(u.msg.text, u.goal_turn) for u in await store.inbox.unfinished()]
+        assert kinds == [("start", (goal.id, 1)), ("is it done yet?", None), ("go on", (goal.id, 2))]
     finally:
         await store.close()

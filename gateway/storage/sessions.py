@@ -117,7 +117,7 @@ class SessionStore(Tables):
         thread's session is active (the agent was addressed later in the thread)."""
         row = await self._one(
             "SELECT EXISTS (SELECT 1 FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?"
-            " AND state != 'refused') OR EXISTS (SELECT 1 FROM sessions WHERE key = ? AND ended_at IS NULL) AS found",
+            " AND origin = 'person' AND state != 'refused') OR EXISTS (SELECT 1 FROM sessions WHERE key = ? AND ended_at IS NULL) AS found",
             (platform, chat_id, thread_id, key))
         return bool(row and row["found"])
 

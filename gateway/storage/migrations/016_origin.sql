@@ -1,15 +1,41 @@
 -- What an inbox row is: a person's message ('person') or the next turn of a goal ('goal', with the goal and
--- the turn's number). A goal turn keeps its message id 'goal:<id>:<seq>' (what makes it unique in its chat);
--- nothing reads meaning from that id any more.
+-- the turn's number). A person's message is unique by its platform's id in its chat; a goal's turn by its
+-- goal and number. Before, a goal's turn was a row with the message id 'goal:<id>:<seq>', in the same space
+-- as the ids a web chat page gives its own messages: one could stand in for the other. The table is rebuilt
+-- (SQLite cannot change a table's UNIQUE constraint); old goal turns are recognised by that id once, here.
 
-ALTER TABLE inbox ADD COLUMN origin TEXT NOT NULL DEFAULT 'person';  -- person | goal
-ALTER TABLE inbox ADD COLUMN goal_id INTEGER;                        -- origin 'goal': its goal
-ALTER TABLE inbox ADD COLUMN goal_seq INTEGER;                       -- origin 'goal': which of its turns
+CREATE TABLE inbox_new (
+    id                   INTEGER PRIMARY KEY,
+    platform             TEXT NOT NULL,
+    chat_id              TEXT NOT NULL,
+    platform_message_id  TEXT NOT NULL,
+    session_key          TEXT NOT NULL,
+    payload              TEXT NOT NULL,    -- JSON of the InboundMessage
+    state                TEXT NOT NULL DEFAULT 'received',
+    received_at          REAL NOT NULL,
+    updated_at           REAL NOT NULL,
+    draft_message_id     TEXT,
+    effects              TEXT,
+    error                TEXT,
+    origin               TEXT NOT NULL DEFAULT 'person',  -- person | goal
+    goal_id              INTEGER,                         -- origin 'goal': its goal
+    goal_seq             INTEGER                          -- origin 'goal': which of its turns
+);
 
-UPDATE inbox SET origin = 'goal',
+INSERT INTO inbox_new (id, platform, chat_id, platform_message_id, session_key, payload, state, received_at,
+                       updated_at, draft_message_id, effects, error)
+SELECT id, platform, chat_id, platform_message_id, session_key, payload, state, received_at, updated_at,
+       draft_message_id, effects, error FROM inbox;
+
+UPDATE inbox_new SET origin = 'goal',
     goal_id = CAST(substr(platform_message_id, 6, instr(substr(platform_message_id, 6), ':') - 1) AS INTEGER),
     goal_seq = CAST(substr(substr(platform_message_id, 6), instr(substr(platform_message_id, 6), ':') + 1) AS INTEGER)
-WHERE platform_message_id LIKE 'goal:%:%' AND EXISTS (SELECT 1 FROM goals g WHERE g.session_key = inbox.session_key
+WHERE platform_message_id LIKE 'goal:%:%' AND EXISTS (SELECT 1 FROM goals g WHERE g.session_key = inbox_new.session_key
     AND 'goal:' || g.id || ':' = substr(platform_message_id, 1, length('goal:' || g.id || ':')));
 
-CREATE INDEX inbox_goal_turn ON inbox (goal_id, goal_seq) WHERE goal_id IS NOT NULL;
+DROP TABLE inbox;
+ALTER TABLE inbox_new RENAME TO inbox;
+
+CREATE INDEX inbox_unfinished ON inbox (id) WHERE state IN ('received', 'processing');
+CREATE UNIQUE INDEX inbox_message ON inbox (platform, chat_id, platform_message_id) WHERE origin = 'person';
+CREATE UNIQUE INDEX inbox_goal_turn ON inbox (goal_id, goal_seq) WHERE origin = 'goal';
