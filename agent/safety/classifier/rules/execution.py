@@ -38,7 +38,7 @@ EXTRA_WRAPPERS = {
     "unshare": ("SGRw", ("setuid", "setgid", "root", "wd", "propagation", "setgroups", "map-user", "map-group",
                          "map-users", "map-groups", "mount-binfmt", "kill-child"), 0),
     "nsenter": ("tSG", ("target", "setuid", "setgid"), 0), "aa-exec": ("pn", ("profile", "namespace"), 0),
-    "firejail": ("", (), 0), "xvfb-run": ("nsfe", ("server-num", "server-args", "auth-file", "error-file"), 0),
+    "firejail": ("", (), 0), "bwrap": ("", (), 0), "xvfb-run": ("nsfe", ("server-num", "server-args", "auth-file", "error-file"), 0),
     "dbus-run-session": ("", ("config-file", "dbus-daemon"), 0), "catchsegv": ("", (), 0),
     "systemd-inhibit": ("", ("what", "who", "why", "mode"), 0), "rlwrap": ("", (), 0),
     "script": ("cEIOBT", ("command", "echo", "log-in", "log-out", "log-io", "log-timing", "logging-format"), 0),
@@ -105,6 +105,9 @@ def wrapper_hits(name: str, argv: list[str], shown: str = "", inner: list | str 
                   " ".join(argv))
     elif name == "capsh" and any(re.match(r"--(uid|gid|groups|caps|addamb|inh|user)=", a) for a in args):
         yield Hit(DANGEROUS, "runs with a changed identity or capabilities (capsh)", " ".join(argv))
+    elif name == "bwrap":  # it shows (or hides, or maps) what it likes: the command's reach is in its options
+        yield Hit(DANGEROUS, "runs a command in a sandbox of its own making (bwrap): what it can reach and do is "
+                  "whatever the options say", " ".join(argv))
     elif name == "nsenter":
         yield Hit(DANGEROUS, "entering another process's namespaces (nsenter)", " ".join(argv))
     elif name == "script" and parse(args, "cEIOBT", ("command",)).val("c", "command") is not None:
@@ -120,8 +123,31 @@ def wrapper_hits(name: str, argv: list[str], shown: str = "", inner: list | str 
         yield Hit(DANGEROUS, f"{name}: loads code into the program it starts", " ".join(argv))
 
 
+# bubblewrap's options: those taking two values, and those taking one (the others take none)
+_BWRAP_TWO = frozenset("--bind --bind-try --dev-bind --dev-bind-try --ro-bind --ro-bind-try --symlink --setenv "
+                       "--file --bind-data --ro-bind-data --chmod --overlay-src".split())
+_BWRAP_ONE = frozenset("--args --argv0 --unsetenv --lock-file --sync-fd --userns --userns2 --pidns --uid --gid "
+                       "--hostname --chdir --remount-ro --proc --dev --tmpfs --mqueue --dir --seccomp "
+                       "--add-seccomp-fd --info-fd --json-status-fd --block-fd --userns-block-fd --exec-label "
+                       "--file-label --cap-add --cap-drop --size --perms --tmp-overlay --ro-overlay".split())
+
+
+def _bwrap_command(args: list[str]) -> list[str]:
+    k = 0
+    while k < len(args):
+        a = args[k]
+        if a == "--":
+            return args[k + 1:]
+        if not a.startswith("--"):
+            return args[k:]
+        k += 3 if a in _BWRAP_TWO else 2 if a in _BWRAP_ONE else 1
+    return []
+
+
 def wrapped(name: str, argv: list[str]) -> list[str] | str | None | bool:
     """The command of a wrapper whose syntax the guard's generic parsing does not cover; True: generic."""
+    if name == "bwrap":
+        return _bwrap_command(argv[1:]) or None
     if name == "capsh":
         return ["bash", *argv[argv.index("--") + 1:]] if "--" in argv else None
     if name == "script":
@@ -284,6 +310,30 @@ def r_gdb(c: Call) -> Iterator[Finding]:
                 yield Recurse("shell", m.group(1), "gdb shell")
     if o.val("p", "pid") or any(a.startswith("-p") and a[2:].isdigit() for a in c.args):
         yield Hit(DANGEROUS, "attaches to a running process (reads or changes its memory)", c.shown)
+    if "--args" in c.args and c.args.index("--args") + 1 < len(c.args):  # the program it debugs (and runs)
+        yield Recurse("argv", tuple(c.args[c.args.index("--args") + 1:]), "gdb --args")
+
+
+_GPG_AGENT_VALUES = ("homedir", "options", "log-file", "debug-level", "debug", "default-cache-ttl", "max-cache-ttl",
+                     "pinentry-program", "scdaemon-program", "default-cache-ttl-ssh", "max-cache-ttl-ssh",
+                     "extra-socket", "browser-socket")
+
+
+def r_rootless_unshare(c: Call) -> Iterator[Finding]:
+    """`podman unshare`, `buildah unshare`: a shell or command as root in the user's own namespace."""
+    if c.args[:1] == ["unshare"]:
+        yield Hit(DANGEROUS, f"root inside a new user namespace ({c.name} unshare): can undo the sandbox's mounts",
+                  c.shown)
+
+
+def r_gpg_agent(c: Call) -> Iterator[Finding]:
+    """`gpg-agent --daemon CMD…`: a background agent, and CMD run under it."""
+    if "--daemon" not in c.args:
+        return
+    yield Hit(DANGEROUS, "starts something that outlives the command (gpg-agent --daemon)", c.shown)
+    rest = parse([a for a in c.args if a != "--daemon"], "", _GPG_AGENT_VALUES, stop=True).rest
+    if rest:
+        yield Recurse("argv", tuple(rest), "gpg-agent --daemon")
 
 
 def r_find_writes(c: Call) -> Iterator[Finding]:
@@ -459,6 +509,6 @@ def r_git_exec(c: Call) -> Iterator[Finding]:
 RULES = by_name(
     (("ssh", "scp", "sftp"), r_ssh_family), (("rsync",), r_rsync_exec), (("tar", "gtar", "bsdtar"), r_tar_exec),
     (("make", "gmake"), r_make_eval), (("vim", "vi", "nvim", "ex", "view", "vimdiff", "gvim", "rvim"), r_vim),
-    (("gdb",), r_gdb), (("find",), r_find_writes), (("sed", "gsed"), r_sed_exec),
+    (("gdb",), r_gdb), (("gpg-agent",), r_gpg_agent), (("podman", "buildah"), r_rootless_unshare), (("find",), r_find_writes), (("sed", "gsed"), r_sed_exec),
     (("man", "zip", "less", "emacs", "emacsclient"), r_pager_options), (("git",), r_git_exec),
     (("export", "declare", "typeset"), r_export), (("pwsh", "powershell", "pwsh-preview"), r_powershell))
