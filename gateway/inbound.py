@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOTICE_EVERY = 60.0  # seconds: a full queue is said once in this long per person (or conversation)
+ANSWERS = frozenset({"stop", "approve", "deny"})  # commands never limited: stopping, and answering a request
 
 
 class Inbound:
@@ -59,6 +60,7 @@ class Inbound:
         self.held: list[WorkItem] = []  # accepted while starting: dispatched once running
         self.resumed: set[int] = set()  # inbox ids the start dispatched as unfinished (`release_held`)
         self.told = Throttle(NOTICE_EVERY)  # who was told of a full queue lately (a flood gets one notice)
+        self.commands = Throttle(60.0, times=config.gateway.max_commands_per_minute)  # per person, per conversation
 
     async def on_event(self, event: InboundEvent) -> Intake:
         """The callback every adapter's `emit` reaches. The database failing (locked by another
@@ -132,8 +134,12 @@ class Inbound:
                                 f"{limits.max_message_chars:,}. It was not passed on — send it shorter, or as a file."
                                 ), None
         command = parse_command(msg.text)
-        if command is not None and command.immediate:  # /stop, /status … skip the queue: never refused for it
-            return None
+        if command is not None and command.immediate:  # /stop, /status … skip the queue: never refused for it,
+            if command.name in ANSWERS or msg.platform in self.local or self.commands.allow((key, msg.user_id)):
+                return None  # but a person's commands are answered a few dozen a minute, not without end
+            return "too_many_commands", (f"⚠️ You sent more than {limits.max_commands_per_minute} commands in a "
+                                         "minute here; the others go unanswered for now (I say this at most once a "
+                                         "minute). /stop still works."), (key, msg.user_id)
         later = "nor are more until I get to them (I say this at most once a minute). Send it again then"
         mine = limits.max_waiting_messages
         if sessions.waiting(key, msg.user_id) >= mine:  # (a reply to their message: "your" is theirs)

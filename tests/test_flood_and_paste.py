@@ -285,3 +285,27 @@ async def test_a_frame_the_server_closes_on_is_shown_and_not_sent_again(tmp_path
             ["inflate me", "after the close"]  # sent once, never again
         assert await browser.evaluate("sessionStorage.getItem('chatgate.unacked')") == "[]"
         assert await browser.evaluate(f"{BOT}.length") == 1
+
+
+async def test_a_group_member_flooding_chat_commands_gets_a_limited_number_of_answers_and_stop_still_works(
+        tmp_path, tg: FakeTelegram):
+    async with FakeLLM() as llm:
+        runner = await telegram_gateway(tmp_path, llm, tg, access__allowed_users=f"{{telegram: [{ANN}, {BOB}]}}",
+                                        gateway__group_sessions="shared", gateway__max_commands_per_minute=3,
+                                        review__enabled="false")
+        try:
+            for _ in range(6):
+                group_say(tg, BOB, "Bob", "/help")
+            await eventually(lambda: len(refused(tmp_path)) == 3, what="three of Bob's six /help refused")
+            group_say(tg, BOB, "Bob", "/stop")  # never limited
+            group_say(tg, ANN, "Ann", "/help")  # Bob's budget is his own
+            await tg.wait_until(lambda: sum("Nothing is running" in (m.text or "")
+                                            for m in tg.sent_messages(GROUP)) == 1, 10, lambda: "Bob's /stop answered")
+            helps = lambda: [m for m in tg.sent_messages(GROUP) if "/status" in (m.text or "")]  # noqa: E731
+            await tg.wait_until(lambda: len(helps()) == 4, 10, lambda: f"four /help answers: {len(helps())}")
+            notices = [m.text for m in tg.sent_messages(GROUP) if "commands in a minute" in (m.text or "")]
+            assert notices == ["⚠️ You sent more than 3 commands in a minute here; the others go unanswered for now "
+                               "(I say this at most once a minute). /stop still works."]
+            assert [why for _, why in refused(tmp_path)] == ["too_many_commands"] * 3
+        finally:
+            await runner.stop()
