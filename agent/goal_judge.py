@@ -66,11 +66,13 @@ class Judge:
         self.llm = llm
 
     async def decide(self, objective: str, criteria: Sequence[str], work: Sequence[dict[str, Any]]) -> Verdict:
-        """One request without tools (counted as the `judge` loop); LLM errors propagate."""
+        """One request without tools (counted as the `judge` loop); LLM errors (a stalled model: at the turn
+        deadline) propagate."""
         listed = "\n".join(f"- {c}" for c in criteria) or "(none besides the objective)"
         request = [{"role": "system", "content": JUDGE_IDENTITY},
                    {"role": "user", "content": f"Goal: {objective}\n\nAcceptance criteria:\n{listed}\n\n"
                                                f"The assistant's latest turn:\n{evidence(work)}"}]
-        with usage_scope.counted_as("judge"):
-            completion = await self.llm.complete(request)
+        with usage_scope.counted_as("judge"):  # (bounded like a turn's wait: `llm.turn_timeout_seconds`)
+            completion = await self.llm.within(lambda progress, deadline: self.llm.complete(
+                request, on_progress=progress, deadline=deadline))
         return read_verdict(completion.content)

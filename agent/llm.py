@@ -39,13 +39,14 @@ import random
 import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 import aiohttp
 
 from agent.endpoint import for_logs, for_people, redacted
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 TextSink = Callable[[str], Awaitable[None] | None]
 Callback = Callable[[], Awaitable[None] | None]
@@ -239,6 +240,11 @@ def _said(body: object) -> str:
     return str(message).strip()[:500] if message else "no details"
 
 
+def timed_out_text(seconds: float) -> str:
+    return (f"⏱ The language model did not answer in time (nothing came for {seconds:g} s), so I stopped waiting "
+            "and this message was not answered. Please try again in a while.")
+
+
 class LLMClient:
     """Streams chat completions of one model through the SDK client of its endpoint."""
 
@@ -250,6 +256,23 @@ class LLMClient:
         self._owns_endpoints = endpoints is None
         self.observer: Callable[[float, dict[str, int] | None, str], None] | None = None  # (s, usage, model)
         self.ask_usage = True  # stream_options.include_usage, until an endpoint refuses it
+
+    async def within(self, call: Callable[[Callable[[], None] | None, Deadline | None], Awaitable[R]]) -> R:
+        """`call(progress, deadline)`: one wait on the model (or on work for it), ended after
+        `settings.turn_timeout` seconds (an `LLMError` then); each `progress()` gives it that long again."""
+        seconds = self.settings.turn_timeout
+        if seconds is None:
+            return await call(None, None)
+        loop = asyncio.get_running_loop()
+        limit = asyncio.timeout(seconds)
+        try:
+            async with limit:
+                return await call(lambda: limit.reschedule(loop.time() + seconds), limit.when)  # type: ignore[arg-type]
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise LLMError(f"the model sent nothing for {seconds:g} s; the turn stopped waiting",
+                           timed_out_text(seconds)) from None
 
     async def aclose(self) -> None:
         if self._owns_endpoints:

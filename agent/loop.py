@@ -11,20 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable
 
 from agent.compression import Compressor, is_context_overflow
-from agent.llm import Callback, Completion, Deadline, LLMClient, LLMError, TextSink
+from agent.llm import Callback, Completion, LLMClient, LLMError, TextSink
 from agent.tools import ToolContext, ToolScope
 
 SteerSource = Callable[[], list[str]]
 SummarySink = Callable[[str, int], Awaitable[None]]  # (summary, index in history of the last message it covers)
-R = TypeVar("R")
-
-
-def timed_out_text(seconds: float) -> str:
-    return (f"⏱ The language model did not answer in time (nothing came for {seconds:g} s), so I stopped waiting "
-            "and this message was not answered. Please try again in a while.")
 
 
 @dataclass(slots=True)
@@ -83,20 +77,20 @@ class Agent:
             compressed = True
 
         async def request() -> Completion:
-            return await self._within(lambda progress, deadline: self.llm.complete(
+            return await self.llm.within(lambda progress, deadline: self.llm.complete(
                 messages, schemas, on_text=on_text, on_restart=on_restart, on_progress=progress, deadline=deadline))
 
         async def ask() -> Completion:
             squeeze = self.compressor
             if squeeze is None:
                 return await request()
-            messages[:], chars = await self._within(lambda *_: squeeze.fit(messages, on_summary=summarised))
+            messages[:], chars = await self.llm.within(lambda *_: squeeze.fit(messages, on_summary=summarised))
             try:
                 reply = await request()
             except LLMError as exc:
                 if not is_context_overflow(exc.__cause__ or exc):
                     raise
-                messages[:], chars = await self._within(
+                messages[:], chars = await self.llm.within(
                     lambda *_: squeeze.fit(messages, force=True, on_summary=summarised))
                 reply = await request()
             squeeze.observe(chars, reply.usage)
@@ -122,20 +116,3 @@ class Agent:
                 "Tell me how to continue, or narrow the request.")
         add({"role": "assistant", "content": text})
         return TurnResult(text, added, self.max_iterations, calls_made, exhausted=True)
-
-    async def _within(self, call: Callable[[Callable[[], None] | None, Deadline | None], Awaitable[R]]) -> R:
-        """`call(progress, deadline)`: one wait on the model, ended after `turn_timeout` seconds (an
-        `LLMError` then); each `progress()` gives it that long again from now."""
-        seconds = self.llm.settings.turn_timeout
-        if seconds is None:
-            return await call(None, None)
-        loop = asyncio.get_running_loop()
-        limit = asyncio.timeout(seconds)
-        try:
-            async with limit:
-                return await call(lambda: limit.reschedule(loop.time() + seconds), limit.when)  # type: ignore[arg-type]
-        except TimeoutError:
-            if not limit.expired():
-                raise
-            raise LLMError(f"the model sent nothing for {seconds:g} s; the turn stopped waiting",
-                           timed_out_text(seconds)) from None

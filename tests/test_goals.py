@@ -247,3 +247,17 @@ async def test_a_persons_message_whose_id_looks_like_a_goal_turn_is_answered_as_
         assert (row["origin"], row["state"]) == ("person", "done")
     finally:
         await runner.stop()
+
+
+async def test_a_judge_that_never_answers_pauses_the_goal_at_the_turn_deadline(tmp_path, llm: FakeLLM):
+    llm.responder = lambda body: Reply.hang() if is_judge(body) else None
+    runner = await start_gateway(tmp_path, llm.base_url, llm__turn_timeout_seconds=2, **QUIET)
+    try:
+        async with Tab(runner) as tab:
+            await tab.say("/goal build the site")
+            paused = await shown(tab, "⏸ The goal is paused: the judge could not be reached", timeout=30)
+            assert "The language model did not answer in time (nothing came for 2 s)" in paused, paused
+            await tab.say("/goal status")
+            assert "paused" in await shown(tab, "🎯 Goal: build the site")
+    finally:
+        await runner.stop()
