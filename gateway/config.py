@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -23,7 +23,10 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from gateway.config_sources import ConfigError, Environment, EnvironmentAliases, YamlFile, describe
 from platforms.config import PlatformConfig, section
 from platforms.config import Section as _Section
-from platforms.registry import specs
+from platforms.registry import AdapterEnv, build, specs
+
+if TYPE_CHECKING:
+    from platforms.base import PlatformAdapter
 
 _SOURCES: ContextVar[tuple[PydanticBaseSettingsSource, ...]] = ContextVar("config_sources")  # see load_config
 
@@ -256,6 +259,12 @@ class Config(BaseSettings):
     def file(self) -> Path:
         """The config file: the one named with `--config`, else `$CHATGATE_HOME/config.yaml`."""
         return (self._file or self._home / "config.yaml").absolute()
+
+    def adapters(self) -> list[PlatformAdapter]:
+        """The adapters this configuration asks for; SDKs are imported only for those."""
+        env = AdapterEnv(home=self.home, http_host=self.http.host, public_url=self.http.public_url,
+                         max_message_chars=self.gateway.max_message_chars)
+        return build(self.platforms.sections(), env)
 
     def private_paths(self) -> list[Path]:
         """What the agent's commands must neither see nor reach (resolved): the home, and the config

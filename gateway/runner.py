@@ -60,7 +60,6 @@ from gateway.subagents import SubagentRuns
 from gateway.tick import Tick
 from gateway.turns import Turns
 from gateway.usage import UsageLedger
-from platforms import registry
 from platforms.base import ButtonPress, PlatformAdapter
 
 if TYPE_CHECKING:
@@ -71,20 +70,13 @@ log = logging.getLogger(__name__)
 ButtonHandler = Callable[[ButtonPress], Awaitable[str]]
 
 
-def build_adapters(config: Config) -> list[PlatformAdapter]:
-    """The adapters the configuration asks for; SDKs are imported only for those."""
-    env = registry.AdapterEnv(home=config.home, http_host=config.http.host, public_url=config.http.public_url,
-                              max_message_chars=config.gateway.max_message_chars)
-    return registry.build(config.platforms.sections(), env)
-
-
 class GatewayRunner:
     """Builds the gateway's parts from its configuration (in `start`, in the order each needs the others),
     starts them, and stops them in reverse. Each part is given only what it uses."""
 
     def __init__(self, config: Config, adapters: Sequence[PlatformAdapter] | None = None) -> None:
         self.config = config
-        chosen = list(adapters) if adapters is not None else build_adapters(config)
+        chosen = list(adapters) if adapters is not None else config.adapters()
         self.adapters: dict[str, PlatformAdapter] = {a.name: a for a in chosen}
         self.local = frozenset(a.name for a in chosen if a.capabilities.local)  # trusted surfaces (check_access)
         self.metrics = Metrics()

@@ -9,7 +9,6 @@ from agent.llm import LLMClient, LLMSettings
 from agent.safety.sandbox import Sandbox
 from gateway.config import Config
 from gateway.ops.safety import safety_report
-from gateway.runner import build_adapters
 from platforms.registry import PlatformUnavailable
 
 
@@ -72,7 +71,7 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
         line(status, text)
         ok = ok and status != "FAIL"
     try:
-        adapters = build_adapters(config)
+        adapters = config.adapters()
     except PlatformUnavailable as exc:
         line("FAIL", str(exc))
         return False
