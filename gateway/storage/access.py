@@ -34,7 +34,7 @@ def _pending(row: sqlite3.Row) -> PendingCode:
 
 class AccessStore(Tables):
     async def is_paired(self, platform: str, user_id: str) -> bool:
-        row = await self._one("SELECT 1 FROM paired_users WHERE platform = ? AND user_id = ?", (platform, user_id))
+        row = await self.fetch_one("SELECT 1 FROM paired_users WHERE platform = ? AND user_id = ?", (platform, user_id))
         return row is not None
 
     async def code_to_send(self, platform: str, user_id: str, user_name: str, chat_id: str, *, new_code: str,
@@ -80,18 +80,20 @@ class AccessStore(Tables):
 
     async def unpair(self, platform: str, user_id: str) -> bool:
         """Remove a paired person; False when they were not paired."""
-        return await self._run("DELETE FROM paired_users WHERE platform = ? AND user_id = ?", (platform, user_id)) > 0
+        return await self.execute(
+            "DELETE FROM paired_users WHERE platform = ? AND user_id = ?", (platform, user_id)) > 0
 
     async def pending_codes(self) -> list[PendingCode]:
         """Unexpired codes, oldest first."""
-        rows = await self._all("SELECT * FROM pairing_codes WHERE expires_at > ? ORDER BY created_at", (time.time(),))
+        rows = await self.fetch_all(
+            "SELECT * FROM pairing_codes WHERE expires_at > ? ORDER BY created_at", (time.time(),))
         return [_pending(r) for r in rows]
 
     async def paired(self) -> list[tuple[str, str, str, float]]:
         """Paired people as (platform, user id, name, when), in the order they were admitted."""
-        rows = await self._all("SELECT * FROM paired_users ORDER BY approved_at")
+        rows = await self.fetch_all("SELECT * FROM paired_users ORDER BY approved_at")
         return [(r["platform"], r["user_id"], r["user_name"], r["approved_at"]) for r in rows]
 
     async def expire_codes(self) -> int:
         """Forget expired codes; return how many."""
-        return await self._run("DELETE FROM pairing_codes WHERE expires_at <= ?", (time.time(),))
+        return await self.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (time.time(),))

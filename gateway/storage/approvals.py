@@ -69,7 +69,7 @@ class ApprovalStore(Tables):
                               chat_id: str, user_id: str) -> bool:
         """Whether an always-allow rule for one of `confinements` covers this person in this chat (a rule
         for everyone, for the chat or for the person)."""
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ?"
             f" AND confinement IN ({_marks(confinements)}) AND (scope = 'global' OR (scope = 'chat'"
             " AND platform = ? AND chat_id = ?) OR (scope = 'user' AND platform = ? AND user_id = ?))",
@@ -79,7 +79,7 @@ class ApprovalStore(Tables):
     async def granted_for_session(self, session_id: int, subject_hash: str, confinements: Sequence[str],
                                   platform: str, requester_id: str) -> bool:
         """Whether this person was granted the subject for the session (for one of `confinements`)."""
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'"
             f" AND confinement IN ({_marks(confinements)}) AND platform = ? AND requester_id = ?",
             (session_id, subject_hash, *confinements, platform, requester_id))
@@ -101,7 +101,7 @@ class ApprovalStore(Tables):
         await self.db.write(add)
 
     async def get(self, approval_id: str) -> Approval | None:
-        row = await self._one("SELECT * FROM approvals WHERE id = ?", (approval_id,))
+        row = await self.fetch_one("SELECT * FROM approvals WHERE id = ?", (approval_id,))
         return _approval(row) if row is not None else None
 
     async def decide(self, approval_id: str, state: str, actor: str, note: str | None = None, *,
@@ -135,15 +135,15 @@ class ApprovalStore(Tables):
 
     async def set_prompt(self, approval_id: str, message_id: str) -> None:
         """Remember the message that asks (its outcome is edited into it)."""
-        await self._run("UPDATE approvals SET prompt_message_id = ? WHERE id = ?", (message_id, approval_id))
+        await self.execute("UPDATE approvals SET prompt_message_id = ? WHERE id = ?", (message_id, approval_id))
 
     async def pending(self, expired_before: float | None = None) -> list[str]:
         """The ids of pending requests; with `expired_before`, only those that expired before then."""
         if expired_before is None:
-            rows = await self._all("SELECT id FROM approvals WHERE state = 'pending'")
+            rows = await self.fetch_all("SELECT id FROM approvals WHERE state = 'pending'")
         else:
-            rows = await self._all("SELECT id FROM approvals WHERE state = 'pending' AND expires_at < ?",
-                                   (expired_before,))
+            rows = await self.fetch_all("SELECT id FROM approvals WHERE state = 'pending' AND expires_at < ?",
+                                        (expired_before,))
         return [row["id"] for row in rows]
 
     async def prune(self, before: float) -> int:
@@ -158,17 +158,14 @@ class ApprovalStore(Tables):
             return (await db.execute("DELETE FROM approvals WHERE id IN (SELECT value FROM json_each(?))",
                                      (ids,))).rowcount
 
-        pruned = 0
-        while n := await self.db.write(batch):
-            pruned += n
-        return pruned
+        return await self.in_batches(batch)
 
     # -- always-allow rules, for the operator ----------------------------------------------
 
     async def rules(self) -> list[dict[str, Any]]:
         """Every always-allow rule, oldest first (`chatgate approvals rules list`)."""
-        return [dict(r) for r in await self._all("SELECT * FROM approval_rules ORDER BY id")]
+        return [dict(r) for r in await self.fetch_all("SELECT * FROM approval_rules ORDER BY id")]
 
     async def remove_rule(self, rule_id: int) -> bool:
         """Delete a rule; False when there is no such rule."""
-        return await self._run("DELETE FROM approval_rules WHERE id = ?", (rule_id,)) > 0
+        return await self.execute("DELETE FROM approval_rules WHERE id = ?", (rule_id,)) > 0

@@ -72,16 +72,16 @@ class CronStore(Tables):
 
     async def job(self, job_id: int) -> dict[str, Any] | None:
         """A job's row (its columns by name); None: there is no such job."""
-        row = await self._one("SELECT * FROM cron_jobs WHERE id = ?", (job_id,))
+        row = await self.fetch_one("SELECT * FROM cron_jobs WHERE id = ?", (job_id,))
         return dict(row) if row else None
 
     async def jobs(self, owner: tuple[str, str] | None = None) -> list[dict[str, Any]]:
         """The rows of all jobs, or of those of `owner` (platform, user id), oldest first."""
         if owner is None:
-            rows = await self._all("SELECT * FROM cron_jobs ORDER BY id")
+            rows = await self.fetch_all("SELECT * FROM cron_jobs ORDER BY id")
         else:
-            rows = await self._all("SELECT * FROM cron_jobs WHERE owner_platform = ? AND owner_id = ? ORDER BY id",
-                                   owner)
+            rows = await self.fetch_all("SELECT * FROM cron_jobs WHERE owner_platform = ? AND owner_id = ? ORDER BY id",
+                                        owner)
         return [dict(r) for r in rows]
 
     async def change_job(self, job_id: int, changes: dict[str, Any], now: float) -> None:
@@ -90,8 +90,8 @@ class CronStore(Tables):
         if unknown:
             raise ValueError(f"not a job setting: {', '.join(sorted(unknown))}")
         columns = ", ".join(f"{name} = ?" for name in changes)
-        await self._run(f"UPDATE cron_jobs SET {columns}, updated_at = ? WHERE id = ?",
-                        (*changes.values(), now, job_id))
+        await self.execute(f"UPDATE cron_jobs SET {columns}, updated_at = ? WHERE id = ?",
+                           (*changes.values(), now, job_id))
 
     async def remove_job(self, job_id: int) -> bool:
         """Delete a job, and skip its queued "run now" requests; whether it was there. Its other ledger
@@ -106,8 +106,9 @@ class CronStore(Tables):
 
     async def due_before(self, until: float) -> list[tuple[int, float]]:
         """(job id, next run) of enabled jobs due at or before `until`, soonest first."""
-        rows = await self._all("SELECT id, next_run_at FROM cron_jobs WHERE enabled = 1 AND next_run_at IS NOT NULL"
-                               " AND next_run_at <= ? ORDER BY next_run_at", (until,))
+        rows = await self.fetch_all(
+            "SELECT id, next_run_at FROM cron_jobs WHERE enabled = 1 AND next_run_at IS NOT NULL"
+            " AND next_run_at <= ? ORDER BY next_run_at", (until,))
         return [(int(r["id"]), float(r["next_run_at"])) for r in rows]
 
     # -- gateway processes ----------------------------------------------------------------------
@@ -115,23 +116,24 @@ class CronStore(Tables):
     async def heartbeat(self, instance_id: str, host: str, pid: int) -> None:
         """Register the process, or note that it is still alive (a row a sibling dropped comes back)."""
         now = time.time()
-        await self._run("INSERT INTO gateway_instances VALUES (?, ?, ?, ?, ?)"
-                        " ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at", (instance_id, host, pid, now, now))
+        await self.execute("INSERT INTO gateway_instances VALUES (?, ?, ?, ?, ?)"
+                           " ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at",
+                           (instance_id, host, pid, now, now))
 
     async def unregister(self, instance_id: str) -> None:
-        await self._run("DELETE FROM gateway_instances WHERE id = ?", (instance_id,))
+        await self.execute("DELETE FROM gateway_instances WHERE id = ?", (instance_id,))
 
     async def instances_seen_since(self, since: float) -> list[dict[str, Any]]:
         """The processes (id, host, pid, started_at, seen_at) whose last heartbeat is at or after `since`."""
-        return [dict(r) for r in await self._all("SELECT * FROM gateway_instances WHERE seen_at >= ?", (since,))]
+        return [dict(r) for r in await self.fetch_all("SELECT * FROM gateway_instances WHERE seen_at >= ?", (since,))]
 
     # -- claiming runs --------------------------------------------------------------------------
 
     async def running_runs(self) -> list[dict[str, Any]]:
         """The runs in progress: id, job_id, claimed_by, and that process's host, pid and seen_at (None when
         it is not registered)."""
-        rows = await self._all("SELECT r.id, r.job_id, r.claimed_by, i.host, i.pid, i.seen_at FROM cron_runs r"
-                               " LEFT JOIN gateway_instances i ON i.id = r.claimed_by WHERE r.state = 'running'")
+        rows = await self.fetch_all("SELECT r.id, r.job_id, r.claimed_by, i.host, i.pid, i.seen_at FROM cron_runs r"
+                                    " LEFT JOIN gateway_instances i ON i.id = r.claimed_by WHERE r.state = 'running'")
         return [dict(r) for r in rows]
 
     async def interrupt_runs(self, runs: list[tuple[int, int]], error: str, now: float,
@@ -192,14 +194,14 @@ class CronStore(Tables):
 
     async def queued_runs(self) -> list[dict[str, Any]]:
         """The queued runs, oldest first: each its job's row with the run's `run_id` and `scheduled_at`."""
-        rows = await self._all("SELECT r.id AS run_id, r.scheduled_at, j.* FROM cron_runs r JOIN cron_jobs j"
-                               " ON j.id = r.job_id WHERE r.state = 'queued' ORDER BY r.id")
+        rows = await self.fetch_all("SELECT r.id AS run_id, r.scheduled_at, j.* FROM cron_runs r JOIN cron_jobs j"
+                                    " ON j.id = r.job_id WHERE r.state = 'queued' ORDER BY r.id")
         return [dict(r) for r in rows]
 
     async def start_queued(self, run_id: int, instance_id: str, now: float) -> bool:
         """Claim a queued run for `instance_id`; False: it was not queued any more (another process took it)."""
-        return bool(await self._run("UPDATE cron_runs SET state = 'running', claimed_by = ?, started_at = ?"
-                                    " WHERE id = ? AND state = 'queued'", (instance_id, now, run_id)))
+        return bool(await self.execute("UPDATE cron_runs SET state = 'running', claimed_by = ?, started_at = ?"
+                                       " WHERE id = ? AND state = 'queued'", (instance_id, now, run_id)))
 
     # -- ending runs ----------------------------------------------------------------------------
 
@@ -222,10 +224,10 @@ class CronStore(Tables):
         """Keep the newest `keep` ledger rows of each job, removed jobs too; delete older ones in a `final`
         state, each with its run's session (once ended), `PRUNE_BATCH` a write; return how many went."""
         states = json.dumps(final)
-        over = await self._all("SELECT job_id FROM cron_runs GROUP BY job_id HAVING count(*) > ?", (keep,))
+        over = await self.fetch_all("SELECT job_id FROM cron_runs GROUP BY job_id HAVING count(*) > ?", (keep,))
         pruned = 0
         for job_id in (r["job_id"] for r in over):
-            edge = await self._one(  # the oldest row kept
+            edge = await self.fetch_one(  # the oldest row kept
                 "SELECT scheduled_at, id FROM cron_runs WHERE job_id = ? ORDER BY scheduled_at DESC, id DESC"
                 " LIMIT 1 OFFSET ?", (job_id, keep - 1))
             if edge is None:
@@ -244,15 +246,14 @@ class CronStore(Tables):
                                  (json.dumps(ids),))
                 return len(ids)
 
-            while n := await self.db.write(batch):
-                pruned += n
+            pruned += await self.in_batches(batch)
         return pruned
 
     async def runs(self, job_id: int | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ledger rows (of one job, when given), newest first: each with its job's `name`, and
         the `platform_message_ids` and `delivery` state of the message it sent."""
         where, args = ("WHERE r.job_id = ?", (job_id, limit)) if job_id is not None else ("", (limit,))
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT r.*, j.name, o.platform_message_ids, o.state AS delivery FROM cron_runs r"
             " LEFT JOIN cron_jobs j ON j.id = r.job_id LEFT JOIN outbox o ON o.id = r.outbox_id"
             f" {where} ORDER BY r.scheduled_at DESC, r.id DESC LIMIT ?", args)

@@ -135,23 +135,23 @@ class GoalStore(Tables):
 
     async def open_goal(self, key: str) -> Goal | None:
         """The session's goal that is active, paused or exhausted (at most one is)."""
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT * FROM goals WHERE session_key = ? AND state IN ('active', 'paused', 'exhausted')", (key,))
         return _goal(row) if row else None
 
     async def latest(self, key: str) -> Goal | None:
         """The session's newest goal, in whatever state."""
-        row = await self._one("SELECT * FROM goals WHERE session_key = ? ORDER BY id DESC LIMIT 1", (key,))
+        row = await self.fetch_one("SELECT * FROM goals WHERE session_key = ? ORDER BY id DESC LIMIT 1", (key,))
         return _goal(row) if row else None
 
     async def get(self, goal_id: int) -> Goal | None:
-        row = await self._one("SELECT * FROM goals WHERE id = ?", (goal_id,))
+        row = await self.fetch_one("SELECT * FROM goals WHERE id = ?", (goal_id,))
         return _goal(row) if row else None
 
     async def set_criteria(self, goal_id: int, criteria: list[str], people: list[Person]) -> None:
         """The goal's criteria and the people who added them."""
-        await self._run("UPDATE goals SET criteria = ?, people = ?, updated_at = ? WHERE id = ?",
-                        (json.dumps(criteria), json.dumps(people), time.time(), goal_id))
+        await self.execute("UPDATE goals SET criteria = ?, people = ?, updated_at = ? WHERE id = ?",
+                           (json.dumps(criteria), json.dumps(people), time.time(), goal_id))
 
     async def set_state(self, key: str, current: tuple[str, ...], state: str, reason: str) -> Goal | None:
         """Move the session's goal that is in one of the `current` states to `state`; the goal as it is
@@ -201,20 +201,20 @@ class GoalStore(Tables):
 
     async def turn_state(self, goal: Goal, seq: int) -> str | None:
         """The inbox state of the goal's turn `seq` (None: there is no such row)."""
-        row = await self._one("SELECT state FROM inbox WHERE goal_id = ? AND goal_seq = ? AND origin = 'goal'",
-                              (goal.id, seq))
+        row = await self.fetch_one("SELECT state FROM inbox WHERE goal_id = ? AND goal_seq = ? AND origin = 'goal'",
+                                   (goal.id, seq))
         return row["state"] if row else None
 
     async def turn_messages(self, inbox_id: int) -> list[dict[str, Any]]:
         """What a goal turn did, for the judge: its transcript's messages (role, content, name, tool_calls)."""
-        rows = await self._all("SELECT role, content, tool_calls, name FROM messages WHERE inbox_id = ?"
-                               " AND status = 'ok' ORDER BY id", (inbox_id,))
+        rows = await self.fetch_all("SELECT role, content, tool_calls, name FROM messages WHERE inbox_id = ?"
+                                    " AND status = 'ok' ORDER BY id", (inbox_id,))
         return [{"role": r["role"], "content": r["content"], "name": r["name"],
                  "tool_calls": json.loads(r["tool_calls"]) if r["tool_calls"] else None} for r in rows]
 
     async def unjudged(self) -> list[Unjudged]:
         """Active goals whose latest turn finished (neither received nor processing) but was not judged."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT g.*, i.id AS inbox_id, i.state AS turn_state, i.payload FROM goals g JOIN inbox i"
             " ON i.goal_id = g.id AND i.goal_seq = g.seq AND i.origin = 'goal' WHERE g.state = 'active'"
             " AND g.judged < g.seq AND i.state NOT IN ('received', 'processing')")
@@ -244,7 +244,7 @@ class GoalStore(Tables):
 
     async def run_session(self, run_id: int) -> int | None:
         """The session of the run's transcript (None: no such run, or its session was forgotten)."""
-        row = await self._one("SELECT session_id FROM subagent_runs WHERE id = ?", (run_id,))
+        row = await self.fetch_one("SELECT session_id FROM subagent_runs WHERE id = ?", (run_id,))
         return row["session_id"] if row else None
 
     async def interrupt_runs(self) -> None:
@@ -271,7 +271,4 @@ class GoalStore(Tables):
                              (json.dumps([r["id"] for r in rows]),))
             return len(rows)
 
-        pruned = 0
-        while n := await self.db.write(batch):
-            pruned += n
-        return pruned
+        return await self.in_batches(batch)

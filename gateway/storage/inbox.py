@@ -78,35 +78,37 @@ class InboxStore(Tables):
 
     async def set_draft(self, inbox_id: int, message_id: str) -> None:
         """Remember the first message a turn sent, so a re-run edits it instead of sending another."""
-        await self._run(f"UPDATE inbox SET draft_message_id = ?, {_STARTED} WHERE id = ?", (message_id, inbox_id))
+        await self.execute(f"UPDATE inbox SET draft_message_id = ?, {_STARTED} WHERE id = ?", (message_id, inbox_id))
 
     async def add_effect(self, inbox_id: int, what: str) -> None:
         """Note, before it runs, a side-effecting tool call of this message's turn."""
-        await self._run("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
-                        f" {_STARTED} WHERE id = ?", (what, inbox_id))
+        await self.execute("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
+                           f" {_STARTED} WHERE id = ?", (what, inbox_id))
 
     async def unfinished(self) -> list[Unfinished]:
         """Messages accepted but not finished (received or processing), oldest first."""
-        rows = await self._all("SELECT id, session_key, payload, draft_message_id, effects, origin, goal_id, goal_seq"
-                               " FROM inbox WHERE state IN ('received', 'processing') ORDER BY id")
+        rows = await self.fetch_all(
+            "SELECT id, session_key, payload, draft_message_id, effects, origin, goal_id, goal_seq"
+            " FROM inbox WHERE state IN ('received', 'processing') ORDER BY id")
         return [Unfinished(r["id"], r["session_key"], decode_inbound(r["payload"]), r["draft_message_id"],
                            json.loads(r["effects"] or "[]"), goal_turn(r)) for r in rows]
 
     async def dead_letter(self, platform: str, ref: str, payload: str, reason: str) -> None:
         """Keep input that could not be taken (the payload cut to 64 KiB: enough to see what it was)."""
-        await self._run("INSERT INTO dead_letters (platform, ref, payload, reason, created_at) VALUES (?, ?, ?, ?, ?)",
-                        (platform, ref, payload[:65536], reason[:2000], time.time()))
+        await self.execute(
+            "INSERT INTO dead_letters (platform, ref, payload, reason, created_at) VALUES (?, ?, ?, ?, ?)",
+            (platform, ref, payload[:65536], reason[:2000], time.time()))
 
     async def dead_letters(self, limit: int = 50) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._all("SELECT * FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))]
+        return [dict(r) for r in await self.fetch_all("SELECT * FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))]
 
     async def last_received_at(self) -> float | None:
-        row = await self._one("SELECT max(received_at) FROM inbox")
+        row = await self.fetch_one("SELECT max(received_at) FROM inbox")
         return row[0] if row else None
 
     async def failures(self, limit: int = 50) -> list[dict[str, Any]]:
         """Failed turns (inbox) and replies given up on (outbox), newest first."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT * FROM (SELECT 'turn' AS kind, platform, chat_id, error, updated_at AS at FROM inbox"
             " WHERE state = 'failed' UNION ALL SELECT 'delivery', platform, chat_id, error, created_at FROM outbox"
             " WHERE state = 'failed') ORDER BY at DESC LIMIT ?", (limit,))
@@ -114,7 +116,7 @@ class InboxStore(Tables):
 
     async def trouble_counts(self) -> dict[str, int]:
         """How much waits, failed or was set aside (for `chatgate doctor`)."""
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT (SELECT count(*) FROM dead_letters) AS dead_letters,"
             " (SELECT count(*) FROM inbox WHERE state = 'failed') AS failed_turns,"
             " (SELECT count(*) FROM outbox WHERE state = 'failed') AS failed_deliveries,"
@@ -123,16 +125,17 @@ class InboxStore(Tables):
 
     async def recent_errors(self, limit: int = 5) -> list[dict[str, Any]]:
         """The latest failed turns, undeliverable replies and dead letters, newest first."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT * FROM (SELECT 'turn' AS what, platform, updated_at AS at, error FROM inbox WHERE state = 'failed'"
-            " UNION ALL SELECT 'reply', platform, coalesce(sent_at, created_at), error FROM outbox WHERE state = 'failed'"
+            " UNION ALL SELECT 'reply', platform, coalesce(sent_at, created_at), error FROM outbox"
+            " WHERE state = 'failed'"
             " UNION ALL SELECT 'input', platform, created_at, reason FROM dead_letters) ORDER BY at DESC LIMIT ?",
             (limit,))
         return [dict(r) for r in rows]
 
     async def queue_counts(self) -> dict[str, int]:
         """Messages waiting or running, and replies waiting to go out."""
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT (SELECT count(*) FROM inbox WHERE state = 'received') AS waiting,"
             " (SELECT count(*) FROM inbox WHERE state = 'processing') AS running,"
             " (SELECT count(*) FROM outbox WHERE state = 'pending') AS outbox_pending")

@@ -80,8 +80,8 @@ class LearningStore(Tables):
 
     async def counters(self, session_id: int) -> tuple[int, int]:
         """The session's user turns since its last memory review and tool iterations since its last skill review."""
-        row = await self._one("SELECT turns_since_memory, iters_since_skill FROM review_counters"
-                              " WHERE session_id = ?", (session_id,))
+        row = await self.fetch_one("SELECT turns_since_memory, iters_since_skill FROM review_counters"
+                                   " WHERE session_id = ?", (session_id,))
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
     # -- skills ----------------------------------------------------------------------------
@@ -89,7 +89,7 @@ class LearningStore(Tables):
     async def skill_written(self, name: str, provenance: str) -> None:
         """A write by `provenance`; the first writer stays the skill's provenance, and it is active again."""
         now = time.time()
-        await self._run(
+        await self.execute(
             "INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, last_used_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET updated_by = excluded.updated_by,"
             " updated_at = excluded.updated_at, last_used_at = excluded.updated_at, state = 'active'",
@@ -111,68 +111,70 @@ class LearningStore(Tables):
 
     async def set_skill_state(self, name: str, state: str) -> None:
         now = time.time()
-        await self._run("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, state)"
-                        " VALUES (?, 'user', 'user', ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state = ?",
-                        (name, now, now, state, state))
+        await self.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, state)"
+                           " VALUES (?, 'user', 'user', ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state = ?",
+                           (name, now, now, state, state))
 
     async def pin_skill(self, name: str, pinned: bool) -> None:
         now = time.time()
-        await self._run("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, pinned)"
-                        " VALUES (?, 'user', 'user', ?, ?, ?) ON CONFLICT(name) DO UPDATE SET pinned = ?",
-                        (name, now, now, int(pinned), int(pinned)))
+        await self.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, pinned)"
+                           " VALUES (?, 'user', 'user', ?, ?, ?) ON CONFLICT(name) DO UPDATE SET pinned = ?",
+                           (name, now, now, int(pinned), int(pinned)))
 
     async def skills(self) -> dict[str, dict[str, Any]]:
         """Every skill's row (name, provenance, updated_by, created_at, updated_at, last_used_at, views,
         state, pinned), by name."""
-        return {r["name"]: dict(r) for r in await self._all("SELECT * FROM skills")}
+        return {r["name"]: dict(r) for r in await self.fetch_all("SELECT * FROM skills")}
 
     # -- the curator -----------------------------------------------------------------------
 
     async def first_started_at(self, now: float) -> float:
         """When the gateway first started: `now`, unless an earlier start was recorded."""
-        await self._run("INSERT OR IGNORE INTO gateway_facts (key, value) VALUES ('first_started_at', ?)", (repr(now),))
-        row = await self._one("SELECT value FROM gateway_facts WHERE key = 'first_started_at'")
+        await self.execute(
+            "INSERT OR IGNORE INTO gateway_facts (key, value) VALUES ('first_started_at', ?)", (repr(now),))
+        row = await self.fetch_one("SELECT value FROM gateway_facts WHERE key = 'first_started_at'")
         return float(row["value"]) if row else now
 
     async def last_applied_run_start(self) -> float | None:
         """When the latest curator run that was applied (not a dry run) and finished without error started."""
-        row = await self._one(f"SELECT max(started_at) AS t FROM curator_runs WHERE {_APPLIED}")
+        row = await self.fetch_one(f"SELECT max(started_at) AS t FROM curator_runs WHERE {_APPLIED}")
         return row["t"] if row else None
 
     async def last_applied_run(self) -> str | None:
         """The id of that run."""
-        row = await self._one(f"SELECT id FROM curator_runs WHERE {_APPLIED} ORDER BY started_at DESC LIMIT 1")
+        row = await self.fetch_one(f"SELECT id FROM curator_runs WHERE {_APPLIED} ORDER BY started_at DESC LIMIT 1")
         return row["id"] if row else None
 
     async def job_prompts(self) -> list[str]:
         """Every scheduled job's prompt (the skills they name are left alone)."""
-        return [r["prompt"] for r in await self._all("SELECT prompt FROM cron_jobs")]
+        return [r["prompt"] for r in await self.fetch_all("SELECT prompt FROM cron_jobs")]
 
     async def run_started(self, run_id: str, started_at: float, dry_run: bool, trigger: str) -> None:
-        await self._run("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
-                        (run_id, started_at, int(dry_run), trigger))
+        await self.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
+                           (run_id, started_at, int(dry_run), trigger))
 
     async def run_finished(self, run_id: str, finished_at: float, changes: list[dict[str, Any]],
                            error: str | None) -> None:
         """A run's end: its changes (kept as JSON) or its error."""
-        await self._run("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
-                        (finished_at, json.dumps(changes), error, run_id))
+        await self.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
+                           (finished_at, json.dumps(changes), error, run_id))
 
     async def curator_runs(self, limit: int) -> list[dict[str, Any]]:
         """The newest runs' rows (id, started_at, finished_at, dry_run, trigger, changes as JSON, error)."""
-        rows = await self._all("SELECT * FROM curator_runs ORDER BY started_at DESC LIMIT ?", (limit,))
+        rows = await self.fetch_all("SELECT * FROM curator_runs ORDER BY started_at DESC LIMIT ?", (limit,))
         return [dict(r) for r in rows]
 
     async def recorded_runs(self) -> dict[str, bool]:
         """Every recorded run's id, and whether it has finished."""
         return {r["id"]: r["finished_at"] is not None
-                for r in await self._all("SELECT id, finished_at FROM curator_runs")}
+                for r in await self.fetch_all("SELECT id, finished_at FROM curator_runs")}
 
     async def forget_runs(self, run_ids: list[str]) -> None:
-        await self._run("DELETE FROM curator_runs WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(run_ids),))
+        await self.execute(
+            "DELETE FROM curator_runs WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(run_ids),))
 
     # -- trajectories ----------------------------------------------------------------------
 
     async def session_facts(self, session_id: int) -> SessionFacts | None:
-        row = await self._one("SELECT platform, created_at, ended_at FROM sessions WHERE id = ?", (session_id,))
+        row = await self.fetch_one("SELECT platform, created_at, ended_at FROM sessions WHERE id = ?", (session_id,))
         return SessionFacts(row["platform"], row["created_at"], row["ended_at"]) if row else None

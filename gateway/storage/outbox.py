@@ -65,7 +65,7 @@ class OutboxStore(Tables):
             sql += " AND o.platform = ? AND o.chat_id = ?"
             args = (platform, chat_id)
         items = []
-        for r in await self._all(sql + " ORDER BY o.id", args):
+        for r in await self.fetch_all(sql + " ORDER BY o.id", args):
             p = json.loads(r["payload"])
             items.append(OutboxItem(chat=ChatRef(r["platform"], r["chat_id"], r["thread_id"]), text=p["text"],
                                     buttons=p.get("buttons") or [], reply_to=p.get("reply_to"),
@@ -76,13 +76,13 @@ class OutboxStore(Tables):
 
     async def chats(self, before: float | None = None) -> list[tuple[str, str]]:
         """The chats that have pending replies (queued before `before`, when given)."""
-        rows = await self._all("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"
-                               " AND created_at < ?", (float("inf") if before is None else before,))
+        rows = await self.fetch_all("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"
+                                    " AND created_at < ?", (float("inf") if before is None else before,))
         return [(r["platform"], r["chat_id"]) for r in rows]
 
     async def progress(self, item: OutboxItem, *, done: bool, error: str | None = None, failed: bool = False) -> None:
         """Record the parts sent so far; `done` marks it sent, `failed` gives up on it."""
         state = "failed" if failed else ("sent" if done else "pending")
-        await self._run("UPDATE outbox SET state = ?, platform_message_ids = ?, attempts = ?, error = ?,"
-                        " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
-                        (state, json.dumps(item.sent_ids), item.attempts, error, state, time.time(), item.id))
+        await self.execute("UPDATE outbox SET state = ?, platform_message_ids = ?, attempts = ?, error = ?,"
+                           " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
+                           (state, json.dumps(item.sent_ids), item.attempts, error, state, time.time(), item.id))

@@ -96,7 +96,7 @@ def _history(rows: list[Any]) -> tuple[list[dict[str, Any]], list[int | None]]:
 class SessionStore(Tables):
     async def active(self, key: str, chat: ChatRef, chat_type: str) -> int:
         """The id of the key's current session, created when there is none."""
-        row = await self._one("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
+        row = await self.fetch_one("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
         return int(row["id"]) if row else await self._new(key, chat, chat_type)
 
     async def _new(self, key: str, chat: ChatRef, chat_type: str) -> int:
@@ -115,17 +115,19 @@ class SessionStore(Tables):
     async def in_thread(self, platform: str, chat_id: str, thread_id: str, key: str) -> bool:
         """Whether the agent is in this thread: it took the message that opened it, or the
         thread's session is active (the agent was addressed later in the thread)."""
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT EXISTS (SELECT 1 FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?"
-            " AND origin = 'person' AND state != 'refused') OR EXISTS (SELECT 1 FROM sessions WHERE key = ? AND ended_at IS NULL) AS found",
+            " AND origin = 'person' AND state != 'refused')"
+            " OR EXISTS (SELECT 1 FROM sessions WHERE key = ? AND ended_at IS NULL) AS found",
             (platform, chat_id, thread_id, key))
         return bool(row and row["found"])
 
     async def end(self, key: str) -> int | None:
         """End the key's active session; return its id (None: there was none)."""
         async def end(db: aiosqlite.Connection) -> int | None:
-            row = await first_row(db, "UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL RETURNING id",
-                                 (time.time(), key))
+            row = await first_row(
+                db, "UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL RETURNING id",
+                (time.time(), key))
             return int(row[0]) if row else None
 
         return await self.db.write(end, single=True)
@@ -150,12 +152,13 @@ class SessionStore(Tables):
 
     async def save_summary(self, session_id: int, through_message_id: int, summary: str) -> None:
         """A compression's summary of the session up to a message (the transcript stays whole)."""
-        await self._run("INSERT INTO session_summaries (session_id, through_message_id, summary, created_at)"
-                        " VALUES (?, ?, ?, ?)", (session_id, through_message_id, summary, time.time()))
+        await self.execute("INSERT INTO session_summaries (session_id, through_message_id, summary, created_at)"
+                           " VALUES (?, ?, ?, ?)", (session_id, through_message_id, summary, time.time()))
 
     async def commit_turn(self, session_id: int, inbox_ids: list[int], author: ChatRef | None,
                           user_id: str | None, messages: list[dict[str, Any]], reply: OutboxItem | None,
-                          *, status: str = "ok", inbox_state: str | None = None, also: Work | None = None) -> int | None:
+                          *, status: str = "ok", inbox_state: str | None = None,
+                          also: Work | None = None) -> int | None:
         """Record a finished turn atomically; return the reply's outbox id.
 
         `status` (ok | cancelled | failed) is the transcript's: only `ok` messages are replayed to
@@ -192,7 +195,7 @@ class SessionStore(Tables):
             return []
         among, who = ("= ?", (session_id,)) if session_id is not None else \
             ("IN (SELECT DISTINCT session_id FROM messages WHERE platform = ? AND user_id = ?)", (platform, user_id))
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at"
             " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
             f" WHERE messages_fts MATCH ? AND m.role IN ('user', 'assistant') AND m.session_id {among}"
@@ -202,19 +205,19 @@ class SessionStore(Tables):
     async def speakers(self, session_id: int) -> list[tuple[str, str]]:
         """(platform, user id) of everyone whose messages the session's transcript holds (kept, by a
         person), in the order of their first message."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT platform, user_id, min(id) AS first FROM messages WHERE session_id = ? AND role = 'user'"
             " AND status = 'ok' AND user_id IS NOT NULL GROUP BY platform, user_id ORDER BY first", (session_id,))
         return [(r["platform"] or "", r["user_id"]) for r in rows]
 
     async def summary(self, key: str) -> dict[str, Any] | None:
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT s.id, s.created_at, (SELECT count(*) FROM messages m WHERE m.session_id = s.id"
             " AND m.status = 'ok') AS messages FROM sessions s WHERE s.key = ? AND s.ended_at IS NULL", (key,))
         return dict(row) if row else None
 
     async def listing(self, limit: int = 50) -> list[dict[str, Any]]:
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT s.id, s.key, s.created_at, s.updated_at, s.ended_at, (SELECT count(*) FROM messages m"
             " WHERE m.session_id = s.id) AS messages FROM sessions s ORDER BY s.updated_at DESC LIMIT ?", (limit,))
         return [dict(r) for r in rows]
@@ -229,10 +232,7 @@ class SessionStore(Tables):
                 (before, before, BATCH))]
             return await forget_sessions(db, ids)
 
-        deleted = 0
-        while n := await self.db.write(batch):
-            deleted += n
-        return deleted
+        return await self.in_batches(batch)
 
     async def prune_leftovers(self, before: float) -> tuple[int, int]:
         """What a kept transcript no longer needs, older than `before`: summaries a later one of the same

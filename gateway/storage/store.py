@@ -6,15 +6,14 @@ whose methods take and return plain values. Commits are `synchronous=FULL` by de
 acknowledged to a platform survives a power loss (`gateway.durability: normal` trades that for speed:
 then only a crash of the process is safe).
 
-`read`, `write`, `fetch_one`, `fetch_all` and `execute` take SQL or units of work: they are for this
-package, and for tests and tools that look at the SQLite file itself.
+`read`, `write`, `later` and (from `Tables`) `fetch_one`, `fetch_all` and `execute` take units of work or
+SQL: they are for this package, and for tests and tools that look at the SQLite file itself.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -24,12 +23,13 @@ from gateway.storage import schema
 from gateway.storage.access import AccessStore
 from gateway.storage.approvals import ApprovalStore
 from gateway.storage.cron import CronStore
-from gateway.storage.database import LOCK_WAIT, Database, Work, first_row
+from gateway.storage.database import LOCK_WAIT, Database, Work
 from gateway.storage.goals import GoalStore
 from gateway.storage.inbox import InboxStore
 from gateway.storage.learning import LearningStore
 from gateway.storage.outbox import OutboxStore
 from gateway.storage.sessions import SessionStore
+from gateway.storage.tables import Tables
 from gateway.storage.upkeep import Upkeep
 from gateway.storage.usage import UsageStore
 
@@ -45,11 +45,11 @@ def _private(path: Path, mode: int) -> None:
         pass  # not ours to change (e.g. a mounted volume); SQLite still works
 
 
-class Store:
+class Store(Tables):
     """The gateway's SQLite store. Open with `await Store.open(path)`; close with `close()`."""
 
     def __init__(self, db: Database) -> None:
-        self.db = db
+        super().__init__(db)
         self.inbox = InboxStore(db)
         self.outbox = OutboxStore(db)
         self.sessions = SessionStore(db)
@@ -81,8 +81,9 @@ class Store:
             new = not path.exists() or path.stat().st_size == 0
             pragmas = ["auto_vacuum=INCREMENTAL"] * new  # (only before anything is written: see upkeep)
             pragmas += ["journal_mode=WAL", f"synchronous={synchronous}", "foreign_keys=ON"]
-            db = await Database.open(str(path), pragmas, functools.partial(schema.migrate, path=str(path), upgrade=migrate),
-                                     lock_wait=lock_wait)
+            db = await Database.open(
+                str(path), pragmas, functools.partial(schema.migrate, path=str(path), upgrade=migrate),
+                lock_wait=lock_wait)
         finally:
             os.umask(old_mask)
         for suffix in ("", "-wal", "-shm"):
@@ -120,15 +121,3 @@ class Store:
     async def read(self, work: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
         """Run `work` between group commits (several queries, none of them uncommitted)."""
         return await self.db.read(work)
-
-    async def fetch_one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
-        return await self.db.read(lambda db: first_row(db, sql, args))
-
-    async def fetch_all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        return list(await self.db.read(lambda db: db.execute_fetchall(sql, args)))
-
-    async def execute(self, sql: str, args: tuple[Any, ...] = ()) -> int:
-        """One write statement, group-committed; how many rows it changed."""
-        cursor = await self.write(lambda db: db.execute(sql, args), single=True)
-        return int(cursor.rowcount)
-

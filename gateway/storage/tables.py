@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from gateway.storage.database import Database, first_row
+from gateway.storage.database import Database, Work, first_row
 
 
 class Tables:
@@ -17,13 +17,21 @@ class Tables:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def _one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+    async def fetch_one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
         return await self.db.read(lambda c: first_row(c, sql, args))
 
-    async def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    async def fetch_all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         return list(await self.db.read(lambda c: c.execute_fetchall(sql, args)))
 
-    async def _run(self, sql: str, args: tuple[Any, ...] = ()) -> int:
+    async def in_batches(self, batch: Work) -> int:
+        """Run `batch` (a write that does part of a big job and says how many rows it did) in one write after
+        another until it does none, so other writes go between its parts; how many rows in all."""
+        done = 0
+        while n := await self.db.write(batch):
+            done += n
+        return done
+
+    async def execute(self, sql: str, args: tuple[Any, ...] = ()) -> int:
         """One write statement, group-committed; how many rows it changed."""
         cursor = await self.db.write(lambda c: c.execute(sql, args), single=True)
         return int(cursor.rowcount)

@@ -30,7 +30,7 @@ class Space:
 
 class Upkeep(Tables):
     async def space(self) -> Space:
-        [(mode, free, pages, page_size)] = await self._all(
+        [(mode, free, pages, page_size)] = await self.fetch_all(
             "SELECT * FROM pragma_auto_vacuum, pragma_freelist_count, pragma_page_count, pragma_page_size")
         return Space(mode == INCREMENTAL, free, pages * page_size)
 

@@ -58,7 +58,7 @@ class UsageStore(Tables):
                       since: float | None = None) -> dict[str, dict[str, int]]:
         """{loop: {requests, prompt, completion}}, for a session, a person (platform, user id), since a time."""
         sql, args = _selected(session_id, person, since)
-        rows = await self._all(
+        rows = await self.fetch_all(
             f"WITH u AS ({sql}) SELECT loop, sum(requests) AS requests, sum(prompt) AS prompt,"
             " sum(completion) AS completion FROM u GROUP BY loop ORDER BY loop", args)
         return {r["loop"]: {"requests": r["requests"], "prompt": r["prompt"], "completion": r["completion"]}
@@ -67,7 +67,7 @@ class UsageStore(Tables):
     async def by_day(self, since: float) -> list[dict[str, Any]]:
         """[{day, requests, prompt, completion}] per UTC day since a time, oldest first."""
         sql, args = _selected(None, None, since)
-        rows = await self._all(
+        rows = await self.fetch_all(
             f"WITH u AS ({sql}) SELECT day, sum(requests) AS requests, sum(prompt) AS prompt,"
             " sum(completion) AS completion FROM u GROUP BY day ORDER BY day", args)
         return [dict(r) for r in rows]
@@ -75,7 +75,7 @@ class UsageStore(Tables):
     async def top_sessions(self, since: float, limit: int = 5) -> list[dict[str, Any]]:
         """[{session_id, key, tokens, requests}]: the sessions that used the most tokens since a time."""
         sql, args = _selected(None, None, since)
-        rows = await self._all(
+        rows = await self.fetch_all(
             f"WITH u AS ({sql}) SELECT u.session_id, s.key, sum(u.prompt + u.completion) AS tokens,"
             " sum(u.requests) AS requests FROM u LEFT JOIN sessions s ON s.id = u.session_id"
             " WHERE u.session_id IS NOT NULL GROUP BY u.session_id ORDER BY tokens DESC, u.session_id LIMIT ?",
@@ -100,7 +100,4 @@ class UsageStore(Tables):
                 " GROUP BY loop, session_id, platform, user_id, model", (start, start, end))
             return (await db.execute("DELETE FROM llm_usage WHERE at >= ? AND at < ?", (start, end))).rowcount
 
-        folded = 0
-        while n := await self.db.write(fold_oldest_day):
-            folded += n
-        return folded
+        return await self.in_batches(fold_oldest_day)
