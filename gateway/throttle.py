@@ -26,12 +26,8 @@ class Throttle:
             if now - at[-1] < self.window:
                 break
             del self._last[oldest]
-        seen = self._last.get(key)
-        if seen is None:
-            seen = self._last[key] = deque()
-        while seen and now - seen[0] >= self.window:
-            seen.popleft()
-        if len(seen) >= self.times:
+        seen = self._last.setdefault(key, deque(maxlen=self.times))  # its latest `times`, oldest first
+        if len(seen) == self.times and now - seen[0] < self.window:
             return False
         seen.append(now)
         self._last.move_to_end(key)
