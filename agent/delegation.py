@@ -173,7 +173,7 @@ class Delegation:
             scope = self._scope(ctx.tools, spec.get("toolsets"), depth)
             shown = task if len(task) <= 120 else task[:119] + "…"
             asking = AskingFor(ctx.approvals, f"asked by a subagent working on: {shown}") if ctx.approvals else None
-            child = replace(ctx, origin="subagent", approvals=asking,
+            child = replace(ctx, approvals=asking,
                             extras={**ctx.extras, DEPTH: depth, SEAT: seat}, tools=None)
             record: list[dict[str, Any]] = []
             state, report = "failed", ""

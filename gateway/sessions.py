@@ -11,9 +11,8 @@ import asyncio
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Literal
 
-from agent.tools import Origin
 from platforms.base import InboundMessage
 from platforms.loops import wait_event
 
@@ -30,7 +29,7 @@ class WorkItem:
     goal_turn: tuple[int, int] | None = None  # a goal's turn: (goal id, turn number); None: a person's message
 
     @property
-    def origin(self) -> Origin:
+    def origin(self) -> Literal["person", "goal"]:
         """What the row is: a person's message, or the next turn of a goal."""
         return "person" if self.goal_turn is None else "goal"
 

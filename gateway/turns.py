@@ -221,8 +221,7 @@ class Turns:
                 self.goals.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)  # the less trusted
             return [user_text(i.msg) for i in taken]
 
-        ctx = ToolContext(origin=item.origin, platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id,
-                          session_id=session_id,
+        ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,
                           transcripts=self.store.sessions, approvals=self.approvals,
                           journal=_Journal(self.store, item.inbox_id, self.redact), files=outgoing,
                           extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key,
@@ -257,7 +256,7 @@ class Turns:
             if worker.cancel_reason in ("stop", "interrupt"):
                 note = "⏹ Stopped." if worker.cancel_reason == "stop" else "⏹ Interrupted by a newer message."
                 await self.store.sessions.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id,
-                                             authored(record, steered_by), None, status="cancelled")
+                                                      authored(record, steered_by), None, status="cancelled")
                 draft = await preview.finish()
                 if draft:
                     await self._mark_draft(msg, draft, note)
@@ -320,7 +319,7 @@ class Turns:
         reply = OutboxItem(chat=msg.reply_chat, text=text, reply_to=answers(item),
                            draft_message_id=item.draft_message_id, inbox_id=item.inbox_id)
         await self.store.sessions.commit_turn(session_id, [item.inbox_id], msg.chat, msg.user_id, record, reply,
-                                     inbox_state="interrupted")
+                                              inbox_state="interrupted")
         self.metrics.turns.labels("interrupted").inc()
         await self.delivery.deliver(reply)
 

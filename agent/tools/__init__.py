@@ -13,8 +13,8 @@ stand beside it in `agent/`, not here.
 """
 
 from agent.tools.contract import (SEVERAL_PEOPLE, ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor,
-                                  FileSink, Origin, Tool, ToolContext, ToolHandler, ToolJournal, ToolRegistry,
+                                  FileSink, Tool, ToolContext, ToolHandler, ToolJournal, ToolRegistry,
                                   ToolScope, TranscriptSearch)
 
-__all__ = ["SEVERAL_PEOPLE", "ApprovalOutcome", "ApprovalPort", "ApprovalRequest", "AskingFor", "FileSink", "Origin",
+__all__ = ["SEVERAL_PEOPLE", "ApprovalOutcome", "ApprovalPort", "ApprovalRequest", "AskingFor", "FileSink",
            "Tool", "ToolContext", "ToolHandler", "ToolJournal", "ToolRegistry", "ToolScope", "TranscriptSearch"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Literal, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -19,11 +19,6 @@ class TranscriptSearch(Protocol):
     """What `session_search` needs from the gateway's store."""
 
     async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10) -> list[Any]: ...
-
-
-# What started the run a tool call is part of: a person's message, a scheduled job, the next turn of a
-# goal, or a subagent another run delegated to.
-Origin = Literal["person", "cron", "goal", "subagent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +85,6 @@ class ToolContext:
     """Who a tool call acts for, and the ports the gateway lends it. `platform` is "" where no person of
     any platform is behind the run (an operator's scheduled job)."""
 
-    origin: "Origin" = "person"
     platform: str = ""
     chat_id: str = ""
     user_id: str = ""

@@ -134,8 +134,7 @@ class CronRuns:
         key = run_session_key(job.id, claim.run_id)  # a fresh session for every run
         session_id = await self.store.sessions.active(key, home, "dm")
         usage_scope.serving("cron", session_id, home.platform, job.owner_id or "")
-        ctx = ToolContext(origin="cron", platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id,
-                          session_id=session_id,
+        ctx = ToolContext(platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id, session_id=session_id,
                           transcripts=self.store.sessions, approvals=self._consent(job),
                           extras={"timezone": job.timezone or self.timezone, "thread_id": home.thread_id,
                                   "session_key": job.owner_key or key, "cron_job": job.id})
