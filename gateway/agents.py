@@ -61,7 +61,7 @@ class Agents:
         if self.auxiliary is None or not review.enabled:
             return None
         llm = self._client(replace(self.auxiliary.settings, model=review.model)) if review.model else self.auxiliary
-        return Agent(llm, identity=identity, max_iterations=review.max_iterations)
+        return self.on(llm, identity, review.max_iterations)
 
     def compressor(self) -> Compressor | None:
         """Context compression on the auxiliary model (`compression.*`, `llm.context_window`)."""

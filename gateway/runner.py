@@ -141,7 +141,8 @@ class GatewayRunner:
                                    *await self._delegation(store, agents)])
         self.delivery = delivery = Delivery(store, self.adapters, self.metrics)
         self.learning = Learning(store, self.memory, self.skills, self.tools,
-                                 review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery, trust=trust, memory_every=cfg.review.memory_every_turns,
+                                 review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery, trust=trust,
+                                 memory_every=cfg.review.memory_every_turns,
                                  skill_every=cfg.review.skill_every_iterations,
                                  max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify,
                                  after_pause=cfg.review.after_pause_seconds)
@@ -163,7 +164,7 @@ class GatewayRunner:
                                       max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
         self.trajectories = Trajectories(store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
         consolidating = agents.on(agents.auxiliary, CONSOLIDATE_IDENTITY, cfg.review.max_iterations) \
-            if cfg.curator.consolidate and agents.llm is not None else None
+            if cfg.curator.consolidate else None  # (None without a model)
         self.curator = Curator(store, self.skills, self.skill_usage, cfg.home,
                                interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
                                stale_days=cfg.curator.stale_days, archive_days=cfg.curator.archive_days,
