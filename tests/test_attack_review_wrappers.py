@@ -35,6 +35,11 @@ from tests.test_unconfined_allowlist import ask_or_done, finished, tool_results
     ("gdb -batch -eval-command='!touch pwned'", "dangerous"),
     ("gdb -batch -eval '!touch pwned'", "dangerous"),
     ("gdb -pid=44", "dangerous"),
+    # gdb (not -batch) reads commands from its input too
+    ("echo 'shell touch pwned' | gdb -q -nx", "dangerous"),
+    ("gdb -q <<< 'shell rm -rf ~'", "hardline"),
+    ("printf 'run -c \"rm -rf ~\"\\n' | gdb -q /bin/sh", "hardline"),
+    ("cat cmds | gdb -q ./app", "dangerous"),
     # gpg-agent: GnuPG takes any unique prefix of a long option
     ("gpg-agent --dae rm -rf ~", "hardline"),
     ("gpg-agent --daem sh -c 'touch pwned'", "dangerous"),
@@ -62,7 +67,8 @@ def test_a_command_hidden_in_a_wrapper_spelling_is_judged(command: str, verdict:
 
 @pytest.mark.parametrize("command", [
     "gdb -batch -ex run -ex bt ./app", "gdb -ex 'break main' -ex run ./a.out", "gdb --args ./app --verbose",
-    "gdb -batch -ex 'run < input.txt' ./app", "gdb -batch -ex 'bt' ./core-app core",
+    "gdb -batch -ex 'run < input.txt' ./app", "gdb -batch -ex 'bt' ./core-app core", "echo bt | gdb -q ./app core",
+    "gdb ./app",
     "podman images", "podman run --rm alpine true", "gpg-agent --server", "gpgconf --kill gpg-agent",
     "guix shell python -- python3 -c 'print(1)'", "guix shell -e '(@ (gnu packages base) hello)'",
     "guix time-machine -- describe",
@@ -76,6 +82,7 @@ ATTACKS = [  # each writes `pwned` in the workspace if it runs (and, shown plain
     "gdb -nx -batch -ex 'set args -c \"touch pwned && chmod u+s pwned\"' -ex run /bin/sh",
     "gdb -nx -batch -ex='!touch pwned'",
     "gdb -nx -batch -x cmds.gdb",
+    "echo 'shell touch pwned' | gdb -q -nx",
     "gpg-agent --homedir ./gnupg --dae sh -c 'touch pwned'",
 ]
 

@@ -354,9 +354,17 @@ def _gdb_argv(args: list[str]) -> tuple[list[str], list[str], list[str]]:
 def r_gdb(c: Call) -> Iterator[Finding]:
     cmds, pos, debugged = _gdb_argv(c.args)
     program, arguments, starts = (debugged[0] if debugged else pos[0] if pos else ""), None, False
-    for cmd in cmds:
+    batch = any(a.startswith("-") and _gdb_option(a) in ("batch", "batch-silent") for a in c.args)
+    typed: list[str] = []
+    if not batch and c.stdin_kind != "":  # it reads commands from its input too (`echo 'shell …' | gdb`)
+        if c.stdin is None:
+            yield Hit(DANGEROUS, "gdb runs the commands it reads from its input (not shown here)", c.shown)
+        else:
+            typed = c.stdin.splitlines()
+    for k, cmd in enumerate(cmds + typed):
         if _GDB_RUNS.match(cmd):
-            yield Hit(DANGEROUS, "gdb runs a command from its command line", c.shown)
+            yield Hit(DANGEROUS, "gdb runs a command " + ("from its command line" if k < len(cmds) else
+                                                          "it reads from its input"), c.shown)
             m = re.match(r"\s*(?:!|shell\s)(.*)", cmd, re.S)
             if m and m.group(1).strip():
                 yield Recurse("shell", m.group(1), "gdb shell")
