@@ -84,7 +84,7 @@ class GatewayConfig(_Section):
     max_message_chars: int = Field(32_000, ge=100)  # longer messages are refused with a clear reply
     max_waiting_messages: int = Field(20, ge=1)  # per person in a conversation, beyond the running turn
     max_waiting_per_conversation: int = Field(100, ge=1)  # all people's together (a shared group, a thread)
-    max_commands_per_minute: int = Field(20, ge=1)  # a person's chat commands (/status, /help …), not /stop or answers
+    max_commands_per_minute: int = Field(20, ge=1)  # a person's chat commands in a chat (/stop, answers: see inbound)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"  # json: one object per line, for journald/Docker log shippers
     event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"  # auto: uvloop when installed (chatgate[fast])

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gateway.delivery import Delivery
     from gateway.goals import Goals
     from gateway.sessions import Sessions
+    from gateway.storage.inbox import InboxStore
     from gateway.storage.sessions import SessionStore
     from gateway.turns import Turns
     from gateway.usage import UsageLedger
@@ -32,11 +33,12 @@ LLM_PROBE_TTL = 60.0
 
 
 class Control:
-    def __init__(self, config: "Config", *, transcripts: "SessionStore", sessions: "Sessions", turns: "Turns",
-                 delivery: "Delivery", approvals: "Approvals", goals: "Goals", cron: "CronManager",
+    def __init__(self, config: "Config", *, inbox: "InboxStore", transcripts: "SessionStore", sessions: "Sessions",
+                 turns: "Turns", delivery: "Delivery", approvals: "Approvals", goals: "Goals", cron: "CronManager",
                  usage: "UsageLedger", pairing: "Pairing", llm: "LLMClient | None",
                  adapters: Mapping[str, "PlatformAdapter"], session_ended: Callable[[int], None]) -> None:
         self.config = config
+        self.inbox = inbox
         self.transcripts, self.sessions, self.turns, self.delivery = transcripts, sessions, turns, delivery
         self.approvals, self.goals, self.cron, self.usage = approvals, goals, cron, usage
         self.pairing, self.llm, self.adapters = pairing, llm, adapters
@@ -57,13 +59,16 @@ class Control:
             return
         await self.turns.run(worker, item)
 
-    async def immediate(self, command: Command, item: WorkItem) -> None:
-        """Commands that act at once, even while a turn runs."""
+    async def immediate(self, command: Command, item: WorkItem, *, quiet: bool = False) -> None:
+        """Commands that act at once, even while a turn runs. `quiet`: the person sent more of these than
+        `gateway.max_commands_per_minute` here — a /stop, /approve or /deny that did nothing is not answered."""
         msg = item.msg
         worker = self.sessions.get(item.key)
+        acted = True
         if command.name == "stop":
             stopped = worker is not None and worker.cancel_turn("stop")
             paused = await self.goals.pause(item.key, "stopped with /stop") is not None
+            acted = stopped or paused
             text = ("Stopped the running request." if stopped else "The answer was already on its way."
                     if worker is not None and worker.busy and worker.answered else "Nothing is running.")
             if paused:
@@ -73,8 +78,10 @@ class Control:
         elif command.name == "status":
             text = await self.status_text(item.key, worker)
         elif command.name in ("approve", "deny"):
+            waiting = set(self.approvals.pending_in(item.key))
             text = await self.approvals.on_command(item.key, msg.platform, msg.user_id, msg.user_name,
                                                 command.name == "approve", command.args)
+            acted = set(self.approvals.pending_in(item.key)) != waiting  # (one of them decided)
         elif command.name == "cron":
             text = await self.cron.command(command.args, platform=msg.platform, user_id=msg.user_id,
                                         chat=msg.reply_chat, session_key=item.key)
@@ -85,6 +92,11 @@ class Control:
             text = help_text()
         else:
             text = unknown_text(command)
+        if quiet and not acted:
+            log.info("not answered: /%s from %s in %s did nothing, and more came this minute than "
+                     "gateway.max_commands_per_minute", command.name, msg.user_id, item.key)
+            await self.inbox.set_state([item.inbox_id], "done", "not answered: over gateway.max_commands_per_minute")
+            return
         await self.delivery.reply(msg.reply_chat, text, done_inbox_id=item.inbox_id)
 
     async def status_text(self, key: str, worker: SessionWorker | None) -> str:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOTICE_EVERY = 60.0  # seconds: a full queue is said once in this long per person (or conversation)
-ANSWERS = frozenset({"stop", "approve", "deny"})  # commands never limited: stopping, and answering a request
+ANSWERS = frozenset({"stop", "approve", "deny"})  # commands never refused: stopping, and answering a request
 
 
 class Inbound:
@@ -60,7 +60,11 @@ class Inbound:
         self.held: list[WorkItem] = []  # accepted while starting: dispatched once running
         self.resumed: set[int] = set()  # inbox ids the start dispatched as unfinished (`release_held`)
         self.told = Throttle(NOTICE_EVERY)  # who was told of a full queue lately (a flood gets one notice)
-        self.commands = Throttle(60.0, times=config.gateway.max_commands_per_minute)  # per person, per conversation
+        # a person's chat commands in one chat (its threads and topics too: a member opens as many as they like)
+        self.commands = Throttle(60.0, times=config.gateway.max_commands_per_minute)
+        # and their /stop, /approve, /deny and bare yes/no there: always done, but beyond as many a minute, one
+        # that does nothing (nothing running, nothing waiting, not theirs to decide) is not answered
+        self.answers = Throttle(60.0, times=config.gateway.max_commands_per_minute)
 
     async def on_event(self, event: InboundEvent) -> Intake:
         """The callback every adapter's `emit` reaches. The database failing (locked by another
@@ -135,11 +139,11 @@ class Inbound:
                                 ), None
         command = parse_command(msg.text)
         if command is not None and command.immediate:  # /stop, /status … skip the queue: never refused for it,
-            if command.name in ANSWERS or msg.platform in self.local or self.commands.allow((key, msg.user_id)):
+            if command.name in ANSWERS or msg.platform in self.local or self.commands.allow(_in_chat(msg)):
                 return None  # but a person's commands are answered a few dozen a minute, not without end
             return "too_many_commands", (f"⚠️ You sent more than {limits.max_commands_per_minute} commands in a "
                                          "minute here; the others go unanswered for now (I say this at most once a "
-                                         "minute). /stop still works."), (key, msg.user_id)
+                                         "minute). /stop still works."), _in_chat(msg)
         later = "nor are more until I get to them (I say this at most once a minute). Send it again then"
         mine = limits.max_waiting_messages
         if sessions.waiting(key, msg.user_id) >= mine:  # (a reply to their message: "your" is theirs)
@@ -189,12 +193,14 @@ class Inbound:
         """Hand a stored message to its session: a control command at once, else the worker's queue."""
         command = parse_command(item.msg.text)
         if command is not None and command.immediate:
-            self.spawn(self.control.immediate(command, item), name=f"command:{command.name}")
+            quiet = command.name in ANSWERS and self._over_answers(item.msg)
+            self.spawn(self.control.immediate(command, item, quiet=quiet), name=f"command:{command.name}")
             return
         answer = item.msg.text.strip().lower().rstrip(".!")
         if (answer in YES or answer in NO) \
                 and len(self.approvals.pending_in(item.key)) == 1:  # a bare yes/no answers the one waiting request
-            self.spawn(self.control.immediate(Command("approve" if answer in YES else "deny", ""), item), name="yes-no")
+            self.spawn(self.control.immediate(Command("approve" if answer in YES else "deny", ""), item,
+                                              quiet=self._over_answers(item.msg)), name="yes-no")
             return
         worker = self.sessions.worker(item.key)
         policy = self.config.gateway.busy_policy
@@ -206,6 +212,11 @@ class Inbound:
                 return
         worker.submit(item)
 
+    def _over_answers(self, msg: InboundMessage) -> bool:
+        """This person sent more /stop, /approve, /deny (or bare yes/no) in this chat this minute than
+        `gateway.max_commands_per_minute`: one that does nothing goes unanswered (the web chat: never)."""
+        return msg.platform not in self.local and not self.answers.allow(_in_chat(msg))
+
     def release_held(self, skip: set[int]) -> None:
         """What was accepted while starting, but `skip` (already dispatched as unfinished; a message
         whose storing is still returning when the start ends is not dispatched again either)."""
@@ -214,3 +225,8 @@ class Inbound:
             if item.inbox_id not in skip:
                 self.dispatch(item)
         self.held.clear()
+
+
+def _in_chat(msg: InboundMessage) -> tuple[str, str, str]:
+    """Whose commands where: a person in a chat, whatever its threads or topics (the key of the limits)."""
+    return msg.platform, msg.chat_id, msg.user_id

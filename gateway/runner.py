@@ -193,9 +193,10 @@ class GatewayRunner:
         # a session's worker runs what Control says (`queued`); Control stops and lists the workers
         self.sessions = sessions = Sessions(lambda worker, item: control.queued(worker, item),
                                             cfg.gateway.session_idle_seconds)
-        control = Control(cfg, transcripts=store.sessions, sessions=sessions, turns=self.turns, delivery=delivery,
-                          approvals=approvals, goals=goals, cron=self.cron, usage=self.usage, pairing=self.pairing,
-                          llm=agents.llm, adapters=self.adapters, session_ended=self.session_ended)
+        control = Control(cfg, inbox=store.inbox, transcripts=store.sessions, sessions=sessions, turns=self.turns,
+                          delivery=delivery, approvals=approvals, goals=goals, cron=self.cron, usage=self.usage,
+                          pairing=self.pairing, llm=agents.llm, adapters=self.adapters,
+                          session_ended=self.session_ended)
         self.inbound = inbound = Inbound(
             cfg, local=self.local, inbox=store.inbox, transcripts=store.sessions, pairing=self.pairing,
             sessions=sessions, delivery=delivery, control=control, approvals=approvals, metrics=self.metrics,

@@ -149,6 +149,8 @@ def files_run(command: str, workspace: Path) -> list[Path]:
             found.append(path)
         if name in INTERPRETERS or re.fullmatch(r"python3?\.\d+", name):
             found += [p for w in words[1:] if (p := _file(workspace, w))][:1]
+        if name == "gdb":  # its command files (-x FILE: `shell …` in them runs), and the program it may run
+            found += [p for w in words[1:] if (p := _file(workspace, w))]
         for build in BUILD_FILES.get(name, ()):
             if path := _file(workspace, build):
                 found.append(path)

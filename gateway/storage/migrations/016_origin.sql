@@ -2,7 +2,9 @@
 -- the turn's number). A person's message is unique by its platform's id in its chat; a goal's turn by its
 -- goal and number. Before, a goal's turn was a row with the message id 'goal:<id>:<seq>', in the same space
 -- as the ids a web chat page gives its own messages: one could stand in for the other. The table is rebuilt
--- (SQLite cannot change a table's UNIQUE constraint); old goal turns are recognised by that id once, here.
+-- (SQLite cannot change a table's UNIQUE constraint); old goal turns are recognised by that id once, here:
+-- exactly the id the goal gave its turn, in the goal's own chat ('goal:1:03', which a page could send beside
+-- the real 'goal:1:3', stays a person's message: read as the same turn, it broke the unique index below).
 
 CREATE TABLE inbox_new (
     id                   INTEGER PRIMARY KEY,
@@ -31,7 +33,10 @@ UPDATE inbox_new SET origin = 'goal',
     goal_id = CAST(substr(platform_message_id, 6, instr(substr(platform_message_id, 6), ':') - 1) AS INTEGER),
     goal_seq = CAST(substr(substr(platform_message_id, 6), instr(substr(platform_message_id, 6), ':') + 1) AS INTEGER)
 WHERE platform_message_id LIKE 'goal:%:%' AND EXISTS (SELECT 1 FROM goals g WHERE g.session_key = inbox_new.session_key
-    AND 'goal:' || g.id || ':' = substr(platform_message_id, 1, length('goal:' || g.id || ':')));
+    AND json_extract(g.origin, '$.platform') = inbox_new.platform
+    AND json_extract(g.origin, '$.chat_id') = inbox_new.chat_id
+    AND platform_message_id = 'goal:' || g.id || ':' ||
+        CAST(CAST(substr(platform_message_id, length('goal:' || g.id || ':') + 1) AS INTEGER) AS TEXT));
 
 DROP TABLE inbox;
 ALTER TABLE inbox_new RENAME TO inbox;
