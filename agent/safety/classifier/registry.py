@@ -2,8 +2,8 @@
 runs them over one simple command.
 
 A command has at most one first rule (`rm` → `files.r_rm`, `git` → `tools.r_git`, `mkfs.*` → `system.r_disk`),
-then the rules of each category that name it, in a fixed order: harms, containers, execution, system,
-remote, exfil, host, runners, escapes, data. The order only decides the order of reasons.
+then the rules of each category that name it, in a fixed order: harms, containers, execution, launchers,
+system, remote, exfil, host, runners, escapes, data. The order only decides the order of reasons.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from agent.safety.classifier.paths import writes
-from agent.safety.classifier.rules import (containers, data, escapes, execution, exfil, harms, host, remote, runners,
-                                           system)
+from agent.safety.classifier.rules import (containers, data, escapes, execution, exfil, harms, host, launchers, remote,
+                                           runners, system)
 from agent.safety.classifier.rules.containers import r_docker, r_infra, r_kubectl
 from agent.safety.classifier.rules.files import r_chmod, r_copy, r_dd, r_find, r_rm, r_sed, r_shred, r_tar, r_tee, \
     r_truncate
@@ -51,8 +51,8 @@ RULE_NAMES = frozenset(_RULES)
 
 # every other rule, by category, in the order they speak
 RULES: dict[str, tuple[Rule, ...]] = {}
-for _table in (harms.RULES, containers.RULES, execution.RULES, system.RULES, remote.RULES, exfil.RULES, host.RULES,
-               runners.RULES, escapes.RULES, data.RULES):
+for _table in (harms.RULES, containers.RULES, execution.RULES, launchers.RULES, system.RULES, remote.RULES, exfil.RULES,
+               host.RULES, runners.RULES, escapes.RULES, data.RULES):
     for _name, _rules in _table.items():
         RULES[_name] = RULES.get(_name, ()) + _rules
 

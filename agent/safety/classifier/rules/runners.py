@@ -265,7 +265,6 @@ _ENV_RUNNERS = {
     "flatpak-spawn": (("",), 0, (), False), "ip": (("netns", "vrf"), 0, (), False),
     "cabal": (("exec",), 0, (), False), "stack": (("exec",), 0, (), False), "opam": (("exec",), 0, (), False),
     "pixi": (("run", "exec"), 0, (), False), "yarn": (("exec",), 0, (), False),
-    "guix": (("shell", "environment"), 0, (), True),  # (podman/buildah unshare: `execution.r_rootless_unshare`)
 }
 _PERF_VALUES = ("eopFcrxCIGtuUdm", ("event", "output", "pid", "tid", "repeat", "cpu", "call-graph", "freq", "count",
                                     "cgroup", "uid", "delay", "mmap-pages", "field-separator", "interval-print"))
