@@ -9,7 +9,6 @@ member of a shared Telegram group: what still made the bot answer each of a floo
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -26,6 +25,13 @@ def finished(home: Path) -> int:
         return db.execute("SELECT count(*) FROM inbox WHERE state NOT IN ('received', 'processing')").fetchone()[0]
 
 
+def settled(home: Path) -> bool:
+    """Every reply queued is sent. A command's reply is queued in the write that finishes its message, so once
+    the messages are `finished`, nothing more will be said about them."""
+    with sqlite3.connect(home / "state.db") as db:
+        return db.execute("SELECT count(*) FROM outbox WHERE state = 'pending'").fetchone()[0] == 0
+
+
 def texts(tg: FakeTelegram, chat: int, part: str) -> list[str]:
     return [m.text or "" for m in tg.sent_messages(chat) if part in (m.text or "")]
 
@@ -40,7 +46,8 @@ async def test_commands_spread_over_forum_topics_share_the_members_limit_in_that
                                 user_id=BOB, first_name="Bob", username="bob")
             await eventually(lambda: finished(tmp_path) == 6, what="all six /help taken or refused")
             await eventually(lambda: len(texts(tg, FORUM, "/status")) >= 3, what="three /help answers")
-            await asyncio.sleep(0.5)  # (what is not answered by now is not answered)
+            await eventually(lambda: texts(tg, FORUM, "commands in a minute"), what="the notice")
+            await eventually(lambda: settled(tmp_path), what="every reply sent")
             assert len(texts(tg, FORUM, "/status")) == 3, texts(tg, FORUM, "/status")
             assert [why for _, why in refused(tmp_path)] == ["too_many_commands"] * 3
             assert len(texts(tg, FORUM, "commands in a minute")) == 1  # one notice, in the chat
@@ -61,7 +68,7 @@ async def test_a_flood_of_stop_approve_and_deny_that_do_nothing_gets_a_limited_n
             await eventually(lambda: finished(tmp_path) == len(flood), what="the flood taken")
             answers = lambda: texts(tg, GROUP, "Nothing is running") + texts(tg, GROUP, "no approval waiting")  # noqa: E731
             await eventually(lambda: len(answers()) >= 3, what="three answers")
-            await asyncio.sleep(0.5)
+            await eventually(lambda: settled(tmp_path), what="every reply sent")
             assert len(answers()) == 3, answers()
             group_say(tg, ANN, "Ann", "/stop")  # Ann's budget is her own
             await eventually(lambda: len(answers()) == 4, what="Ann's /stop answered")
@@ -84,7 +91,7 @@ async def test_a_flood_of_bare_noes_at_someone_elses_request_gets_a_limited_numb
             not_his = lambda: texts(tg, GROUP, "not yours to decide")  # noqa: E731
             await eventually(lambda: len(not_his()) >= 3, what="three answers")
             await eventually(lambda: finished(tmp_path) == 6, what="Bob's six noes taken")
-            await asyncio.sleep(0.5)
+            await eventually(lambda: settled(tmp_path), what="every reply sent")
             assert len(not_his()) == 3, not_his()
         finally:
             await runner.stop()
