@@ -226,7 +226,7 @@ class GatewayRunner:
 
         cfg = self.config.http
         self.http = HttpServer(cfg.host, cfg.port, routes=routes, readiness=self.readiness,
-                               metrics=self._render_metrics, storage=self.store.health if self.store else None)
+                               metrics=self._render_metrics, storage=self.store.check if self.store else None)
         await self.http.start()
 
     async def _report_sandbox(self) -> None:

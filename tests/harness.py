@@ -208,15 +208,17 @@ async def run_until_it_exits(env: dict[str, str]) -> tuple[int, list[str]]:
 class Daemon:
     """`chatgate run` in a subprocess, on one CHATGATE_HOME, started and killed as often as needed."""
 
-    def __init__(self, home: Path, llm: FakeLLM, settings: dict[str, Any]) -> None:
+    def __init__(self, home: Path, llm: FakeLLM, settings: dict[str, Any], *, logs: Path | None = None) -> None:
+        """`logs`: the folder of its output (`gateway-N.log`); the home by default."""
         self.home = home
+        self.logs = logs or home
         self.env = {**os.environ, **gateway_env(home, llm.base_url, **settings)}
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self) -> None:
         self.starts += 1
-        log = open(self.home / f"gateway-{self.starts}.log", "wb")  # noqa: SIM115 - the child owns it
+        log = open(self.logs / f"gateway-{self.starts}.log", "wb")  # noqa: SIM115 - the child owns it
         self.process = subprocess.Popen([sys.executable, "-m", "gateway", "run"], env=self.env,
                                         stdout=log, stderr=subprocess.STDOUT)
         log.close()
