@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import html
 import os
+import re
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -22,14 +24,31 @@ import aiosqlite
 import pytest
 
 from gateway.storage import Store
-from tests.fakes.llm import FakeLLM
+from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import ANN, Daemon, eventually, free_port, sent_texts, telegram_settings, web_message
+from tests.harness import ANN, Daemon, Shell, eventually, free_port, sent_texts, telegram_settings, web_message
+
+FAST = {"gateway__lock_wait_seconds": 0.5}  # a write waits this long for another program's lock, then fails
+ANSWER = "Here is the whole answer, held back by the store until it could be recorded."
+WENT_WRONG = "Something went wrong"
 
 
 async def readyz(port: int) -> tuple[int, dict[str, Any]]:
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/readyz") as response:
         return response.status, await response.json()
+
+
+async def metric(port: int, line: str) -> float:
+    """The value of the /metrics line that starts `line` (0 when there is none)."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as page:
+        found = re.search(rf"^{re.escape(line)} (\S+)$", await page.text(), re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+async def held_or_failed(port: int) -> bool:
+    """The turn's commit was refused: its answer waits for the store, or (before issue 33) the turn failed."""
+    return await metric(port, "chatgate_storage_waiting") >= 1 \
+        or await metric(port, 'chatgate_turns_total{outcome="error"}') >= 1
 
 
 async def _failing(port: int, why: str) -> bool:
@@ -61,7 +80,122 @@ def one_row(daemon: Daemon, sql: str) -> Any:
     return found[0][0] if found else None
 
 
-# -- point 6: a full disk ------------------------------------------------------------
+async def a_turn_held_at_its_commit(daemon: Daemon, tg: FakeTelegram, llm: FakeLLM, port: int,
+                                    fault: Any) -> None:
+    """A message whose answer streams into the preview; once the preview's id is recorded, `fault()`
+    (a lock taken, a disk filled), then the rest of the answer: the turn's commit meets the fault."""
+    go = asyncio.Event()
+    llm.script(Reply.text(ANSWER, chunk_size=12, hold=go))
+    tg.user_message("the question")
+    await tg.wait_for("sendMessage", timeout=20)  # the preview, with the answer's first piece
+    await eventually(lambda: one_row(daemon, "SELECT draft_message_id FROM inbox"), 10, "the preview's id recorded")
+    await fault()
+    go.set()
+    await held_not_failed(daemon, tg, port)
+
+
+async def held_not_failed(daemon: Daemon, tg: FakeTelegram, port: int) -> None:
+    """A write of the turn was refused for the storage's sake: the turn waits, it did not fail."""
+    await eventually(lambda: held_or_failed(port), 20, "the turn's write refused")
+    assert await metric(port, 'chatgate_turns_total{outcome="error"}') == 0  # not taken for the message's fault
+    assert await metric(port, "chatgate_storage_waiting") == 1
+    assert not [t for t in sent_texts(tg, ANN) if WENT_WRONG in t]
+    assert one_row(daemon, "SELECT state FROM inbox") in ("received", "processing")
+
+
+async def answered_once(daemon: Daemon, tg: FakeTelegram, port: int) -> None:
+    """The held answer went out editing the preview: one message, reading the whole answer; the row done."""
+    await eventually(lambda: one_row(daemon, "SELECT state FROM inbox") == "done", 20, "the turn recorded")
+    await tg.wait_until(lambda: sent_texts(tg, ANN) == [ANSWER], 10, lambda: f"the answer: {sent_texts(tg, ANN)}")
+    assert len(tg.calls_to("sendMessage")) == 1  # the preview, edited: never a second message
+    await eventually(lambda: one_row(daemon, "SELECT count(*) FROM outbox WHERE state = 'sent'") == 1, 10,
+                     "the delivery recorded")
+    await eventually(lambda: _ready(port), 10, "/readyz ready again")
+    assert (await readyz(port))[1]["storage"]["waiting"] == 0
+    assert await metric(port, "chatgate_storage_waiting") == 0
+
+
+# -- point 5: another program's lock at the turn's commit ------------------------------------
+
+
+async def test_a_lock_held_past_the_wait_at_the_commit_holds_the_answer_and_sends_it_once(
+        tmp_path: Path, tg: FakeTelegram) -> None:
+    home, port = tmp_path / "home", free_port()
+    async with chatgate(home, tg, port, **FAST) as (daemon, llm), Shell(home / "state.db", locked=False) as shell:
+        await a_turn_held_at_its_commit(daemon, tg, llm, port, shell.lock)
+        status, body = await readyz(port)
+        assert status == 503 and body["storage"]["state"] == "failing"
+        assert "locked by another program" in body["storage"]["error"] and body["storage"]["waiting"] == 1
+        await shell.release()
+        await answered_once(daemon, tg, port)
+        assert len(llm.requests) == 1  # kept in memory, not asked again
+
+
+async def test_stopped_while_its_answer_waits_the_turn_is_reported_at_the_next_start_not_run_twice(
+        tmp_path: Path, tg: FakeTelegram) -> None:
+    home, workspace, port = tmp_path / "home", tmp_path / "ws", free_port()
+    async with chatgate(home, tg, port, agent__workspace=workspace, **FAST) as (daemon, llm), \
+            Shell(home / "state.db", locked=False) as shell:
+        llm.script(Reply.tool_calls([("terminal", {"command": "echo ran >> ran.txt"})]))
+        await a_turn_held_at_its_commit(daemon, tg, llm, port, shell.lock)
+        assert (workspace / "ran.txt").read_text() == "ran\n"
+        assert await daemon.terminate() == 0  # drained: the held turn is cut off, its row left unfinished
+        assert one_row(daemon, "SELECT state FROM inbox") == "processing"
+        await shell.release()
+        daemon.start()
+        await tg.wait_until(lambda: any("I was interrupted" in t for t in sent_texts(tg, ANN)), 20,
+                            lambda: f"the report: {sent_texts(tg, ANN)}")
+        [shown] = sent_texts(tg, ANN)  # the preview, edited into the report
+        assert "terminal: echo ran >> ran.txt" in html.unescape(shown)
+        assert len(tg.calls_to("sendMessage")) == 1
+        assert (workspace / "ran.txt").read_text() == "ran\n"  # not run a second time
+        assert len(llm.requests) == 2  # the tool step and the answer: the turn was not run again
+        await eventually(lambda: one_row(daemon, "SELECT state FROM inbox") == "interrupted", 10, "the row")
+
+
+async def test_a_tool_whose_journal_entry_meets_a_lock_waits_for_it_and_then_runs_once(
+        tmp_path: Path, tg: FakeTelegram) -> None:
+    home, workspace, port = tmp_path / "home", tmp_path / "ws", free_port()
+    async with chatgate(home, tg, port, agent__workspace=workspace, **FAST) as (daemon, llm), \
+            Shell(home / "state.db", locked=False) as shell:
+        go = asyncio.Event()
+        llm.script(Reply.tool_calls([("terminal", {"command": "echo ran >> ran.txt"})], hold=go),
+                   Reply.text("It ran."))
+        tg.user_message("run it")
+        await llm.wait_for_requests(1, timeout=20)
+        await shell.lock()  # the call is noted before the tool runs: that note meets the lock
+        go.set()
+        await held_not_failed(daemon, tg, port)
+        assert not (workspace / "ran.txt").exists()  # not run while it could not be noted
+        await shell.release()
+        await tg.wait_until(lambda: sent_texts(tg, ANN) == ["It ran."], 20, lambda: f"{sent_texts(tg, ANN)}")
+        assert (workspace / "ran.txt").read_text() == "ran\n"
+        assert len(llm.requests) == 2
+        await eventually(lambda: one_row(daemon, "SELECT state FROM inbox") == "done", 10, "the turn recorded")
+        assert one_row(daemon, "SELECT effects FROM inbox") == '["terminal: echo ran >> ran.txt"]'
+
+
+async def test_a_turn_that_meets_a_lock_at_its_start_waits_for_it_and_is_answered_once(
+        tmp_path: Path, tg: FakeTelegram) -> None:
+    home, port = tmp_path / "home", free_port()
+    async with chatgate(home, tg, port, **FAST) as (daemon, llm), \
+            Shell(home / "state.db", locked=False) as shell:
+        fetching = tg.hold_next("getFile")  # the turn's first step: its attachment downloaded
+        tg.user_message("read this", document=("notes.txt", b"some notes"))
+        await tg.wait_for("getFile", lambda c: c.status == -2, timeout=20)
+        await shell.lock()  # then its session is made: that write meets the lock
+        fetching.set()
+        await held_not_failed(daemon, tg, port)
+        assert not llm.requests
+        await shell.release()
+        await tg.wait_until(lambda: len(sent_texts(tg, ANN)) == 1, 20)
+        [answer] = sent_texts(tg, ANN)
+        assert answer.startswith("echo: read this") and "notes.txt" in answer
+        await eventually(lambda: one_row(daemon, "SELECT state FROM inbox") == "done", 10, "the turn recorded")
+        assert len(llm.requests) == 1
+
+
+# -- points 5 and 6: a full disk ------------------------------------------------------------
 
 
 class SmallDisk:
@@ -118,6 +252,17 @@ async def test_readyz_says_storage_is_failing_when_the_disk_fills_up_with_no_tra
         await eventually(lambda: _failing(port, "full"), 20, "/readyz saying the disk is full")
         small_disk.free()
         await eventually(lambda: _ready(port), 20, "/readyz ready again")
+
+
+async def test_a_full_disk_at_the_commit_holds_the_answer_until_space_returns_then_sends_it_once(
+        tmp_path: Path, tg: FakeTelegram, small_disk: SmallDisk) -> None:
+    port = free_port()
+    async with chatgate(small_disk.path, tg, port) as (daemon, llm):
+        await a_turn_held_at_its_commit(daemon, tg, llm, port, small_disk.fill)
+        assert await _failing(port, "full")
+        small_disk.free()  # no restart: the held answer is recorded and sent
+        await answered_once(daemon, tg, port)
+        assert len(llm.requests) == 1
 
 
 # -- point 9: a unit of work that raises CancelledError -------------------------------------
