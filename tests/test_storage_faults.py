@@ -14,7 +14,7 @@ import html
 import os
 import re
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -46,17 +46,17 @@ async def metric(port: int, line: str) -> float:
 
 
 async def held_or_failed(port: int) -> bool:
-    """The turn's commit was refused: its answer waits for the store, or (before issue 33) the turn failed."""
+    """A write of the turn was refused: the turn waits for the store, or (before issue 33) it failed."""
     return await metric(port, "chatgate_storage_waiting") >= 1 \
         or await metric(port, 'chatgate_turns_total{outcome="error"}') >= 1
 
 
-async def _failing(port: int, why: str) -> bool:
+async def storage_failing(port: int, why: str) -> bool:
     status, body = await readyz(port)
     return status == 503 and body["storage"]["state"] == "failing" and why in body["storage"]["error"]
 
 
-async def _ready(port: int) -> bool:
+async def storage_ready(port: int) -> bool:
     status, body = await readyz(port)
     return status == 200 and body["storage"]["state"] == "ready"
 
@@ -81,7 +81,7 @@ def one_row(daemon: Daemon, sql: str) -> Any:
 
 
 async def a_turn_held_at_its_commit(daemon: Daemon, tg: FakeTelegram, llm: FakeLLM, port: int,
-                                    fault: Any) -> None:
+                                    fault: Callable[[], Awaitable[None]]) -> None:
     """A message whose answer streams into the preview; once the preview's id is recorded, `fault()`
     (a lock taken, a disk filled), then the rest of the answer: the turn's commit meets the fault."""
     go = asyncio.Event()
@@ -110,7 +110,7 @@ async def answered_once(daemon: Daemon, tg: FakeTelegram, port: int) -> None:
     assert len(tg.calls_to("sendMessage")) == 1  # the preview, edited: never a second message
     await eventually(lambda: one_row(daemon, "SELECT count(*) FROM outbox WHERE state = 'sent'") == 1, 10,
                      "the delivery recorded")
-    await eventually(lambda: _ready(port), 10, "/readyz ready again")
+    await eventually(lambda: storage_ready(port), 10, "/readyz ready again")
     assert (await readyz(port))[1]["storage"]["waiting"] == 0
     assert await metric(port, "chatgate_storage_waiting") == 0
 
@@ -249,9 +249,9 @@ async def test_readyz_says_storage_is_failing_when_the_disk_fills_up_with_no_tra
         await eventually(lambda: one_row(daemon, "SELECT state FROM inbox") == "done", 10, "the warm-up done")
         assert (await readyz(port))[0] == 200
         await small_disk.fill()  # nothing writes now: only /readyz can find out
-        await eventually(lambda: _failing(port, "full"), 20, "/readyz saying the disk is full")
+        await eventually(lambda: storage_failing(port, "full"), 20, "/readyz saying the disk is full")
         small_disk.free()
-        await eventually(lambda: _ready(port), 20, "/readyz ready again")
+        await eventually(lambda: storage_ready(port), 20, "/readyz ready again")
 
 
 async def test_a_full_disk_at_the_commit_holds_the_answer_until_space_returns_then_sends_it_once(
@@ -259,7 +259,7 @@ async def test_a_full_disk_at_the_commit_holds_the_answer_until_space_returns_th
     port = free_port()
     async with chatgate(small_disk.path, tg, port) as (daemon, llm):
         await a_turn_held_at_its_commit(daemon, tg, llm, port, small_disk.fill)
-        assert await _failing(port, "full")
+        assert await storage_failing(port, "full")
         small_disk.free()  # no restart: the held answer is recorded and sent
         await answered_once(daemon, tg, port)
         assert len(llm.requests) == 1
