@@ -55,7 +55,7 @@ from gateway.ops.metrics import Metrics
 from gateway.ops.redact import redact
 from gateway.retention import Retention
 from gateway.sessions import Sessions, WorkItem
-from gateway.storage import Store
+from gateway.storage import StorageError, Store
 from gateway.subagents import SubagentRuns
 from gateway.tick import Tick
 from gateway.turns import Turns
@@ -226,7 +226,7 @@ class GatewayRunner:
 
         cfg = self.config.http
         self.http = HttpServer(cfg.host, cfg.port, routes=routes, readiness=self.readiness,
-                               metrics=self._render_metrics, storage=self.store.health if self.store else None)
+                               metrics=self._render_metrics, storage=self.store.check if self.store else None)
         await self.http.start()
 
     async def _report_sandbox(self) -> None:
@@ -269,13 +269,18 @@ class GatewayRunner:
         self.state = "draining"  # also after a failed start: close whatever was opened
         drain = self.config.gateway.drain_seconds
         if self.approvals is not None:  # waiting turns hear "expired" and finish
-            await self.approvals.expire_all("the gateway shut down")
+            try:
+                await self.approvals.expire_all("the gateway shut down")
+            except StorageError as exc:  # (the database failing: the next start expires them)
+                log.warning("could not record the waiting approvals as expired: %s", exc)
         stopping = [self.sessions.drain(drain)] if self.sessions is not None else []
         if self.cron_timers is not None:  # scheduled runs and reviews get the same bound as chat turns
             stopping.append(self.cron_timers.stop(drain))
         if self.learning is not None:
             stopping.append(self.learning.stop(drain))
-        await asyncio.gather(*stopping)
+        for failed in await asyncio.gather(*stopping, return_exceptions=True):  # the rest still stops
+            if isinstance(failed, Exception):  # (a storage error: what it did not record, the next start sees)
+                log.error("stopping: %s", failed, exc_info=None if isinstance(failed, StorageError) else failed)
         if self.tick is not None:
             await self.tick.stop(drain)
         if self._tasks:
@@ -374,6 +379,7 @@ class GatewayRunner:
         if self.approvals is not None:
             m.approvals_pending.set(self.approvals.waiting)
         if self.store is not None:
+            m.storage_waiting.set(self.store.health()["waiting"])
             counts = await self.store.inbox.trouble_counts()
             m.outbox.labels("pending").set(counts.get("pending_replies", 0))
             m.outbox.labels("failed").set(counts.get("failed_deliveries", 0))

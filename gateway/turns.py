@@ -8,7 +8,13 @@ A turn ends in one of these ways, each recorded with its inbox row:
 * **cancelled** by `/stop` or a newer message (busy policy `interrupt`) before that;
 * **failed**: the model could not be reached (the person is told what to do), or something
   unexpected broke — the person gets a short message and the row is marked failed, so the turn
-  is not run again at every restart;
+  is not run again at every restart. A storage error (another program holding the database's lock,
+  a full disk) is never that: it is the store's fault, not the message's. The turn waits for the
+  store (`Store.until_stored`) where it stands: its record and reply are kept in memory and
+  committed once the store takes writes again, then sent editing its preview; a tool's journal
+  entry waits the same way before the tool runs; a turn that could not start (its session, its
+  history) starts once it can, from what its inbox row says then. The session's later messages
+  wait behind it, in order, and `/readyz` says storage is failing meanwhile;
 * **cut off** by a crash or a shutdown: the row stays unfinished. At the next start the turn
   runs again only if it had not started any side-effecting tool (the journal, written before
   each such call); otherwise the person is told it was interrupted and what had already run,
@@ -125,7 +131,10 @@ class _Journal:
         self.store, self.inbox_id, self.redact = store, inbox_id, redact
 
     async def tool_started(self, name: str, arguments: str) -> None:
-        await self.store.inbox.add_effect(self.inbox_id, self.redact(describe_call(name, arguments)))
+        """Noted before the tool runs: while the store refuses it, the tool waits (see the module doc)."""
+        what = self.redact(describe_call(name, arguments))
+        await self.store.until_stored(lambda: self.store.inbox.add_effect(self.inbox_id, what),
+                                      f"the journal of inbox message {self.inbox_id}")
 
 
 class Turns:
@@ -151,26 +160,42 @@ class Turns:
 
     async def run(self, worker: SessionWorker, item: WorkItem) -> None:
         goals = self.goals if item.origin == "goal" else None
-        if goals is not None and not await goals.turn_starting(item):
-            return
         outcome: str | None = "error"
+        first = True
+
+        async def attempt() -> str | None:  # run again after a storage error: from what its row says now
+            nonlocal item, first
+            if not first:
+                rows = await self.store.inbox.unfinished(item.inbox_id)
+                if not rows:
+                    return None
+                item = replace(item, draft_message_id=rows[0].draft_message_id, effects=tuple(rows[0].effects))
+            first = False
+            return await self._turn(worker, item, goals)
+
         try:
-            if item.effects:
-                worker.answered = True
-                await self._report_interrupted(item)
-                outcome = "interrupted"
-            else:
-                outcome = await self._run(worker, item)
+            outcome = await self.store.until_stored(attempt, f"the turn in {item.key}")
         except asyncio.CancelledError:  # a newer message interrupted it: a goal carries on after that message
             outcome = "interrupted" if worker.cancel_reason == "interrupt" else None
             raise
-        except Exception as exc:  # outside the agent (storage, delivery): tell the person, mark it failed
+        except Exception as exc:  # outside the agent, not the storage's (a bug): tell the person, mark it failed
             log.exception("turn in %s failed", item.key)
             await self._fail(item, exc)
         finally:
             self.last_finished = time.time()
             if goals is not None and outcome is not None:
                 goals.after_turn(item, outcome)
+
+    async def _turn(self, worker: SessionWorker, item: WorkItem, goals: Goals | None) -> str | None:
+        """The turn, or the report of one cut off after its side effects had started; its outcome
+        (None: a goal's turn that is not to run)."""
+        if goals is not None and not await goals.turn_starting(item):
+            return None
+        if item.effects:
+            worker.answered = True
+            await self._report_interrupted(item)
+            return "interrupted"
+        return await self._run(worker, item)
 
     async def _run(self, worker: SessionWorker, item: WorkItem) -> str:
         """The turn; returns its outcome (ok, no_llm, llm_error, error, refused)."""
@@ -191,7 +216,8 @@ class Turns:
 
         async def summarised(summary: str, through: int) -> None:  # a compression's new starting point
             if through >= 0 and ids[through] is not None:
-                await self.store.sessions.save_summary(session_id, ids[through], summary)
+                await self.store.until_stored(lambda: self.store.sessions.save_summary(
+                    session_id, ids[through], summary), f"a summary in {item.key}")
 
         context = session_context(msg)
         if self.learning is not None:
@@ -255,8 +281,9 @@ class Turns:
                 await asyncio.to_thread(discard, outgoing.entries)
             if worker.cancel_reason in ("stop", "interrupt"):
                 note = "⏹ Stopped." if worker.cancel_reason == "stop" else "⏹ Interrupted by a newer message."
-                await self.store.sessions.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id,
-                                                      authored(record, steered_by), None, status="cancelled")
+                await self.store.until_stored(lambda: self.store.sessions.commit_turn(
+                    session_id, inbox_ids, msg.chat, msg.user_id, authored(record, steered_by), None,
+                    status="cancelled"), f"the stopped turn in {item.key}")
                 draft = await preview.finish()
                 if draft:
                     await self._mark_draft(msg, draft, note)
@@ -272,9 +299,10 @@ class Turns:
         count = self.learning.turn_count(session_id, tool_iterations) \
             if self.learning is not None and outcome == "ok" else None
         worker.answered = True  # from the commit on, /stop and a newer message leave this turn be
-        async with self.delivery.final_reply(reply, preview):
-            await self.store.sessions.commit_turn(session_id, inbox_ids, msg.chat, msg.user_id,
-                                                  authored(record, steered_by), reply, status=status, also=count)
+        async with self.delivery.final_reply(reply, preview):  # (a storage error: held here until it is stored)
+            await self.store.until_stored(lambda: self.store.sessions.commit_turn(
+                session_id, inbox_ids, msg.chat, msg.user_id, authored(record, steered_by), reply, status=status,
+                also=count), f"the answer in {item.key}")
         self.metrics.turns.labels(outcome).inc()
         self.metrics.turn_seconds.observe(time.monotonic() - started)
         if self.learning is not None and count is not None:  # after delivery: never delays the reply

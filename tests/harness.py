@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
 import signal
 import socket
 import sqlite3
@@ -208,15 +209,17 @@ async def run_until_it_exits(env: dict[str, str]) -> tuple[int, list[str]]:
 class Daemon:
     """`chatgate run` in a subprocess, on one CHATGATE_HOME, started and killed as often as needed."""
 
-    def __init__(self, home: Path, llm: FakeLLM, settings: dict[str, Any]) -> None:
+    def __init__(self, home: Path, llm: FakeLLM, settings: dict[str, Any], *, logs: Path | None = None) -> None:
+        """`logs`: the folder of its output (`gateway-N.log`); the home by default."""
         self.home = home
+        self.logs = logs or home
         self.env = {**os.environ, **gateway_env(home, llm.base_url, **settings)}
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self) -> None:
         self.starts += 1
-        log = open(self.home / f"gateway-{self.starts}.log", "wb")  # noqa: SIM115 - the child owns it
+        log = open(self.logs / f"gateway-{self.starts}.log", "wb")  # noqa: SIM115 - the child owns it
         self.process = subprocess.Popen([sys.executable, "-m", "gateway", "run"], env=self.env,
                                         stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -251,6 +254,48 @@ class Daemon:
                 return db.execute(sql, args).fetchall()
             except sqlite3.OperationalError:  # not migrated yet
                 return []
+
+
+# -- another program on the database ------------------------------------------------------
+
+
+class Shell:
+    """The `sqlite3` command-line shell on the database, inside `BEGIN IMMEDIATE` until released; taken on
+    entering, or (`locked=False`) when `lock` is called."""
+
+    def __init__(self, path: Path, *, locked: bool = True) -> None:
+        self.path = path
+        self.locked = locked
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> "Shell":
+        if self.locked:
+            await self.lock()
+        return self
+
+    async def lock(self) -> None:
+        assert shutil.which("sqlite3"), "the sqlite3 shell is needed (apt-get install sqlite3)"
+        self.process = await asyncio.create_subprocess_exec(  # -bail: a BEGIN that failed ends it
+            "sqlite3", "-bail", str(self.path), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL)
+        await self._say(".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'locked';\n")  # (waits for a write to end)
+        assert self.process.stdout is not None
+        assert await asyncio.wait_for(self.process.stdout.readline(), 15) == b"locked\n"
+
+    async def _say(self, text: str) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        self.process.stdin.write(text.encode())
+        await self.process.stdin.drain()
+
+    async def release(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            await self._say("ROLLBACK;\n.quit\n")
+            await asyncio.wait_for(self.process.wait(), 10)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
 
 
 # -- Telegram -------------------------------------------------------------------------------

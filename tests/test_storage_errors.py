@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -23,6 +22,7 @@ from tests.fakes.telegram import FakeTelegram
 from tests.harness import (
     ANN,
     Daemon,
+    Shell,
     Tab,
     eventually,
     free_port,
@@ -36,39 +36,6 @@ from tests.harness import (
 
 BOB = 2002
 FAST = {"gateway__lock_wait_seconds": 0.5}  # a write waits this long for the shell's lock, then is refused
-
-
-class Shell:
-    """The `sqlite3` command-line shell on the database, inside `BEGIN IMMEDIATE` until released."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def __aenter__(self) -> "Shell":
-        assert shutil.which("sqlite3"), "the sqlite3 shell is needed (apt-get install sqlite3)"
-        self.process = await asyncio.create_subprocess_exec(  # -bail: a BEGIN that failed ends it
-            "sqlite3", "-bail", str(self.path), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL)
-        await self._say(".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'locked';\n")  # (waits for a write to end)
-        assert self.process.stdout is not None
-        assert await asyncio.wait_for(self.process.stdout.readline(), 15) == b"locked\n"
-        return self
-
-    async def _say(self, text: str) -> None:
-        assert self.process is not None and self.process.stdin is not None
-        self.process.stdin.write(text.encode())
-        await self.process.stdin.drain()
-
-    async def release(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            await self._say("ROLLBACK;\n.quit\n")
-            await asyncio.wait_for(self.process.wait(), 10)
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
 
 
 async def settled(store: Store) -> bool:

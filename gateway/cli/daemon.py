@@ -199,6 +199,7 @@ def _print_status(report: dict[str, Any]) -> None:
         parts = {**report["platforms"], **({"storage": report["storage"]} if report["storage"] else {})}
         for name, state in parts.items():
             error = f" — {state['error']}" if state.get("error") else ""
+            error += f" ({state['waiting']} turn(s) waiting for it)" if state.get("waiting") else ""
             print(f"  {name:<9} {state['state']} since {when(state['since'])}{error}")
         if report.get("web_chat"):
             print(f"web chat: {report['web_chat']}")

@@ -11,10 +11,10 @@ class HttpServer:
     def __init__(self, host: str, port: int, *, routes: Sequence[Any],
                  readiness: Callable[[], dict[str, dict[str, Any]]],
                  metrics: Callable[[], Awaitable[bytes]],
-                 storage: Callable[[], dict[str, Any]] | None = None) -> None:
+                 storage: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> None:
         self.host, self._port = host, port
         self._readiness = readiness
-        self._storage = storage  # whether the database takes writes (`Store.health`)
+        self._storage = storage  # whether the database takes writes (`Store.check`: a real write when idle)
         self._metrics = metrics
         self.app = web.Application(client_max_size=2 * 1024 * 1024)
         self.app.add_routes([web.get("/healthz", self._healthz), web.get("/readyz", self._readyz),
@@ -46,12 +46,13 @@ class HttpServer:
         return web.json_response({"status": "ok"})
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        """Ready when every platform is and the database takes writes (503 otherwise)."""
+        """Ready when every platform is and the database takes writes (503 otherwise); a database that
+        wrote nothing lately is checked with a real write first (a disk that filled up while idle)."""
         states = self._readiness()
         ready = bool(states) and all(s["state"] == "ready" for s in states.values())
         body: dict[str, Any] = {"ready": ready, "platforms": states}
         if self._storage is not None:
-            body["storage"] = self._storage()
+            body["storage"] = await self._storage()
             body["ready"] = ready = ready and body["storage"]["state"] == "ready"
         return web.json_response(body, status=200 if ready else 503)
 

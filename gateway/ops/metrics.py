@@ -45,6 +45,8 @@ class Metrics:
                              ["busy_policy"], registry=r)
         self.outbox = Gauge("chatgate_outbox_replies", "Replies in the outbox by state (pending, failed)",
                             ["state"], registry=r)
+        self.storage_waiting = Gauge("chatgate_storage_waiting", "Turns whose record and reply wait in memory for"
+                                     " the database to take writes again", registry=r)
         self.approvals_pending = Gauge("chatgate_approvals_pending", "Approval prompts waiting for a person",
                                        registry=r)
         self.cron_lateness = Histogram("chatgate_cron_lateness_seconds", "Scheduled job runs: start minus due time",

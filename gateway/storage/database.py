@@ -9,19 +9,25 @@ Group commit: the writes of many callers (`write`) share one transaction and one
 takes every unit queued while the previous commit ran, runs them between one BEGIN and one
 COMMIT; each caller's await returns only after that commit, so "stored" means durable. A unit
 that fails rolls its batch back, and each unit of the batch is then run in a transaction of its
-own (the failing one reports its error; the others commit). A unit alone in its batch that is one
-statement (`single`) runs in SQLite's autocommit, without BEGIN/COMMIT. While a batch's
-transaction is open, reads (`read`) wait for it: they never see what is not committed yet.
+own (the failing one reports its error; the others commit). That holds for whatever a unit raises:
+a `CancelledError` of its own is its failure like any other, and no transaction is ever left open
+(one left open would refuse every later BEGIN). A unit alone in its batch that is one statement
+(`single`) runs in SQLite's autocommit, without BEGIN/COMMIT. While a batch's transaction is open,
+reads (`read`) wait for it: they never see what is not committed yet.
 
 Another program's write lock (an operator's `sqlite3` shell in a transaction, a backup tool) is
 waited out on the event loop, not on the connection's thread: SQLite itself waits only
 `BUSY_TIMEOUT_MS` per try, and a batch that found the database locked is tried again after a
 pause, so reads go on meanwhile. A write waits up to `lock_wait` seconds in all, then fails with
 `StorageError`, as does a write the database could not do for its own sake (disk full, I/O
-error): errors of the storage, not of the data, which the caller may try again later. `health()`
-says which (for `/readyz`), until a commit succeeds again; while it is not ready, a probe tries an
-empty transaction every `PROBE_SECONDS`. If the connection itself fails (a ROLLBACK that fails),
-every caller of that batch is told and the connection is opened again.
+error): errors of the storage, not of the data, which the caller may try again later (`until_stored`
+does, for work that has nobody to hand the error to: a turn's record). `health()` says which (for
+`/readyz`), until a write succeeds again. Only a commit that changed something counts as one: an empty
+transaction, or a statement that matched no row, commits on a full disk. So the probe is a real write
+(one row of the `health` table, a page appended to the WAL): while writes fail it runs every
+`PROBE_SECONDS`, and `check()` (what `/readyz` asks) runs one when nothing was written for that long,
+so a disk that filled up while nothing happened is seen too. If the connection itself fails (a
+ROLLBACK that fails), every caller of that batch is told and the connection is opened again.
 
 A record whose last moment may be lost at a power loss (token usage) needs no commit of its
 own: `later` puts it into the next group commit, or into one of its own after `LATER_SECONDS`
@@ -46,7 +52,10 @@ LATER_SECONDS = 1.0  # the longest a `later` write waits for a group commit to j
 BUSY_TIMEOUT_MS = 100  # SQLite's own wait for a lock, per try, on the connection's thread
 OPEN_TIMEOUT_MS = 30_000  # the same while opening (another process may be migrating the database)
 LOCK_WAIT = 5.0  # seconds a write waits for another program's lock before it fails (`gateway.lock_wait_seconds`)
-PROBE_SECONDS = 2.0  # while writes fail, how often an empty transaction checks whether they work again
+PROBE_SECONDS = 2.0  # while writes fail, how often the probe writes; when ready, how old a write `check` trusts
+CHECK_WAIT = 1.0  # how long `check` waits for its probe (one that waits for a lock longer says `locked`)
+_RETRY_PAUSES = (0.25, 0.5, 1.0, 2.0, 4.0)  # `until_stored`: before the next try, then until writes work
+_RETRY_LONGEST = 60.0  # (or this long: a write refused while the probe succeeds is still tried again)
 _PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)  # between tries of a batch that found the database locked
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _STORAGE = frozenset({*_BUSY, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR,
@@ -110,26 +119,38 @@ def _logged(done: asyncio.Future[Any]) -> None:
 
 
 async def _rollback(conn: aiosqlite.Connection) -> None:
-    """Roll back what is open; an error here is the connection's, and leaves `_commit`."""
-    if conn.in_transaction:
-        await conn.rollback()
+    """Roll back what is open; an error here is the connection's, and leaves `_commit`. Asked on the
+    connection's thread, after what is queued there (a statement of a cancelled unit may still run):
+    sqlite3's rollback does nothing when no transaction is open."""
+    await conn.rollback()
+
+
+def _failure(exc: BaseException) -> Exception:
+    """What a unit's caller is told of what the unit raised (after the rollback). A `CancelledError` the
+    unit raised of its own, the writer not being cancelled, is its failure like any other; the writer's
+    own cancellation (closing) and an interpreter that exits go on up."""
+    if isinstance(exc, Exception):
+        return exc
+    task = asyncio.current_task()
+    if isinstance(exc, asyncio.CancelledError) and task is not None and not task.cancelling():
+        failed = RuntimeError("the write's unit was cancelled inside its transaction; it was not stored")
+        failed.__cause__ = exc
+        return failed
+    raise exc
 
 
 async def _alone(conn: aiosqlite.Connection, unit: _Unit) -> Outcome:
-    """One unit in a transaction of its own."""
-    if unit.single:
-        try:
-            return True, await unit.work(conn)
-        except Exception as exc:
-            return False, exc
+    """One unit in a transaction of its own (in autocommit when it is `single`)."""
     try:
+        if unit.single:
+            return True, await unit.work(conn)
         await conn.execute("BEGIN IMMEDIATE")
         result = await unit.work(conn)
         await conn.execute("COMMIT")
         return True, result
-    except Exception as exc:
+    except BaseException as exc:
         await _rollback(conn)
-        return False, exc
+        return False, _failure(exc)
 
 
 async def _commit(conn: aiosqlite.Connection, batch: list[_Unit], out: list[Outcome]) -> None:
@@ -143,8 +164,9 @@ async def _commit(conn: aiosqlite.Connection, batch: list[_Unit], out: list[Outc
         await conn.execute("BEGIN IMMEDIATE")
         results = [await unit.work(conn) for unit in batch]
         await conn.execute("COMMIT")
-    except Exception as exc:
+    except BaseException as raised:
         await _rollback(conn)
+        exc = _failure(raised)
         if _busy(exc):
             out.extend((False, exc) for _ in batch)
             return
@@ -200,7 +222,14 @@ async def pipelined(*calls: Awaitable[Any]) -> list[Any]:
 
 
 async def _nothing(conn: aiosqlite.Connection) -> None:
-    """No work (the probe's empty transaction)."""
+    """No work (no setup)."""
+
+
+async def _probe_write(conn: aiosqlite.Connection) -> None:
+    """The probe: one row written (a page appended to the WAL), which a full disk refuses; an empty
+    transaction would commit there (it writes nothing)."""
+    await conn.execute("INSERT INTO health (id, probed_at) VALUES (1, ?)"
+                       " ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", (time.time(),))
 
 
 class Database:
@@ -217,6 +246,11 @@ class Database:
         self._probe_timer: asyncio.TimerHandle | None = None
         self._writer: asyncio.Task[None] | None = None
         self._health: tuple[str, float, str | None] = ("ready", time.time(), None)
+        self._ready = asyncio.Event()  # set while `_health` is ready (`until_stored` waits for it)
+        self._ready.set()
+        self._written_at = float("-inf")  # (monotonic) the last commit that changed something
+        self._checking: asyncio.Future[Any] | None = None  # `check`'s probe in flight
+        self.waiting = 0  # callers of `until_stored` waiting for the database to take their write
         self._closed = False
         self.batches = 0  # group commits so far (the tests read it)
 
@@ -246,9 +280,54 @@ class Database:
 
     def health(self) -> dict[str, Any]:
         """Whether writes work: `ready`, `locked` (waiting for another program's lock) or `failing`
-        (the last write failed for the storage's sake), since when, and why."""
+        (the last write failed for the storage's sake), since when, and why; and how many callers wait
+        for it to take their write (`until_stored`: a turn's answer held in memory)."""
         state, since, error = self._health
-        return {"state": state, "since": round(since, 3), "error": error}
+        return {"state": state, "since": round(since, 3), "error": error, "waiting": self.waiting}
+
+    async def check(self) -> dict[str, Any]:
+        """`health()`, made true by a real write when it says ready but nothing was written for
+        `PROBE_SECONDS` (a disk that filled up with no traffic): one probe at a time, waited for up to
+        `CHECK_WAIT` seconds (a probe that waits for another program's lock says `locked` meanwhile)."""
+        stale = time.monotonic() - self._written_at > PROBE_SECONDS
+        if self._health[0] == "ready" and stale and not self._closed:
+            if self._checking is None or self._checking.done():
+                self._checking = self._queue_probe()
+            await asyncio.wait({self._checking}, timeout=CHECK_WAIT)
+        return self.health()
+
+    async def writable(self, longest: float) -> None:
+        """Return once writes work (`health` ready), or after `longest` seconds."""
+        try:
+            await asyncio.wait_for(self._ready.wait(), longest)
+        except TimeoutError:
+            pass
+
+    async def until_stored(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        """`call` (a write, with the reads around it) tried again until it is not refused for the storage's
+        sake: a `StorageError` is waited out (a pause, growing, then until writes work again), never
+        raised. For work whose caller has nobody to hand the error to and must not lose it (a turn's
+        record, its reply held in memory meanwhile); `what` names it in the log. Cancelling ends it."""
+        tries = 0
+        try:
+            while True:
+                try:
+                    result = await call()
+                except StorageError as exc:
+                    if self._closed:
+                        raise
+                    if not tries:
+                        self.waiting += 1
+                        log.warning("%s waits for the database to take it (%s)", what, exc)
+                    await asyncio.sleep(_RETRY_PAUSES[min(tries, len(_RETRY_PAUSES) - 1)])
+                    await self.writable(_RETRY_LONGEST)
+                    tries += 1
+                    continue
+                if tries:
+                    log.info("%s: the database took it after %d tries", what, tries + 1)
+                return result
+        finally:
+            self.waiting -= bool(tries)
 
     async def _connection(self) -> aiosqlite.Connection:
         """The connection, opened again if it failed (under the gate)."""
@@ -260,14 +339,22 @@ class Database:
         return self._conn
 
     async def read(self, work: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
-        """Run `work` between group commits; for reads, and for writes that must not wait for one."""
+        """Run `work` between group commits; for reads, and for writes that must not wait for one. Whatever
+        it raises, it leaves no transaction open; a failure of the storage's is said in `health()`."""
         async with self._gate:
             try:
-                return await work(await self._connection())
+                conn = await self._connection()
+                try:
+                    return await work(conn)
+                except BaseException:
+                    await _rollback(conn)
+                    raise
             except Exception as exc:
                 wrapped = storage_error(exc, self.lock_wait)
                 if wrapped is exc:
                     raise
+                if not _busy(exc):  # (a read refused for a lock is no news of writes)
+                    self._set_health("failing", str(wrapped))
                 raise wrapped from exc
 
     async def write(self, work: Callable[[aiosqlite.Connection], Awaitable[T]], *, single: bool = False) -> T:
@@ -298,13 +385,16 @@ class Database:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_batches(), name="group-commit")
 
-    async def _trip(self, batch: list[_Unit]) -> list[Outcome]:
-        """Commit `batch`; a connection that fails is closed (every unit left without an outcome gets
-        a `StorageError`) and opened again at the next use."""
-        out: list[Outcome] = []
+    async def _trip(self, batch: list[_Unit], out: list[Outcome]) -> bool:
+        """Commit `batch`, each unit's outcome appended to `out`; whether it changed anything. A connection
+        that fails is closed (every unit left without an outcome gets a `StorageError`) and opened again
+        at the next use."""
         async with self._gate:
             try:
-                await _commit(await self._connection(), batch, out)
+                conn = await self._connection()
+                changes = conn.total_changes
+                await _commit(conn, batch, out)
+                return conn.total_changes > changes
             except Exception as exc:
                 log.error("the database connection failed (%s); opening it again", exc)
                 failed = StorageError(f"the database connection failed ({exc}); it was not stored")
@@ -316,7 +406,7 @@ class Database:
                         await conn.close()  # (SQLite rolls back what was left open)
                 except Exception as close_exc:
                     log.debug("closing the failed connection: %s", close_exc)
-        return out
+        return False
 
     async def _write_batches(self) -> None:
         tries = 0  # of a batch that found the database locked
@@ -326,14 +416,18 @@ class Database:
                 self._later_timer = None
             batch, self._queued, self._later = [*self._later, *self._queued], [], []
             self.batches += 1
-            trip = asyncio.ensure_future(self._trip(batch))
+            outcomes: list[Outcome] = []
+            trip = asyncio.ensure_future(self._trip(batch, outcomes))
             try:
-                outcomes = await asyncio.shield(trip)
+                wrote = await asyncio.shield(trip)
             except asyncio.CancelledError:  # closing: the batch still ends (its transaction too)
-                self._queued = [*self._settle(batch, await trip, closing=True), *self._queued]
+                await asyncio.gather(trip, return_exceptions=True)
+                closed = StorageError("the store closed before this was committed")
+                outcomes += [(False, closed)] * (len(batch) - len(outcomes))
+                self._queued = [*self._settle(batch, outcomes, closing=True), *self._queued]
                 self._close_queue()
                 raise
-            again = self._settle(batch, outcomes)
+            again = self._settle(batch, outcomes, wrote=wrote)
             if again:  # locked: the same units first in the next batch, after a pause off the thread
                 self._queued = [*again, *self._queued]
                 try:
@@ -351,9 +445,11 @@ class Database:
         closed = StorageError("the store closed before this was committed")
         self._settle(left, [(False, closed)] * len(left), closing=True)
 
-    def _settle(self, batch: list[_Unit], outcomes: list[Outcome], *, closing: bool = False) -> list[_Unit]:
+    def _settle(self, batch: list[_Unit], outcomes: list[Outcome], *, closing: bool = False,
+                wrote: bool = False) -> list[_Unit]:
         """Tell each caller its outcome; return the units that found the database locked and may
-        wait longer (`lock_wait`; when `closing`, those are returned whatever their wait)."""
+        wait longer (`lock_wait`; when `closing`, those are returned whatever their wait). `wrote`: the
+        batch changed something (only that shows writes work: see the module doc)."""
         again: list[_Unit] = []
         now = time.monotonic()
         trouble: str | None = None
@@ -373,10 +469,11 @@ class Database:
                 unit.done.set_exception(value)
         if trouble is not None:
             self._set_health("failing", trouble)
-        elif again and self._health[0] == "ready":  # (failing stays failing until a commit works)
+        elif again and self._health[0] == "ready":  # (failing stays failing until a write works)
             self._set_health("locked", "another program holds the database's write lock; writes wait for it "
                                        f"up to {self.lock_wait:g}s")
-        elif any(ok for ok, _ in outcomes):
+        elif wrote and any(ok for ok, _ in outcomes):
+            self._written_at = time.monotonic()
             self._set_health("ready", None)
         return again
 
@@ -390,17 +487,26 @@ class Database:
         else:
             log.warning("the database is locked by another program; writes wait up to %gs", self.lock_wait)
         self._health = (state, time.time(), error)
+        if state == "ready":
+            self._ready.set()
+        else:
+            self._ready.clear()
         if state != "ready" and self._probe_timer is None and not self._closed:
             self._probe_timer = asyncio.get_running_loop().call_later(PROBE_SECONDS, self._probe)
 
     def _probe(self) -> None:
-        """While writes do not work: an empty transaction, so the state clears without other traffic."""
+        """While writes do not work: a probe write, so the state clears without other traffic."""
         self._probe_timer = None
         if self._health[0] == "ready" or self._closed:
             return
         if not self._queued:
-            unit = _Unit(_nothing, False, asyncio.get_running_loop().create_future())
-            unit.done.add_done_callback(_retrieved)
-            self._queued.append(unit)
-            self._start_writer()
+            self._queue_probe()
         self._probe_timer = asyncio.get_running_loop().call_later(PROBE_SECONDS, self._probe)
+
+    def _queue_probe(self) -> asyncio.Future[Any]:
+        """Queue the probe write (see the module doc); its outcome goes to `health()`."""
+        unit = _Unit(_probe_write, True, asyncio.get_running_loop().create_future())
+        unit.done.add_done_callback(_retrieved)
+        self._queued.append(unit)
+        self._start_writer()
+        return unit.done

@@ -85,11 +85,13 @@ class InboxStore(Tables):
         await self.execute("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
                            f" {_STARTED} WHERE id = ?", (what, inbox_id))
 
-    async def unfinished(self) -> list[Unfinished]:
-        """Messages accepted but not finished (received or processing), oldest first."""
+    async def unfinished(self, inbox_id: int | None = None) -> list[Unfinished]:
+        """Messages accepted but not finished (received or processing), oldest first (`inbox_id`: that one,
+        if it is unfinished)."""
         rows = await self.fetch_all(
             "SELECT id, session_key, payload, draft_message_id, effects, origin, goal_id, goal_seq"
-            " FROM inbox WHERE state IN ('received', 'processing') ORDER BY id")
+            " FROM inbox WHERE state IN ('received', 'processing') AND id = coalesce(?, id) ORDER BY id",
+            (inbox_id,))
         return [Unfinished(r["id"], r["session_key"], decode_inbound(r["payload"]), r["draft_message_id"],
                            json.loads(r["effects"] or "[]"), goal_turn(r)) for r in rows]
 

@@ -97,6 +97,14 @@ class Store(Tables):
         """Whether writes work now (see `Database.health`)."""
         return self.db.health()
 
+    async def check(self) -> dict[str, Any]:
+        """`health()`, checked by a real write when nothing was written lately (see `Database.check`)."""
+        return await self.db.check()
+
+    async def until_stored(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        """`call`, tried again while the storage refuses it (see `Database.until_stored`)."""
+        return await self.db.until_stored(call, what)
+
     async def data_version(self) -> int:
         """Changes when another connection (another process) commits to the database."""
         row = await self.fetch_one("PRAGMA data_version")

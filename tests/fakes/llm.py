@@ -49,14 +49,18 @@ class Reply:
     message: str = ""
     retry_after: float | None = None
     after_chunks: int = 0
+    hold: asyncio.Event | None = None  # streamed: the first piece, then the rest once this is set
 
     @classmethod
     def text(
-        cls, content: str, delay: float = 0.0, chunk_size: int = 8, chunk_delay: float = 0.0
+        cls, content: str, delay: float = 0.0, chunk_size: int = 8, chunk_delay: float = 0.0,
+        hold: asyncio.Event | None = None,
     ) -> Reply:
-        """A plain assistant message, streamed in pieces of ``chunk_size`` characters."""
+        """A plain assistant message, streamed in pieces of ``chunk_size`` characters; with ``hold``,
+        the first piece goes out at once and the rest once ``hold`` is set (a test orders what the
+        gateway does with the start of an answer before its end)."""
         size = max(1, chunk_size)
-        return cls("text", content, delay=delay, chunk_size=size, chunk_delay=chunk_delay)
+        return cls("text", content, delay=delay, chunk_size=size, chunk_delay=chunk_delay, hold=hold)
 
     @classmethod
     def tool_calls(
@@ -65,12 +69,14 @@ class Reply:
         content: str = "",
         delay: float = 0.0,
         chunk_delay: float = 0.0,
+        hold: asyncio.Event | None = None,
     ) -> Reply:
-        """Tool calls; dict arguments are JSON-encoded, str arguments are sent verbatim."""
+        """Tool calls; dict arguments are JSON-encoded, str arguments are sent verbatim (``hold``: as
+        for ``text``)."""
         encoded = tuple(
             (name, args if isinstance(args, str) else json.dumps(args)) for name, args in calls
         )
-        return cls("tool_calls", content, encoded, delay=delay, chunk_delay=chunk_delay)
+        return cls("tool_calls", content, encoded, delay=delay, chunk_delay=chunk_delay, hold=hold)
 
     @classmethod
     def error(
@@ -243,6 +249,10 @@ class FakeLLM:
                 events.append(_sse({**head, "choices": [], "usage": _usage(body, reply)}))
             events.append(b"data: [DONE]\n\n")
 
+        if reply.hold is not None:  # the role chunk and the first piece, then the rest when let go
+            await resp.write(b"".join(events[:2]))
+            await reply.hold.wait()
+            events = events[2:]
         if reply.chunk_delay > 0:
             for i, event in enumerate(events):
                 if i:
