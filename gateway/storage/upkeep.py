@@ -61,13 +61,14 @@ class Upkeep(Tables):
 
 async def hand_back(db: aiosqlite.Connection) -> None:
     """Every free page back to the file system (where incremental vacuum is on) and the WAL emptied, outside
-    a transaction: after a migration that rewrote a table. What another program's lock keeps waits for
-    the first tick (`gateway.retention`)."""
+    a transaction: after a migration that rewrote a table. As far as another program allows at that
+    moment (a reader it has open keeps the WAL; its write lock, held past the wait, the free pages:
+    the ticks give those back)."""
     try:
         await db.executescript("PRAGMA incremental_vacuum;")
         await _checkpoint(db)
     except sqlite3.OperationalError as exc:
-        log.warning("could not give the space back after upgrading the database (the first tick will): %s", exc)
+        log.warning("could not give the space back at once after upgrading the database: %s", exc)
 
 
 async def _checkpoint(db: aiosqlite.Connection) -> None:
