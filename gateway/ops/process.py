@@ -99,7 +99,7 @@ def _lock(fd: int, home: Path) -> None:
 
 
 def _hold_folder(home: Path) -> int | None:
-    """The home folder, locked; None where its file system cannot lock a folder (NFS)."""
+    """The home folder, locked; None where its file system cannot lock a folder."""
     fd = os.open(home, _FOLDER)
     try:
         _lock(fd, home)
@@ -142,8 +142,8 @@ class HomeLock:
     lets a second daemon in to answer the first one's turns again. The lock goes with the folder, not
     its name: a home renamed while its daemon runs takes the lock along, and an empty folder made in its
     place is a new home. `LOCK_NAME` stays locked too: it is what a chatgate before this one locks
-    (a new one refuses to start beside it), and what keeps a second daemon off where the file system
-    cannot lock a folder (NFS)."""
+    (a new one refuses to start beside it), and what keeps a second daemon off where a file system
+    cannot lock a folder."""
 
     def __init__(self, fds: list[int]) -> None:
         self._fds = fds
