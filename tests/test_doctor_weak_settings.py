@@ -13,21 +13,25 @@ from pathlib import Path
 import pytest
 
 from tests.harness import gateway_env
+from tests.readable_install import readable_install
 
 AS_ROOT = os.geteuid() == 0
 REPO = Path(__file__).resolve().parents[1]
 
 
-def doctor(home: Path, *, as_nobody: bool = False, path: str | None = None, **settings: object) -> list[str]:
-    """`chatgate doctor`'s report lines (no LLM configured: that line fails, it is not looked at)."""
+def doctor(home: Path, *, as_nobody: Path | None = None, path: str | None = None, **settings: object) -> list[str]:
+    """`chatgate doctor`'s report lines (no LLM configured: that line fails, it is not looked at).
+    `as_nobody`: run as nobody, by the Python of that readable install (`tests.readable_install`)."""
     env = {**os.environ, **gateway_env(home, None, **settings)}
     if path is not None:
         env["PATH"] = path
     argv = [sys.executable, "-m", "gateway", "doctor"]
-    if as_nobody:
-        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
-        env["HOME"] = str(home)
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, cwd=REPO, check=False)
+    cwd = REPO
+    if as_nobody is not None:
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(as_nobody), "-m", "gateway",
+                "doctor"]
+        env["HOME"], cwd = str(home), as_nobody.parent
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, cwd=cwd, check=False)
     assert done.returncode == 1 and "problems found" in done.stdout, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     return done.stdout.splitlines()
@@ -73,7 +77,8 @@ def test_as_an_ordinary_user_nothing_is_said_about_root(tmp_path: Path):
     home = Path(tempfile.mkdtemp(prefix="chatgate-doctor-"))
     try:
         home.chmod(0o777)
-        lines = doctor(home / "state", as_nobody=True)
+        python = readable_install(home / "install")  # (the checkout may lie where nobody cannot read)
+        lines = doctor(home / "state", as_nobody=python)
         assert line(lines, "[ ok ] tool sandbox:").endswith("no capabilities, no user namespaces of its own")
         assert not any("root" in x for x in lines), lines
     finally:

@@ -11,6 +11,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def made_by_release(path: Path, version: int) -> None:
     """A database as the release whose schema was `version` left it: migrations 1..version applied
     one script each (as chatgate did before migrations ran statement by statement)."""
-    with sqlite3.connect(path, isolation_level=None) as db:
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:  # (closed: no connection left holding its WAL)
         db.execute("PRAGMA journal_mode=WAL")
         for number, sql in MIGRATIONS:
             if number <= version:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import signal
+import socket
 import sys
 from typing import Any
 
@@ -14,7 +15,7 @@ from agent.llm import sdk as llm_sdk
 from gateway.config import Config
 from gateway.ops import systemd
 from gateway.ops.collector import collector_on
-from gateway.ops.process import EXIT_HOME_IN_USE, LOCK_NAME, HomeInUse, HomeLock, daemon_pid, not_dumpable
+from gateway.ops.process import EXIT_HOME_IN_USE, HomeInUse, HomeLock, daemon_pid, not_dumpable
 from platforms.registry import PlatformUnavailable
 
 log = logging.getLogger("chatgate")
@@ -35,7 +36,8 @@ async def run(config: Config, _: argparse.Namespace) -> int:
         print(f"chatgate cannot start: {exc}", file=sys.stderr)
         return EXIT_HOME_IN_USE
     except OSError as exc:
-        print(f"chatgate cannot start: cannot lock {config.home / LOCK_NAME}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"chatgate cannot start: cannot lock {exc.filename or config.home}: {exc.strerror or exc}",
+              file=sys.stderr)
         return 1
     try:
         return await _serve(config)
@@ -142,7 +144,7 @@ async def status(config: Config, args: argparse.Namespace) -> int:
     from gateway.cron.ledger import RunLedger
     from gateway.storage.database import SchemaError
 
-    pid = daemon_pid(config.home)  # the daemon holding the home (the lock file says which)
+    pid = daemon_pid(config.home)  # the daemon holding the home (its pid file says which)
     report: dict[str, Any] = {"home": str(config.home), "running": pid is not None, "pid": pid, "ready": None,
                               "platforms": {}, "storage": None, "instances": []}
     if config.db_path.exists():
@@ -152,6 +154,8 @@ async def status(config: Config, args: argparse.Namespace) -> int:
                     stale_after=3 * config.gateway.tick_seconds)
                 report["instances"] = [{"pid": i["pid"], "host": i["host"], "since": i["started_at"]}
                                        for i in instances]
+                if pid == 0:  # its pid file was deleted: the pid it registered in the database says which
+                    report["pid"] = next((i["pid"] for i in instances if i["host"] == socket.gethostname()), 0)
                 report["running"] = report["running"] or bool(instances)
                 report["queue"] = await store.inbox.queue_counts()
                 report["trouble"] = await store.inbox.trouble_counts()

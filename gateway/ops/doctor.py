@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import Callable
 
 from agent.endpoint import redacted
 from agent.llm import LLMClient, LLMSettings
@@ -19,6 +20,25 @@ def _port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+async def _trouble(config: Config, line: Callable[[str, str], None]) -> dict[str, int] | None:
+    """What waits and what failed, from the database, which is upgraded only when no daemon runs on it
+    (never under one); None when it cannot be read (said in a line)."""
+    from gateway.ops.process import daemon_pid
+    from gateway.storage import Store
+    from gateway.storage.database import SchemaError
+
+    try:
+        store = await Store.open(config.db_path, durability=config.gateway.durability,
+                                 migrate=daemon_pid(config.home) is None)
+    except SchemaError as exc:
+        line("FAIL", f"state: {exc}")
+        return None
+    try:
+        return await store.inbox.trouble_counts()
+    finally:
+        await store.close()
 
 
 async def run_doctor(config: Config, out: list[str]) -> bool:
@@ -50,14 +70,9 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
                 ok = False
         finally:
             await client.aclose()
-    if config.db_path.exists():
-        from gateway.storage import Store
-
-        store = await Store.open(config.db_path, durability=config.gateway.durability)
-        try:
-            counts = await store.inbox.trouble_counts()
-        finally:
-            await store.close()
+    counts = await _trouble(config, line) if config.db_path.exists() else {}
+    ok = ok and counts is not None
+    if counts:
         line("info", "state: {pending_replies} repl(y/ies) waiting to be sent".format(**counts))
         if counts["dead_letters"]:
             line("warn", f"{counts['dead_letters']} input(s) could not be taken and were set aside: "

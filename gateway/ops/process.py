@@ -44,9 +44,10 @@ def dumpable() -> bool:
 
 # -- one daemon per home ------------------------------------------------------------------------
 
-LOCK_NAME = "chatgate.pid"  # in CHATGATE_HOME: locked by the running daemon, which wrote its pid into it
+LOCK_NAME = "chatgate.pid"  # in CHATGATE_HOME: the running daemon's pid, for `chatgate status`
 EXIT_HOME_IN_USE = 75  # `chatgate run` beside another daemon (EX_TEMPFAIL; the unit does not restart on it)
-_LOCK_TRIES = 20  # × 25 ms: a `chatgate status` looking at the lock holds it for an instant
+_LOCK_TRIES = 20  # × 25 ms: a `chatgate status` looking at a lock holds it for an instant
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 class HomeInUse(RuntimeError):
@@ -67,60 +68,111 @@ def _pid_in(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-class HomeLock:
-    """The daemon's hold on its home: an exclusive `flock` on `LOCK_NAME`, held while the process
-    lives (the kernel lets go when it exits, even at kill -9; the descriptor is not inherited by the
-    commands it runs), with the pid written inside for `chatgate status`."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd: int | None = fd
-
-    @classmethod
-    def take(cls, home: Path) -> "HomeLock":
-        """Hold `home`, or raise `HomeInUse` naming the daemon that does (OSError: cannot open it)."""
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # never through a link: the file is truncated and written, so a link (or a hard link) to another
-        # file planted in the home would have the daemon — perhaps root — overwrite that file
-        fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid != os.geteuid():
-                raise OSError(errno.EPERM, "not a regular file of this user's with no other name",
-                              str(home / LOCK_NAME))
-            for attempt in range(_LOCK_TRIES):
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if attempt == _LOCK_TRIES - 1:
-                        raise HomeInUse(home, _pid_in(fd)) from None
-                    time.sleep(0.025)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(fd)
-
-    def release(self) -> None:
-        """Let go (the file stays: removing it would race with the next daemon opening it)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-def daemon_pid(home: Path) -> int | None:
-    """The pid of the daemon holding `home` (0: one does, its pid not readable), None when none does."""
+def _holder(path: Path, flags: int) -> int | None:
+    """The pid written in `path` while a daemon holds it locked (0: held, no pid in it — the home folder);
+    None when nobody does (or it cannot be opened or locked here)."""
     try:
-        fd = os.open(home / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(path, flags)
     except OSError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _pid_in(fd) or 0
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # (let go of again as the descriptor closes)
+    except BlockingIOError:
+        return _pid_in(fd) or 0
+    except OSError:
         return None
     finally:
         os.close(fd)
+    return None
+
+
+def _lock(fd: int, home: Path) -> None:
+    """An exclusive `flock` on `fd`, or `HomeInUse` (OSError: this file system cannot lock it)."""
+    for attempt in range(_LOCK_TRIES):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if attempt == _LOCK_TRIES - 1:
+                raise HomeInUse(home, daemon_pid(home) or None) from None
+            time.sleep(0.025)
+
+
+def _hold_folder(home: Path) -> int | None:
+    """The home folder, locked; None where its file system cannot lock a folder."""
+    fd = os.open(home, _FOLDER)
+    try:
+        _lock(fd, home)
+    except HomeInUse:
+        os.close(fd)
+        raise
+    except OSError as exc:
+        os.close(fd)
+        log.warning("the file system of %s cannot lock a folder (%s): only %s keeps a second daemon off this home; "
+                    "do not delete it while chatgate runs", home, exc.strerror or exc, LOCK_NAME)
+        return None
+    return fd
+
+
+def _hold_pid_file(home: Path) -> int:
+    """`LOCK_NAME`, locked, with this process's pid written in."""
+    # never through a link: the file is truncated and written, so a link (or a hard link) to another
+    # file planted in the home would have the daemon — perhaps root — overwrite that file
+    fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid != os.geteuid():
+            raise OSError(errno.EPERM, "not a regular file of this user's with no other name", str(home / LOCK_NAME))
+        _lock(fd, home)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class HomeLock:
+    """The daemon's hold on its home, while the process lives (the kernel lets go when it exits, even at
+    kill -9; the descriptors are not inherited by the commands it runs): an exclusive `flock` on the home
+    folder itself, and one on `LOCK_NAME` in it, with the pid written inside for `chatgate status`.
+
+    The folder is what a second daemon on the same home opens too, and it cannot be deleted while it
+    holds the database: deleting `LOCK_NAME` (a pid file, to a tidy-minded person or script) no longer
+    lets a second daemon in to answer the first one's turns again. The lock goes with the folder, not
+    its name: a home renamed while its daemon runs takes the lock along, and an empty folder made in its
+    place is a new home. `LOCK_NAME` stays locked too: it is what a chatgate before this one locks
+    (a new one refuses to start beside it), and what keeps a second daemon off where a file system
+    cannot lock a folder."""
+
+    def __init__(self, fds: list[int]) -> None:
+        self._fds = fds
+
+    @classmethod
+    def take(cls, home: Path) -> "HomeLock":
+        """Hold `home`, or raise `HomeInUse` naming the daemon that does (OSError: cannot open or lock it,
+        its `filename` says what)."""
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fds: list[int] = []
+        try:
+            folder = _hold_folder(home)  # (first: a daemon refused here has not touched the home)
+            fds += [folder] if folder is not None else []
+            fds.append(_hold_pid_file(home))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return cls(fds)
+
+    def release(self) -> None:
+        """Let go (the pid file stays: removing it would race with the next daemon opening it)."""
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+
+
+def daemon_pid(home: Path) -> int | None:
+    """The pid of the daemon holding `home` (0: one does, its pid not known — `LOCK_NAME` was deleted
+    while it ran), None when none does."""
+    written = _holder(home / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    return written if written is not None else _holder(home, _FOLDER)

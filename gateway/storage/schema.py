@@ -2,7 +2,8 @@
 
 The database's `user_version` is the number of the last migration it had. A migration runs in a write
 transaction of its own, statement by statement, after reading the version again under the lock (two
-processes opening a new database do not both apply it).
+processes opening a new database do not both apply it). One that rebuilds a table is checked for room
+on the disk first, moves the rows, and gives the space back after it commits (`gateway.storage.rebuild`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from importlib import resources
 
 import aiosqlite
 
+from gateway.storage import rebuild, upkeep
 from gateway.storage.database import SchemaError
 
 
@@ -57,15 +59,17 @@ async def migrate(db: aiosqlite.Connection, *, path: str = "the database", upgra
         raise SchemaError(f"{path} is at schema version {version} and this chatgate needs {latest}: the chatgate "
                           "running on it is older; restart it with this version (it upgrades the database), "
                           "then try again")
-    for number, sql in found:
-        if number <= version:
-            continue
+    pending = [(number, statements(sql)) for number, sql in found if number > version]
+    rows = version > 0  # (a new database has no rows to make room for, nor space to give back)
+    if rows:
+        await rebuild.check_room(db, pending, path=path, version=version)  # (before the first: refused, untouched)
+    for number, parts in pending:
         await db.execute("BEGIN IMMEDIATE")
         try:
             version = await _version(db)  # under the write lock: what another process applied meanwhile counts
+            rebuilt = False
             if number > version:
-                for statement in statements(sql):
-                    await db.execute(statement)
+                rebuilt = await rebuild.apply(db, parts)
                 await db.execute(f"PRAGMA user_version = {number}")
                 version = number
             await db.execute("COMMIT")
@@ -73,3 +77,5 @@ async def migrate(db: aiosqlite.Connection, *, path: str = "the database", upgra
             if db.in_transaction:
                 await db.rollback()
             raise
+        if rebuilt and rows:
+            await upkeep.hand_back(db)

@@ -10,12 +10,15 @@ through the WAL). When to do which is `gateway.retention`'s.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from dataclasses import dataclass
 
 import aiosqlite
 
 from gateway.storage.tables import Tables
 
+log = logging.getLogger(__name__)
 INCREMENTAL = 2  # PRAGMA auto_vacuum
 
 
@@ -54,6 +57,18 @@ class Upkeep(Tables):
             await _checkpoint(db)
 
         await self.db.read(vacuum)
+
+
+async def hand_back(db: aiosqlite.Connection) -> None:
+    """Every free page back to the file system (where incremental vacuum is on) and the WAL emptied, outside
+    a transaction: after a migration that rewrote a table. As far as another program allows at that
+    moment (a reader it has open keeps the WAL; its write lock, held past the wait, the free pages:
+    the ticks give those back)."""
+    try:
+        await db.executescript("PRAGMA incremental_vacuum;")
+        await _checkpoint(db)
+    except sqlite3.OperationalError as exc:
+        log.warning("could not give the space back at once after upgrading the database: %s", exc)
 
 
 async def _checkpoint(db: aiosqlite.Connection) -> None:
