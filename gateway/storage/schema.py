@@ -63,13 +63,13 @@ async def migrate(db: aiosqlite.Connection, *, path: str = "the database", upgra
     rows = version > 0  # (a new database has no rows to make room for, nor space to give back)
     if rows:
         await rebuild.check_room(db, pending, path=path, version=version)  # (before the first: refused, untouched)
+    rebuilt = False
     for number, parts in pending:
         await db.execute("BEGIN IMMEDIATE")
         try:
             version = await _version(db)  # under the write lock: what another process applied meanwhile counts
-            rebuilt = False
             if number > version:
-                rebuilt = await rebuild.apply(db, parts)
+                rebuilt = await rebuild.apply(db, parts) or rebuilt
                 await db.execute(f"PRAGMA user_version = {number}")
                 version = number
             await db.execute("COMMIT")
@@ -77,5 +77,5 @@ async def migrate(db: aiosqlite.Connection, *, path: str = "the database", upgra
             if db.in_transaction:
                 await db.rollback()
             raise
-        if rebuilt and rows:
-            await upkeep.hand_back(db)
+    if rebuilt and rows:  # (once the last has committed: what later ones wrote is not left in the WAL)
+        await upkeep.hand_back(db)
