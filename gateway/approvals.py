@@ -8,8 +8,11 @@ removes its buttons, and the waiting tool gets the outcome in plain words for th
 
 "Allow for this session" and "Always allow" cover the same kind and subject run with no more
 power: a command allowed inside the sandbox is asked again before it runs outside it (the prompt
-says where it runs). A session grant covers the requests of the person who asked, in that session:
-in a shared one, another member's request (or a turn acting for them) is asked again. What the
+says where it runs). Outside it, they cover the command only while its words lead where they led
+when it was shown (the request's `reach`); a request marked `each_time` (a command that reaches
+chatgate's own state) is never covered, and its prompt offers only "Allow once" and "Deny". A
+session grant covers the requests of the person who asked, in that session: in a shared one,
+another member's request (or a turn acting for them) is asked again. What the
 model or a person wrote (a command in a reason, a subagent's task, a job's name) is shown as one
 line of quoted text that no platform renders as markup; in the subject, what could hide or reorder
 a part of it (a bidi control, a zero-width character, screens of empty lines or blanks) is shown by
@@ -54,6 +57,9 @@ HIDING = ("it holds characters that show nothing or change the order of the text
 # What a grant made for one confinement covers: a command allowed to run unconfined may also run in the
 # sandbox (less power), never the other way round. A command that does not say is taken as unconfined.
 COVERS = {"sandbox": ("sandbox", "unconfined"), "unconfined": ("unconfined",)}
+EACH_TIME = "each-time:"  # the key of a request no grant may answer: it matches no subject's hash
+EACH_TIME_LINE = ("Asked each time: a command that reaches chatgate's own state is never allowed for a session "
+                  "or always.")
 WHERE = {"sandbox": "Where it runs: inside the sandbox (only the workspace is writable; chatgate's own files "
                     "and secrets are hidden).",
          "unconfined": "Where it runs: **outside any sandbox**, with chatgate's own access to files, secrets "
@@ -159,14 +165,17 @@ def shown_subject(subject: str, secrets: list[str]) -> tuple[str, bool]:
     return f"{shown[:MAX_SHOWN]}\n[… {len(shown) - MAX_SHOWN:,} more characters NOT shown …]", True
 
 
-def prompt_text(kind: str, subject: str, reasons: list[str], approval_id: str, confinement: str = "") -> str:
+def prompt_text(kind: str, subject: str, reasons: list[str], approval_id: str, confinement: str = "",
+                each_time: bool = False) -> str:
     """The prompt's Markdown. The subject is in a fence longer than any run of backticks inside it,
     so a line of backticks in a command cannot close the block and pose as the prompt's own text;
-    each reason is `quoted` (it may hold the model's words); a command says where it runs."""
+    each reason is `quoted` (it may hold the model's words); a command says where it runs, and one
+    that only a yes to this very request can allow says so."""
     what = {"command": "run this command", "job": "schedule this job",
             "job_change": "change or run a scheduled job"}.get(kind, "touch this file")
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", subject)), default=0))
     where = f"{WHERE[confinement]}\n" if confinement in WHERE else ""
+    where += f"{EACH_TIME_LINE}\n" if each_time else ""
     why = "; ".join(q for q in map(quoted, reasons) if q) or "it needs consent"
     return (f"⚠️ **Approval needed** — the agent wants to {what}:\n{fence}\n{subject}\n{fence}\n"
             f"{where}Why it asks: {why}\nOnly the person who asked (or an admin) can decide. id `{approval_id}`")
@@ -210,12 +219,15 @@ class Approvals:
             return ApprovalOutcome(False, "refused", f"Refused without asking: {reasons}; approvals.mode is deny. "
                                    "It was NOT run. Tell the user what you wanted to do and why.")
         digest, confinement = subject_hash(request.kind, request.subject), confinement_of(request)
+        if request.each_time:
+            return await self._ask(ctx, request, EACH_TIME + digest, confinement)
         covering = COVERS.get(confinement, (confinement,))
-        if await self.store.approvals.allowed_by_rule(request.kind, digest, covering, ctx.platform, ctx.chat_id,
-                                                      ctx.user_id):
+        reach = request.reach if confinement == "unconfined" else None  # (in the sandbox: wherever they lead)
+        if await self.store.approvals.allowed_by_rule(request.kind, digest, covering, reach, ctx.platform,
+                                                      ctx.chat_id, ctx.user_id):
             return ApprovalOutcome(True, "always", "Allowed by an 'always allow' rule.")
         if ctx.session_id is not None and await self.store.approvals.granted_for_session(
-                ctx.session_id, digest, covering, ctx.platform, ctx.user_id):  # (a shared session: that person's)
+                ctx.session_id, digest, covering, reach, ctx.platform, ctx.user_id):  # (shared: that person's)
             return ApprovalOutcome(True, "session", "Allowed for this session earlier.")
         return await self._ask(ctx, request, digest, confinement)
 
@@ -233,7 +245,8 @@ class Approvals:
         now = time.time()
         await self.store.approvals.add(Approval(
             approval_id, ctx.extras.get("session_key", ""), ctx.session_id, chat.platform, chat.chat_id,
-            chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, reasons, now, now + self.timeout))
+            chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, reasons, now, now + self.timeout,
+            reach=request.reach if confinement == "unconfined" else ""))
         future: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
         self._waiting[approval_id] = _Waiting(approval_id, ctx.extras.get("session_key", ""), future)
         try:
@@ -285,6 +298,9 @@ class Approvals:
                                                  "not the requester or an admin")
             return "This approval is not yours to decide."
         state = CHOICES[choice]
+        if state in ("session", "always") and approval.subject_hash.startswith(EACH_TIME):
+            await self.store.approvals.add_event(approval_id, "refused_press", press.user_id, "asked each time")
+            return "This one can only be allowed once: it reaches chatgate's own state."
         if state == "always" and not self.is_admin(press.platform, press.user_id):
             await self.store.approvals.add_event(approval_id, "refused_press", press.user_id,
                                                  "always allow needs an admin")
@@ -342,7 +358,8 @@ class Approvals:
 
     @staticmethod
     def _prompt_text(approval: Approval) -> str:
-        return prompt_text(approval.kind, approval.subject, approval.reasons, approval.id, approval.confinement)
+        return prompt_text(approval.kind, approval.subject, approval.reasons, approval.id, approval.confinement,
+                           approval.subject_hash.startswith(EACH_TIME))
 
     async def _show_prompt(self, approval_id: str, chat: ChatRef) -> bool:
         adapter = self.adapters.get(chat.platform)
@@ -351,8 +368,9 @@ class Approvals:
             return False
         text = self._prompt_text(approval) + f"\nExpires in {self.timeout / 60:.0f} min."
         part = adapter.render(text)[0]
+        pairs = (("o", "d"),) if approval.subject_hash.startswith(EACH_TIME) else (("o", "s"), ("a", "d"))
         buttons = tuple(tuple(Button(LABELS[CHOICES[c]], f"{PREFIX}{approval_id}:{c}") for c in pair)
-                        for pair in (("o", "s"), ("a", "d")))
+                        for pair in pairs)
         try:
             message_id = await self.delivery.patiently(
                 lambda: adapter.send_buttons(chat, Reply(text=part.text, plain=part.plain, buttons=buttons)))

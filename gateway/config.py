@@ -298,8 +298,9 @@ class Config(BaseSettings):
         return (self.agent.workspace or self._home / "workspace").expanduser()
 
     def secrets(self) -> list[str]:
-        """Every secret value set in the configuration, for redaction."""
-        found: list[str] = []
+        """Every secret value set in the configuration, and the web chat's token kept in its file (made at
+        the first start: read here each time, so one made since is included), for redaction."""
+        found: list[str] = [token] if (token := self._token_file()) else []
 
         def walk(node: Any) -> None:
             if isinstance(node, SecretStr):
@@ -314,6 +315,18 @@ class Config(BaseSettings):
 
         walk(self)
         return found
+
+
+    def _token_file(self) -> str | None:
+        """The web chat token kept in `$CHATGATE_HOME/webchat-token`: a regular file reached with no link,
+        of a few bytes (read the way the web chat reads it, so a link or a FIFO there is not followed)."""
+        from agent.safety.beneath import Beneath, Refused
+        from platforms.webchat.access import TOKEN_FILE
+
+        try:
+            return Beneath(self._home).read(TOKEN_FILE, 4096).decode("utf-8", "replace").strip() or None
+        except (OSError, Refused):
+            return None
 
 
 def default_home(env: Mapping[str, str] | None = None) -> Path:

@@ -233,10 +233,11 @@ class GatewayRunner:
         if await self.sandbox.ready() or self.sandbox.mode == "off":  # (a failure is warned about where found)
             log.info("tool sandbox: %s", self.sandbox.describe())
         if self.config.agent.sandbox.unconfined == "classifier":  # the operator's explicit opt-in: say what it costs
-            log.warning("agent.sandbox.unconfined: classifier — %s any command the classifier calls safe runs "
-                        "WITHOUT asking, with chatgate's own rights (its config, tokens, database, network). The "
-                        "classifier only knows dangers by name and misses programs that run others (awk system(), "
-                        "sed e, find -fprintf, git -c, tar --to-command, ssh -o ProxyCommand, …). The default "
+            log.warning("agent.sandbox.unconfined: classifier — %s any command the classifier calls safe (and whose "
+                        "paths can be checked before it runs) runs WITHOUT asking, with chatgate's own rights (its "
+                        "config, tokens, database, network). The classifier only knows dangers by name and misses "
+                        "programs that run others (awk system(), sed e, find -fprintf, git -c, tar --to-command, "
+                        "ssh -o ProxyCommand, …). The default "
                         "(allowlist) asks for everything but a short list of read-only commands on workspace files.",
                         "there is no sandbox here, so" if not await self.sandbox.ready()
                         else "bubblewrap works now; if it does not,")

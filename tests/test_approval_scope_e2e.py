@@ -3,7 +3,9 @@
 A grant made for a command inside the sandbox never lets the same command run outside it
 (`outside_sandbox=true`, or no sandbox at all): a new prompt asks, and says where it will run.
 A grant for an unconfined run also covers the sandboxed one. Rules written before confinement was
-recorded keep covering sandboxed runs only, unless their prompt had said the command ran unconfined.
+recorded keep covering sandboxed runs only; those whose prompt had said the command ran unconfined
+also asked no more outside it, until rules were bound to where a command's paths lead (migration 018):
+such a rule now asks once more outside the sandbox.
 """
 
 from __future__ import annotations
@@ -150,6 +152,8 @@ def old_database(home: Path, rules: list[tuple[str, list[str]]]) -> None:
 
 
 async def test_old_rules_cover_only_the_sandbox_unless_their_prompt_said_outside(tmp_path, llm: FakeLLM):
+    """An old rule to run a command unconfined cannot say where its paths led when it was made (018): it
+    covers the command in the sandbox and, outside it, asks once more; the new rule covers it again."""
     old_database(tmp_path, [("rm -rf victim", ["recursive delete: rm -rf victim"]),
                             ("rm -rf other", [OUTSIDE, "recursive delete: rm -rf other"])])
     (tmp_path / "ws" / "other").mkdir(parents=True)
@@ -167,10 +171,19 @@ async def test_old_rules_cover_only_the_sandbox_unless_their_prompt_said_outside
             await tab.say("delete victim outside")
             await press(tab, await tab.wait_for(is_prompt), "Deny")
             assert await tab.reply(3) == "asked"
-            llm.script(run("rm -rf other", outside_sandbox=True), Reply.text("outside: no question"))
+            llm.script(run("rm -rf other"), Reply.text("other inside: no question"))
+            await tab.say("delete other inside")
+            assert await tab.reply(4) == "other inside: no question"
+            (tmp_path / "ws" / "other").mkdir()
+            llm.script(run("rm -rf other", outside_sandbox=True), Reply.text("outside: asked once more"))
             await tab.say("delete other outside")
-            assert await tab.reply(4) == "outside: no question"
-            assert len(prompts(tab)) == 1
+            await press(tab, await tab.wait_for(is_prompt, count=2), "Always allow")
+            assert await tab.reply(6) == "outside: asked once more"
+            (tmp_path / "ws" / "other").mkdir()
+            llm.script(run("rm -rf other", outside_sandbox=True), Reply.text("outside: no question"))
+            await tab.say("delete other outside again")
+            assert await tab.reply(7) == "outside: no question"
+            assert len(prompts(tab)) == 2
         assert (tmp_path / "ws" / "victim").exists() and not (tmp_path / "ws" / "other").exists()
     finally:
         await runner.stop()

@@ -84,6 +84,7 @@ COMMANDS: dict[str, Spec] = {
                 "repository whose configuration names no program (see `git_runs_nothing`)", operands="git"),
 }
 BUILTINS = frozenset({"pwd", "echo"})  # bash runs these itself, whatever PATH holds
+MAX_WALKED = 20_000  # entries of the folders a recursive read covers, checked first; past that it asks
 
 GIT: dict[str, Spec] = {
     "status": Spec("", words=_set("-s", "--short", "-b", "--branch", "--porcelain", "--porcelain=v1",
@@ -283,10 +284,58 @@ def _inside(word: str, workspace: Path) -> str | None:
         info = os.stat(real) if os.path.lexists(real) else None
     except (OSError, ValueError):
         return f"`{word}` cannot be resolved"
-    if info is not None and not os.path.isdir(real) and info.st_nlink > 1:
-        return f"`{word}` has other hard links (it may be a file from elsewhere)"
-    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-        return f"`{word}` is not a regular file (a FIFO would make the command wait for ever)"
+    return _unplain(word, info) if info is not None else None
+
+
+def _unplain(shown: str, info: os.stat_result) -> str | None:
+    """Why a file is not one to read unasked (a file named, or one a recursive read opens), or None:
+    another hard link may make it any file at all, chatgate's database included; a FIFO hangs the read."""
+    if not stat.S_ISDIR(info.st_mode) and info.st_nlink > 1:
+        return f"`{shown}` has other hard links (it may be a file from elsewhere)"
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        return f"`{shown}` is not a regular file (a FIFO would make the command wait for ever)"
+    return None
+
+
+def _walk(top: str, workspace: Path) -> str | None:
+    """Why a read of the whole folder `top` (resolved, in the workspace) could open a file it was not
+    named — checked like a file named (`_unplain`) — or None. `grep -r` and git do not follow the
+    links they meet in a folder, so neither does this; git's own folder is not read as files."""
+    folders, seen = [top], 0
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:  # (unreadable: the command cannot read it either)
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > MAX_WALKED:
+                return f"it reads a folder of more than {MAX_WALKED:,} entries, too many to check first"
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISLNK(info.st_mode) or entry.path == os.path.join(workspace, ".git"):
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                folders.append(entry.path)
+            elif why := _unplain(os.path.relpath(entry.path, workspace), info):
+                return why
+    return None
+
+
+def _whole_folders(name: str, paths: list[str], used: set[str], workspace: Path) -> str | None:
+    """What a recursive read opens beyond its operands, checked: each folder `grep -r` searches (the
+    working folder when none is named), and the files `git diff` compares (the working tree)."""
+    if name == "grep" and used & {"-r", "--recursive"}:
+        tops = [os.path.realpath(os.path.join(workspace, p)) for p in paths or ["."]]
+    elif name == "git diff" and not used & {"--cached", "--staged"}:
+        tops = [str(workspace)]
+    else:
+        return None
+    for top in tops:
+        if os.path.isdir(top) and (why := _walk(top, workspace)):
+            return why
     return None
 
 
@@ -381,6 +430,7 @@ def not_read_only(command: str, workspace: Path, protected: Sequence[Path] = ())
             return f"`tail {args[0]}` (the old form of `tail -n +N`, where a trailing f waits for ever)"
         if spec.operands == "text":
             continue
+        parsed: tuple[list[str], set[str]] | str = ([], set())
         if spec.operands == "find":
             paths = _find(args)
         elif spec.operands == "git":
@@ -401,4 +451,6 @@ def not_read_only(command: str, workspace: Path, protected: Sequence[Path] = ())
         for path in paths:
             if why := _inside(path, workspace):
                 return why
+        if not isinstance(parsed, str) and (why := _whole_folders(name, paths, parsed[1], workspace)):
+            return why
     return None

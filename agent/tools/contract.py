@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,10 @@ class ApprovalRequest:
     reasons: tuple[str, ...]  # plain words; they may quote the model, so they are shown as quoted text
     confinement: str = ""  # a command's: "sandbox" (inside bubblewrap) or "unconfined" (chatgate's own rights);
     # part of what a person allows: a grant for one never covers a command that runs with more
+    reach: str = ""  # an unconfined command's: a digest of where its words lead and of the code it runs
+    # (`agent.safety.reach`); a grant made for it covers it only while that is the same
+    each_time: bool = False  # a person must answer this very request: no grant or rule covers it, and the
+    # prompt offers no lasting yes (an unconfined command that reaches chatgate's own state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +59,7 @@ class AskingFor:
         self.on_behalf_of = " ".join(on_behalf_of.split())
 
     async def request(self, ctx: "ToolContext", request: ApprovalRequest) -> ApprovalOutcome:
-        reasons = (self.on_behalf_of, *request.reasons)
-        return await self.port.request(ctx, ApprovalRequest(request.kind, request.subject, reasons,
-                                                            request.confinement))
+        return await self.port.request(ctx, replace(request, reasons=(self.on_behalf_of, *request.reasons)))
 
 
 class ToolJournal(Protocol):

@@ -2,17 +2,20 @@
 never run; dangerous ones wait for a person's approval through the `ApprovalPort`. Without a
 sandbox (or outside it) a command also asks unless it is on the short read-only list
 (`agent.safety.readonly_commands`) — or, where the operator opted into `unconfined="classifier"`, unless
-the classifier calls it safe; either way one that reaches chatgate's own state or runs code from
-the workspace asks, showing that code. No consent port means no consent."""
+the classifier calls it safe and its paths can be checked before it runs; either way one that reaches
+chatgate's own state or runs code from the workspace asks, showing that code. All of that is read before
+any grant is looked at: a person's "allow for this session" or "always allow" covers the command only
+while its words lead where they led when it was shown (`agent.safety.reach`), and never one that
+reaches chatgate's state — that asks each time. No consent port means no consent."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
 from pathlib import Path
 from typing import Any
 
+from agent.safety.reach import glob_matches, path_words, reach_digest, reading, touches_protected
 from agent.safety.readonly_commands import not_read_only
 from agent.safety.workspace_code import files_run, fingerprint, show_code
 from agent.safety.workspace_gate import gate_for
@@ -21,30 +24,7 @@ from agent.tools.shell import Shell
 
 MAX_TIMEOUT = 600.0  # seconds; a model asking for more gets this
 UNCONFINED = ("allowlist", "classifier")  # what decides without a sandbox: the read-only list, or the classifier
-_UP_AND_OUT = re.compile(r"(^|[\s'\"=:<>|;&(])\.\.(/|$|[\s'\";&|)])")  # a path that starts by leaving the workspace
-_WORDS = re.compile(r"[^\s'\"=:,;&|()<>`]+")  # the path-like pieces of a command line, as near as text allows
-
-
-def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]) -> str | None:
-    """A protected folder the command names: by its name, by `..` out of the workspace, or by a
-    word that resolves into it now (links and `..` followed: `d/config.yaml` with `d` a link)."""
-    workspace = Path(os.path.realpath(workspace))
-    for folder in protected:
-        for named in re.findall(re.escape(str(folder)) + r"[^\s'\";&|)]*", command):
-            if not Path(os.path.normpath(named)).is_relative_to(workspace):  # (the workspace is fine)
-                return str(folder)
-        if workspace.is_relative_to(folder) and _UP_AND_OUT.search(command):
-            return f"{folder} (through ..)"
-    for word in dict.fromkeys(_WORDS.findall(command)):
-        try:
-            real = Path(os.path.realpath(os.path.join(workspace, word)))
-        except (OSError, ValueError):
-            continue
-        if not real.is_relative_to(workspace):
-            for folder in protected:
-                if real.is_relative_to(folder):
-                    return f"{folder} (through {word})"
-    return None
+MAX_UNKNOWN = 3  # reasons shown of why a command's paths cannot be checked
 
 
 def _as_timeout(value: Any, default: float) -> float | str:
@@ -58,20 +38,24 @@ def _as_timeout(value: Any, default: float) -> float | str:
 
 
 def _unconfined(command: str, workspace: Path, protected: tuple[Path, ...],
-                allowlist: bool) -> tuple[str | None, list[Path], str | None]:
+                allowlist: bool) -> tuple[str | None, list[Path], str | None, str | None]:
     """What running `command` with chatgate's own rights would reach: a protected folder, workspace
-    code, and (with `allowlist`) why it is not on the read-only list. Reads the disk: run in a thread."""
+    code, and why it is not on the read-only list (with `allowlist`) or, without it, why its paths cannot
+    be checked before it runs. Reads the disk: run in a thread."""
+    unknown = None if allowlist else "; ".join(reading(command).unknown[:MAX_UNKNOWN]) or None
     return (touches_protected(command, workspace, protected), files_run(command, workspace),
-            not_read_only(command, workspace, protected) if allowlist else None)
+            not_read_only(command, workspace, protected) if allowlist else None, unknown)
 
 
 def _snapshot(command: str, workspace: Path) -> tuple[tuple[str, object], ...]:
     """What a person is shown and asked about: the code the command runs, and where each path-like
-    word of it leads (links followed) with what is there — each file's identity and content. Reads
-    the disk: run in a thread."""
+    word of it leads (links followed) with what is there — each file's identity and content — and what
+    each glob matches. Reads the disk: run in a thread."""
     workspace = Path(os.path.realpath(workspace))
+    words = reading(command)
     seen: dict[str, object] = {str(p): fingerprint(p, workspace) for p in files_run(command, workspace)}
-    for word in dict.fromkeys(_WORDS.findall(command)):
+    seen.update((f"{pattern} (what it matches)", found) for pattern, found in glob_matches(words, workspace))
+    for word in path_words(command, words):
         try:
             real = Path(os.path.realpath(os.path.join(workspace, word)))
         except (OSError, ValueError):
@@ -130,8 +114,8 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
             async with gate.shared():
                 return f"{said}{await shell.run(command, seconds)}"
         async with gate.exclusive():  # unconfined: nothing of ours changes the workspace while it is judged
-            state, code, unlisted = await asyncio.to_thread(_unconfined, command, shell.workspace, protected,
-                                                            unconfined == "allowlist")
+            state, code, unlisted, unknown = await asyncio.to_thread(_unconfined, command, shell.workspace,
+                                                                     protected, unconfined == "allowlist")
             reasons = (*([f"runs code from the workspace ({', '.join(p.name for p in code)}) with no sandbox "
                           "around it"] if code else []),
                        *([f"reaches {state} (chatgate's own state) with no sandbox around it"] if state else []),
@@ -139,17 +123,21 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
                          if outside else []),
                        *((findings or ("no reason given",)) if verdict.verdict != "safe" else ()),
                        *([f"not on the read-only list ({shell.redact(unlisted)}): with no sandbox it would run "
-                          "with chatgate's own rights"] if unlisted else []))
-            subject, shown = None, ()
+                          "with chatgate's own rights"] if unlisted else []),
+                       *([f"its paths cannot be checked before it runs ({shell.redact(unknown)}): with no sandbox "
+                          "it would run with chatgate's own rights"] if unknown else []))
+            subject, shown, reach = None, (), ""
             if reasons:
                 subject = command
                 if code:  # the code a script holds is what runs, not the harmless-looking command line
                     subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
                 shown = await asyncio.to_thread(_snapshot, command, shell.workspace)
+                reach = await asyncio.to_thread(reach_digest, command, shell.workspace, code)
         if subject is None:  # plainly read-only (or, opted into, safe to the classifier): the file tools'
             async with gate.shared():  # writes cannot make it run code (what is git's own asks), so others go on
                 return await shell.run(command, seconds)
-        approved, said = await _ask(ctx, subject, reasons, "unconfined")
+        # A grant covers only this command leading where it leads now; one that reaches the state, none.
+        approved, said = await _ask(ctx, subject, reasons, "unconfined", reach=reach, each_time=bool(state))
         if not approved:
             return said
         async with gate.exclusive():  # what runs is what was shown: checked again, held to the end
@@ -160,13 +148,15 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
                         "still needed.")
             return f"{said}\n{await shell.run(command, seconds, confined=not outside)}"
 
-    async def _ask(ctx: ToolContext, subject: str, reasons: tuple[str, ...], confinement: str) -> tuple[bool, str]:
-        """(True, the outcome's words) when a person said yes; else (False, what to tell the model)."""
+    async def _ask(ctx: ToolContext, subject: str, reasons: tuple[str, ...], confinement: str, *, reach: str = "",
+                   each_time: bool = False) -> tuple[bool, str]:
+        """(True, the outcome's words) when a person said yes (or a grant of theirs covers it); else (False,
+        what to tell the model)."""
         if ctx.approvals is None:
             return False, (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
                            "and nobody can approve here. The command was NOT run.")
         outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(subject), reasons,
-                                                                   confinement))
+                                                                   confinement, reach, each_time))
         if not outcome.approved:
             return False, f"{outcome.message}\nThe command was NOT run."
         return True, outcome.message

@@ -15,6 +15,7 @@ from agent.llm import sdk as llm_sdk
 from gateway.config import Config
 from gateway.ops import systemd
 from gateway.ops.collector import collector_on
+from gateway.ops.logs import setup_logging
 from gateway.ops.process import EXIT_HOME_IN_USE, HomeInUse, HomeLock, daemon_pid, not_dumpable
 from platforms.registry import PlatformUnavailable
 
@@ -59,6 +60,8 @@ async def _serve(config: Config) -> int:
     except PlatformUnavailable as exc:
         print(f"chatgate cannot start: {exc}", file=sys.stderr)
         return 1
+    setup_logging(config.gateway.log_level, config.secrets(), config.gateway.log_format)  # (a web chat token
+    # made just now, at the first start, is one of them)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

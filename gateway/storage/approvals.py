@@ -3,9 +3,11 @@
 A request is a row of `approvals` that moves once, by compare-and-set, from `pending` to its outcome,
 with who decided and when; every step (asked, decided, a press refused) is also a row of
 `approval_events`. A request decided `session` is a session grant: it answers for the same subject in
-that session, for the person who asked. An "always allow" rule is written in the same transaction as
-the decision that made it, from the request's own row. Pruning forgets decided requests with their
-events, 500 at a time, but keeps a session grant while its session is active.
+that session, for the person who asked — an unconfined command's only while it reaches where it did
+(`reach`, a digest of where its words led when it was shown). An "always allow" rule is written in
+the same transaction as the decision that made it, from the request's own row. Pruning forgets
+decided requests with their events, 500 at a time, but keeps a session grant while its session is
+active.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Approval:
     decided_at: float | None = None
     note: str | None = None
     prompt_message_id: str | None = None
+    reach: str = ""  # an unconfined command's: where its words led when it was asked (what a grant is bound to)
 
 
 _COLUMNS = tuple(f.name for f in fields(Approval))
@@ -65,24 +68,26 @@ def _event(db: aiosqlite.Connection, approval_id: str, event: str, actor: str | 
 
 
 class ApprovalStore(Tables):
-    async def allowed_by_rule(self, kind: str, subject_hash: str, confinements: Sequence[str], platform: str,
-                              chat_id: str, user_id: str) -> bool:
-        """Whether an always-allow rule for one of `confinements` covers this person in this chat (a rule
-        for everyone, for the chat or for the person)."""
+    async def allowed_by_rule(self, kind: str, subject_hash: str, confinements: Sequence[str], reach: str | None,
+                              platform: str, chat_id: str, user_id: str) -> bool:
+        """Whether an always-allow rule for one of `confinements` (and, unless `reach` is None, made where
+        the subject reached `reach`) covers this person in this chat (a rule for everyone, for the chat
+        or for the person)."""
         row = await self.fetch_one(
             "SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ?"
-            f" AND confinement IN ({_marks(confinements)}) AND (scope = 'global' OR (scope = 'chat'"
-            " AND platform = ? AND chat_id = ?) OR (scope = 'user' AND platform = ? AND user_id = ?))",
-            (kind, subject_hash, *confinements, platform, chat_id, platform, user_id))
+            f" AND confinement IN ({_marks(confinements)}) AND (? IS NULL OR reach = ?) AND (scope = 'global' OR"
+            " (scope = 'chat' AND platform = ? AND chat_id = ?) OR (scope = 'user' AND platform = ? AND user_id = ?))",
+            (kind, subject_hash, *confinements, reach, reach, platform, chat_id, platform, user_id))
         return row is not None
 
     async def granted_for_session(self, session_id: int, subject_hash: str, confinements: Sequence[str],
-                                  platform: str, requester_id: str) -> bool:
-        """Whether this person was granted the subject for the session (for one of `confinements`)."""
+                                  reach: str | None, platform: str, requester_id: str) -> bool:
+        """Whether this person was granted the subject for the session (for one of `confinements`; unless
+        `reach` is None, where the subject reached `reach`)."""
         row = await self.fetch_one(
             "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'"
-            f" AND confinement IN ({_marks(confinements)}) AND platform = ? AND requester_id = ?",
-            (session_id, subject_hash, *confinements, platform, requester_id))
+            f" AND confinement IN ({_marks(confinements)}) AND (? IS NULL OR reach = ?) AND platform = ?"
+            " AND requester_id = ?", (session_id, subject_hash, *confinements, reach, reach, platform, requester_id))
         return row is not None
 
     async def add(self, approval: Approval) -> None:
@@ -92,10 +97,11 @@ class ApprovalStore(Tables):
         async def add(db: aiosqlite.Connection) -> None:
             await db.execute(
                 "INSERT INTO approvals (id, session_key, session_id, platform, chat_id, thread_id, requester_id, kind,"
-                " subject, subject_hash, confinement, reasons, created_at, expires_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " subject, subject_hash, confinement, reach, reasons, created_at, expires_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (a.id, a.session_key, a.session_id, a.platform, a.chat_id, a.thread_id, a.requester_id, a.kind,
-                 a.subject, a.subject_hash, a.confinement, json.dumps(a.reasons), a.created_at, a.expires_at))
+                 a.subject, a.subject_hash, a.confinement, a.reach, json.dumps(a.reasons), a.created_at,
+                 a.expires_at))
             await _event(db, a.id, "requested", a.requester_id, a.subject)
 
         await self.db.write(add)
@@ -119,9 +125,9 @@ class ApprovalStore(Tables):
             await _event(db, approval_id, state, actor, note)
             if rule_scope is not None:
                 await db.execute(
-                    "INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, confinement, scope, platform,"
-                    " chat_id, user_id, created_by, created_at) SELECT kind, subject, subject_hash, confinement, ?,"
-                    " CASE WHEN ? = 'global'"
+                    "INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, confinement, reach, scope,"
+                    " platform, chat_id, user_id, created_by, created_at) SELECT kind, subject, subject_hash,"
+                    " confinement, reach, ?, CASE WHEN ? = 'global'"
                     " THEN '' ELSE platform END, CASE WHEN ? = 'chat' THEN chat_id ELSE '' END, CASE WHEN ? = 'user'"
                     " THEN requester_id ELSE '' END, ?, ? FROM approvals WHERE id = ?",
                     (rule_scope, rule_scope, rule_scope, rule_scope, actor, now, approval_id))

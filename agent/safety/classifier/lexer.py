@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+import shlex
 from typing import Callable, Iterator
 
 from agent.safety.classifier.decode import unescape
@@ -40,9 +41,25 @@ class Cmd:
     exec_origin: str | None = None  # argv[0] came from downloaded / decoded output
     origins: dict = field(default_factory=dict)  # x=$(curl ..): variable -> origin of its value
     hidden_name: str | None = None  # argv[0] comes from a value the check cannot see ($x unknown, "$@", IFS)
+    hidden_code: str | None = None  # ${x@P} of a value the check cannot see: prompt expansion runs what it holds
 
 
 _OPAQUE_SETTERS = frozenset({"read", "mapfile", "readarray", "getopts"})
+
+
+def _hashed(args: list) -> tuple[str | None, list]:
+    """(PATH, NAMEs) of `hash -p PATH NAME…` (PATH None: no -p, or one without a value)."""
+    path, names, options = None, [], True
+    rest = iter(args)
+    for a in rest:
+        if options and a == "--":
+            options = False
+        elif options and a.startswith("-") and len(a) > 1:
+            if "p" in a:
+                path = a[a.index("p") + 1:] or next(rest, None)
+        else:
+            names.append(a)
+    return (path, names) if path is not None else (None, [])
 
 
 def _match(s: str, i: int, open_: str = "(", close: str = ")") -> int:
@@ -196,6 +213,9 @@ class Lexer:
         self.redir = None
         c = self.cmd
         if c.words or c.redirs or c.stdin_set or c.subs:
+            name = next((w for w in c.words if not ASSIGN.match(w)), None)
+            if name is not None and self.env.get("opaque hash " + name):
+                c.hidden_name = c.hidden_name or f"{name}, which `hash -p` made run a path the check cannot see"
             self.note_assignments(c.words)
             self.pipe.append(c)
         self.cmd = Cmd()
@@ -212,6 +232,9 @@ class Lexer:
                 name, eq, val = w.partition("=")
                 if eq:
                     env["alias " + name] = val
+            return
+        if words[:1] == ["hash"]:  # hash -p PATH NAME…: each NAME now runs PATH (bash's table of commands)
+            self.note_hashed(*_hashed(words[1:]))
             return
         if words[:1] == ["set"] and "--" in words:  # set -- a b c: the positional parameters
             env["@"] = " ".join(words[words.index("--") + 1:])
@@ -240,12 +263,29 @@ class Lexer:
                 if name.endswith("+"):
                     name = name[:-1]
                     val = env.get(name, "") + val
+                if re.fullmatch(r"BASH_(CMDS|ALIASES)\[.+\]", name):  # bash's tables of commands and aliases
+                    key = name[name.index("[") + 1:-1].strip("'\"")
+                    if name.startswith("BASH_CMDS"):
+                        self.note_hashed(val, [key])
+                    else:
+                        env["alias " + key] = val
                 name = name.split("[")[0]
                 env[name] = val
                 if name in self.cmd.origins:
                     env["origin " + name] = self.cmd.origins[name]
                 else:
                     env.pop("origin " + name, None)
+
+    def note_hashed(self, path: str | None, names: list) -> None:
+        """NAMEs that run `path` from now on (`hash -p`, `BASH_CMDS[NAME]=`): read as aliases of it, or,
+        when the check cannot see the path, as command names it cannot see."""
+        for name in names:
+            if path is None or "$" in path or "…" in path:
+                self.env.pop("alias " + name, None)
+                self.env["opaque hash " + name] = "1"
+            else:
+                self.env["alias " + name] = shlex.quote(path)
+                self.env.pop("opaque hash " + name, None)
 
     # quotes and expansions
 
@@ -324,6 +364,9 @@ class Lexer:
             self.i = i + 1
 
     def param(self, expr: str, quoted: bool, braced: bool = False) -> None:
+        if braced and expr.endswith("@P"):  # ${x@P}: the value is expanded as a prompt string
+            self.prompt(expr[:-2], quoted)
+            return
         if expr.startswith("IFS"):  # ${IFS}, $IFS, ${IFS%?}: a word separator
             self.add(" ") if quoted else self.end_word()
             return
@@ -368,6 +411,26 @@ class Lexer:
                 self.add(piece, quoted=True)
             return
         self.insert(val, quoted)
+
+    def prompt(self, expr: str, quoted: bool) -> None:
+        """`${x@P}`: bash expands the value of x as it would a prompt — its `$(…)` and backticks run. A value
+        this line set is read that way; any other is code the check cannot see."""
+        m = re.fullmatch(r"([A-Za-z_]\w*)", expr)
+        value = self.env.get(m.group(1)) if m and not self.env.get("opaque " + m.group(1)) else None
+        if value is None:
+            self.cmd.hidden_code = self.cmd.hidden_code or "${" + expr + "@P}"
+            self.add("${" + expr + "@P}", quoted=True)
+            return
+        self.insert(self.expand(value, self.cmd), quoted)
+
+    def expand(self, text: str, into: Cmd) -> str:
+        """`text` expanded as in double quotes (a here-document, a prompt string): what it substitutes is
+        analysed, and what is known of that goes with the command `into`."""
+        sub = Lexer(text, self.env, self.resolve)
+        expanded = sub.expand_heredoc()
+        into.subs.extend(sub.cmd.subs)
+        into.hidden_code = into.hidden_code or sub.cmd.hidden_code
+        return expanded
 
     def substitute(self, inner: str, quoted: bool) -> None:
         st = self.resolve(inner)
@@ -451,8 +514,6 @@ class Lexer:
             self.i = min(i, self.n)
             body = "\n".join(lines) + "\n" if lines else ""
             if not quoted and ("$" in body or "`" in body):
-                sub = Lexer(body, self.env, self.resolve)
-                body = sub.expand_heredoc()
-                cmd.subs.extend(sub.cmd.subs)
+                body = self.expand(body, cmd)
             cmd.stdin_text, cmd.stdin_set = body, True
         self.heredocs = []

@@ -265,6 +265,9 @@ class _Analysis:
         if cmd.hidden_name:
             self.hit(DANGEROUS, f"a command whose name the check cannot see ({cmd.hidden_name})", show(cmd.words),
                      via, cap)
+        if cmd.hidden_code:
+            self.hit(DANGEROUS, f"prompt expansion runs the commands a value holds, which the check cannot see "
+                     f"({cmd.hidden_code})", show(cmd.words), via, cap)
         if not cmd.words:
             return Stream(stdin.text, stdin.origin, stdin.desc) if cmd.stdin_set else Stream()
         out = self.run_argv(list(cmd.words), cmd, stdin, depth, via, env, cap)

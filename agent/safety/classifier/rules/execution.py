@@ -198,6 +198,7 @@ _CODE_VARS = {  # variable -> pattern of the values that load code into every pr
     "PERL5OPT": r"-[MmdI]", "RUBYOPT": r"-r", "JAVA_TOOL_OPTIONS": r"-(javaagent|agentpath|agentlib)",
     "_JAVA_OPTIONS": r"-(javaagent|agentpath|agentlib)", "PYTHONWARNINGS": r"::.*\.",
 }
+_PROMPT_VARS = frozenset({"PS0", "PS1", "PS2", "PS4"})  # bash expands them as prompts (PS4 under `set -x`): $(…) runs
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 
 
@@ -212,10 +213,18 @@ def assignments(words: list[str], shown: str) -> Iterator[Finding]:
             yield from runs(value, f"{name}={value}", shown, _PROGRAM_VARS[name])
         elif name in _CODE_VARS and value and re.search(_CODE_VARS[name], value):
             yield Hit(DANGEROUS, f"{name}: loads code into the programs it starts", shown)
+        elif name in _PROMPT_VARS and re.search(r"[$`]", value):  # what it substitutes is judged as it would run
+            yield Recurse("shell", 'echo "' + value.replace('"', '\\"') + '"', f"{name} prompt")
 
 
 def r_export(c: Call) -> Iterator[Finding]:
     yield from assignments([a for a in c.args if not a.startswith("-")], c.shown)
+
+
+def r_enable(c: Call) -> Iterator[Finding]:
+    """`enable -f FILE NAME` loads a builtin from a shared object: its code runs inside the shell."""
+    if parse(c.args, "fd").has("f"):
+        yield Hit(DANGEROUS, "loads a shell builtin from a shared object (its code runs in the shell)", c.shown)
 
 
 # ---------------------------------------------------------------- options carrying a command, per program
@@ -470,4 +479,5 @@ RULES = by_name(
     (("make", "gmake"), r_make_eval), (("vim", "vi", "nvim", "ex", "view", "vimdiff", "gvim", "rvim"), r_vim),
     (("find",), r_find_writes), (("sed", "gsed"), r_sed_exec),
     (("man", "zip", "less", "emacs", "emacsclient"), r_pager_options), (("git",), r_git_exec),
-    (("export", "declare", "typeset"), r_export), (("pwsh", "powershell", "pwsh-preview"), r_powershell))
+    (("export", "declare", "typeset"), r_export), (("pwsh", "powershell", "pwsh-preview"), r_powershell),
+    (("enable",), r_enable))

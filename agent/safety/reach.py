@@ -1,0 +1,157 @@
+"""Where a command run without a sandbox would reach, read before it runs: chatgate's own state or not,
+and where each of its words leads — what a person is shown, and what a grant of theirs is bound to.
+
+A word is taken both as bash hands it to the program (`agent.safety.shell_words`: quotes removed, `~`
+as the home folder, the text of `sh -c` read too) and as the path-like pieces of the raw text (which
+also finds a path inside code given to an interpreter). Each is resolved with links and `..` followed,
+from the workspace and from every folder another word of the line names (`cd DIR; cat x`, `tar -C DIR
+x`, `git -C DIR`: a relative path is read from there); a glob's matches now are resolved too. A word
+that leads into a protected folder, or is a regular file that is another name (a hard link) of one of
+its files, reaches chatgate's state.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import itertools
+import os
+import re
+import stat
+from pathlib import Path
+
+from agent.safety.beneath import identities
+from agent.safety.shell_words import Reading, read
+from agent.safety.workspace_code import fingerprint
+
+MAX_MATCHES = 200  # of each glob, resolved
+MAX_FOLDERS = 16  # folders named by the line that relative words are also read from
+_UP_AND_OUT = re.compile(r"(^|[\s'\"=:<>|;&(])\.\.(/|$|[\s'\";&|)])")  # a path that starts by leaving the workspace
+_PIECES = re.compile(r"[^\s'\"=:,;&|()<>`]+")  # the path-like pieces of a command line, as near as text allows
+_HOME_SPELLINGS = re.compile(r"(?:^|(?<=[\s'\"=:(]))(?:~|\$HOME|\$\{HOME\})(?=/|$|[\s'\";&|)])")
+
+
+def reading(command: str) -> Reading:
+    """`command` read as bash will read it, with the HOME its commands get (ours: `command_env` keeps it)."""
+    return read(command, os.environ.get("HOME"))
+
+
+def path_words(command: str, words: Reading) -> list[str]:
+    """The words that may be paths: bash's words, the value of each `x=value`/`--option=value` and its
+    `:`-separated parts, and the raw text's path-like pieces."""
+    found: list[str] = []
+    for word in words.words:
+        found.append(word)
+        if "=" in word:
+            value = word.partition("=")[2]
+            found += [value, *value.split(":")]
+    return list(dict.fromkeys(w for w in [*found, *_PIECES.findall(command)] if w and "\0" not in w))
+
+
+def _real(base: Path, word: str) -> Path | None:
+    try:
+        return Path(os.path.realpath(os.path.join(base, word)))
+    except (OSError, ValueError):
+        return None
+
+
+def _folders(workspace: Path, words: list[str]) -> list[Path]:
+    """The workspace, then the folders the words name (resolved): where a relative word may be read from."""
+    found = [workspace]
+    for word in words:
+        real = _real(workspace, word)
+        if real is not None and real not in found and real.is_dir():
+            found.append(real)
+            if len(found) > MAX_FOLDERS:
+                break
+    return found
+
+
+def _matches(pattern: str, workspace: Path) -> list[str]:
+    return list(itertools.islice(glob.iglob(os.path.join(workspace, pattern)), MAX_MATCHES))
+
+
+def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]) -> str | None:
+    """A protected folder the command reaches (see the module): by its name (as `~/…` or `$HOME/…` too),
+    by `..` out of the workspace, by a word that resolves into it now, or by another name of its file."""
+    workspace = Path(os.path.realpath(workspace))
+    home = os.environ.get("HOME")
+    texts = [command, _HOME_SPELLINGS.sub(home, command) if home else command]
+    for folder in protected:
+        for text in texts:
+            for named in re.findall(re.escape(str(folder)) + r"[^\s'\";&|)]*", text):
+                if not Path(os.path.normpath(named)).is_relative_to(workspace):  # (the workspace is fine)
+                    return str(folder)
+        if workspace.is_relative_to(folder) and _UP_AND_OUT.search(command):
+            return f"{folder} (through ..)"
+    words = reading(command)
+    candidates = path_words(command, words)
+    folders = _folders(workspace, candidates)
+    reached = [(word, real) for word in candidates for base in (folders if not word.startswith("/") else folders[:1])
+               if (real := _real(base, word)) is not None]
+    reached += [(match, Path(os.path.realpath(match))) for pattern in words.patterns
+                for match in _matches(pattern, workspace)]
+    for word, real in reached:
+        if real.is_relative_to(workspace):
+            continue
+        for folder in protected:
+            if real.is_relative_to(folder):
+                return f"{folder} (through {word})"
+    return _another_name(reached, protected)
+
+
+def _another_name(reached: list[tuple[str, Path]], protected: tuple[Path, ...]) -> str | None:
+    """The protected file a word's regular file is another name of (a hard link), if any."""
+    own = None
+    for word, real in reached:
+        try:
+            info = os.stat(real)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            own = identities(protected) if own is None else own
+            if (info.st_dev, info.st_ino) in own:
+                return f"{protected[0] if len(protected) == 1 else 'its folders'} (through {word}, a hard link " \
+                       "to one of its files)"
+    return None
+
+
+def kind(path: Path) -> str:
+    """What is at a resolved path, as far as a grant is bound to it: "linked file" (a regular file with
+    other hard links: it may be a file from elsewhere), "other" (a FIFO, socket or device) or "plain"
+    (a folder, a regular file, or nothing yet — `mkdir build` stays allowed once build exists)."""
+    try:
+        info = os.lstat(path)
+    except (OSError, ValueError):
+        return "plain"
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        return "linked file"
+    return "plain" if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode) else "other"
+
+
+def reach_digest(command: str, workspace: Path, code: list[Path]) -> str:
+    """A digest of where the command's words lead now (each resolved path and its `kind`, a glob's
+    matches), and of the content of the workspace code it runs: what a grant for it is bound to. A file
+    it only names may change, or come to be (`cat notes.txt` stays allowed); a link elsewhere, or another
+    hard link, changes this."""
+    workspace = Path(os.path.realpath(workspace))
+    words = reading(command)
+    leads = [(word, str(real), kind(real)) for word in path_words(command, words)
+             if (real := _real(workspace, word)) is not None]
+    runs = [(str(path), _content(path, workspace)) for path in code]
+    seen = repr((str(workspace), leads, glob_matches(words, workspace), runs)).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(seen).hexdigest()
+
+
+def glob_matches(words: Reading, workspace: Path) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each glob of the command with what it matches now: (resolved path, `kind`), sorted."""
+    return [(pattern, sorted((os.path.realpath(m), kind(Path(m))) for m in _matches(pattern, workspace)))
+            for pattern in words.patterns]
+
+
+def _content(path: Path, workspace: Path) -> object:
+    """The code a file holds (its kind, size and hash); where it could not be read, its identity."""
+    found = fingerprint(path, workspace)
+    if found is not None and len(found) == 7 and found[-1] != "not read":
+        return found[0], found[3], found[-1]
+    return found
