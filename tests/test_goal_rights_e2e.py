@@ -1,8 +1,8 @@
 """Goals in a shared Telegram group (fake Bot API, fake LLM, the real gateway): only the goal's creator or
 an admin may add to it, resume it or clear it; a goal turn acts for the least trusted person whose words
-are in the conversation it reads — once a non-admin has spoken, its `session_search` sees only the group,
-its shared notes wait for an admin, its `cron` calls are a non-admin's and an admin's "always allow" no
-longer covers it — and resumes that give goals more turns are bounded per person and day."""
+are in the conversation it reads — once a non-admin has spoken, its shared notes wait for an admin, its
+`cron` calls are a non-admin's and an admin's "always allow" no longer covers it; its `session_search`
+sees only the group, whoever spoke — and resumes that give goals more turns are bounded per person and day."""
 
 from __future__ import annotations
 
@@ -95,8 +95,9 @@ async def test_after_a_non_admin_speaks_a_goal_turn_has_no_more_rights_than_they
         await runner.jobs.create(name="nightly-backup", prompt="back up the disk", schedule="every 1h",
                                  target="none", owner_platform="cli", owner_id="operator")
         tg.user_message("/goal audit the shelf", chat_type="group")
-        first = await group_text(tg, "turn 1 results")  # only Ann's words so far: the turn is hers
-        assert "wifi password is [papaya55]" in first and "nightly-backup" in first
+        first = await group_text(tg, "turn 1 results")  # only Ann's words so far: the turn is hers, but the
+        assert "nightly-backup" in first  # group reads its answer, so her direct chat is not searched
+        assert "No earlier messages of this conversation match 'papaya55'" in first
         assert "The shelf is oak (0)" in (memory / "MEMORY.md").read_text()
         assert "Ann likes oak (0)" in (memory / "users" / f"telegram-{ANN}.md").read_text()
 
