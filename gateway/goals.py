@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from agent.goal_judge import Judge, Verdict
 from agent.llm import LLMError
-from gateway.access.trust import ADMIN, Acting, Trust, speakers
+from gateway.access.trust import ADMIN, Person, Trust
 from gateway.delivery import Delivery
 from gateway.sessions import WorkItem
 from gateway.storage import Store
@@ -182,13 +182,12 @@ class Goals:
 
     # -- the turns ------------------------------------------------------------------------
 
-    async def acting_for(self, item: WorkItem, session_id: int) -> Acting | None:
-        """Whom a goal turn acts for: the least trusted of the goal's creator, whoever added criteria and
-        everyone whose messages are in the session the turn reads (see `gateway.access.trust`)."""
+    async def run_for(self, item: WorkItem) -> list[Person]:
+        """Whom a goal turn is run for besides those whose messages are in its session: whoever added
+        criteria and its creator (last: of equals, the turn acts for them; see `gateway.access.trust`)."""
         assert item.goal_turn is not None
         goal = await self.store.goals.get(item.goal_turn[0])
-        shaped = [goal.creator, *goal.people] if goal is not None else [(item.msg.platform, item.msg.user_id)]
-        return await self.trust.acting_for([*shaped, *await speakers(self.store, session_id)])
+        return [*goal.people, goal.creator] if goal is not None else [(item.msg.platform, item.msg.user_id)]
 
     async def turn_starting(self, item: WorkItem) -> bool:
         """Whether a goal turn that comes up in its session's queue should run (its goal still active,

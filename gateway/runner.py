@@ -115,7 +115,7 @@ class GatewayRunner:
         self.store = store = await Store.open(cfg.db_path, durability=cfg.gateway.durability,
                                               lock_wait=cfg.gateway.lock_wait_seconds)
         self.pairing = Pairing(store)
-        trust = Trust(cfg.access, self.pairing, self.local)  # whom goal turns and reviews act for
+        trust = Trust(cfg.access, self.pairing, self.local)  # whom every turn, run and review acts for
         self.usage = UsageLedger(store)
         self.agents = agents = Agents(cfg, self.metrics, self.usage)
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
@@ -157,7 +157,7 @@ class GatewayRunner:
             store=store, ledger=ledger, agent=chat_agent, delivery=delivery, approvals=approvals,
             tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),
             approvals_mode=cfg.approvals.mode, cron_approvals=cfg.approvals.cron, timezone=cfg.gateway.timezone,
-            timeout=cfg.cron.run_timeout_seconds, session_ended=self.session_ended,
+            timeout=cfg.cron.run_timeout_seconds, trust=trust, session_ended=self.session_ended,
             agent_for_model=agents.chat, owner_may=trust.may_still_talk, pause=self._pause_job)
         self.tick = Tick(cfg.gateway.tick_seconds)
         self.cron_timers = CronTimers(self.tick, self.jobs, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
@@ -188,7 +188,7 @@ class GatewayRunner:
                                    trust=trust, max_resumes_per_day=cfg.goals.max_resumes_per_day)
         self.turns = Turns(store=store, agent=chat_agent, tools=self.tools.scope(), delivery=delivery,
                            metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
-                           approvals=approvals, learning=self.learning, adapters=self.adapters,
+                           approvals=approvals, learning=self.learning, adapters=self.adapters, trust=trust,
                            files_root=cfg.home / "files", redact=lambda text: redact(text, secrets), goals=goals)
         # a session's worker runs what Control says (`queued`); Control stops and lists the workers
         self.sessions = sessions = Sessions(lambda worker, item: control.queued(worker, item),

@@ -40,6 +40,7 @@ from agent import usage as usage_scope
 from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalPort, ToolContext, ToolScope
+from gateway.access.trust import Trust
 from gateway.delivery import Delivery
 from gateway.files import Outgoing, discard
 from gateway.goals import Goals
@@ -73,8 +74,8 @@ def user_text(msg: InboundMessage) -> str:
 
 
 def authored(record: list[dict[str, Any]], steered_by: list[str]) -> list[dict[str, Any]]:
-    """The turn's messages, each one `steer` folded in marked with its author (`author_id`): a goal's
-    next turn and a review act for everyone whose words they read, so the store keeps who said what."""
+    """The turn's messages, each one `steer` folded in marked with its author (`author_id`): every later
+    turn and a review act for everyone whose words they read, so the store keeps who said what."""
     authors = iter(steered_by)
     marked = record[:1]
     for m in record[1:]:
@@ -140,9 +141,10 @@ class _Journal:
 class Turns:
     def __init__(self, *, store: Store, agent: Agent | None, tools: ToolScope, delivery: Delivery, metrics: Metrics,
                  busy_policy: str, timezone: str | None, approvals: ApprovalPort | None,
-                 adapters: Mapping[str, PlatformAdapter], files_root: Path,
+                 adapters: Mapping[str, PlatformAdapter], files_root: Path, trust: Trust,
                  learning: Learning | None = None, redact: Callable[[str], str] = lambda text: text,
                  goals: Goals | None = None) -> None:
+        self.trust = trust
         self.approvals = approvals
         self.goals = goals
         self.learning = learning
@@ -229,11 +231,6 @@ class Turns:
         record: list[dict[str, Any]] = []
         outgoing = Outgoing(self.files_root.parent)  # files the agent sends: copied under the home
 
-        preview = self.delivery.stream(chat, reply_to, inbox_id=item.inbox_id, draft=item.draft_message_id)
-        preview.begin()
-
-        goals = self.goals if item.origin == "goal" else None  # nobody asks for a goal's turn now: it acts for
-        acting = await goals.acting_for(item, session_id) if goals is not None else None  # the least trusted it reads
         steered_by: list[str] = []
         steered: list[WorkItem] = []
 
@@ -243,8 +240,8 @@ class Turns:
             steered.extend(taken)
             inbox_ids.extend(i.inbox_id for i in taken)
             steered_by.extend(i.msg.user_id for i in taken)
-            for i in taken if self.goals is not None else ():  # another person's words: any turn acts for
-                self.goals.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)  # the less trusted
+            for i in taken:  # another person's words: the turn acts for the less trusted
+                self.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)
             return [user_text(i.msg) for i in taken]
 
         ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,
@@ -252,8 +249,9 @@ class Turns:
                           journal=_Journal(self.store, item.inbox_id, self.redact), files=outgoing,
                           extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key,
                                   "inbox_id": item.inbox_id})
-        if goals is not None and acting is not None:
-            goals.trust.apply(ctx, acting, self.store)
+        await self._settle(ctx, item, msg)
+        preview = self.delivery.stream(chat, reply_to, inbox_id=item.inbox_id, draft=item.draft_message_id)
+        preview.begin()  # (after every wait before the turn's try: a turn stopped before it leaves no preview)
         status, outcome, tool_iterations = "ok", "ok", 0
         try:
             async with self.delivery.typing.shown(chat):
@@ -311,6 +309,15 @@ class Turns:
             except Exception:  # (the turn is done: a review that cannot start is not its failure)
                 log.exception("could not start the review of %s", item.key)
         return outcome
+
+    async def _settle(self, ctx: ToolContext, item: WorkItem, msg: InboundMessage) -> None:
+        """Whom the turn acts for and what its search reads (`Trust.settle`): the least trusted of everyone
+        whose words are in its session and of whom it is for now — the person asking; nobody asks for a
+        goal's turn now, so its creator and whoever added criteria. Its search reads this conversation
+        only, unless the chat is a direct one (its one person alone reads the answer)."""
+        run_for = await self.goals.run_for(item) if self.goals is not None and item.origin == "goal" \
+            else [(msg.platform, msg.user_id)]
+        await self.trust.settle(ctx, self.store, run_for, private=msg.chat_type == "dm")
 
     def _activity(self, name: str, arguments: str) -> str:
         """"running terminal: ls -la" — the call's main argument, redacted and cut short."""

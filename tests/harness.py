@@ -21,7 +21,7 @@ from gateway.config import load_config
 from gateway.runner import GatewayRunner
 from platforms.base import InboundMessage
 from tests.fakes.llm import FakeLLM, Reply
-from tests.fakes.telegram import FakeTelegram
+from tests.fakes.telegram import DEFAULT_GROUP_ID, FakeTelegram
 
 
 def gateway_env(home: Path, llm_url: str | None, **settings: Any) -> dict[str, str]:
@@ -344,6 +344,34 @@ async def eventually(check: Callable[[], Any], timeout: float = 8.0, what: str =
 
 
 # -- shared groups ---------------------------------------------------------------------------
+
+BOB = 1002  # beside Ann: an allowed user, not an admin
+GROUP = DEFAULT_GROUP_ID
+
+
+def shared_group(tg: FakeTelegram, **more: Any) -> dict[str, Any]:
+    """Ann is an admin, Bob an allowed user; the group is one shared session."""
+    return telegram_settings(tg, access__allowed_users=f"{{telegram: [{ANN}, {BOB}]}}",
+                             access__admins=f"{{telegram: [{ANN}]}}", gateway__group_sessions="shared",
+                             review__enabled="false", **more)
+
+
+def bob_says(tg: FakeTelegram, text: str) -> None:
+    tg.user_message(text, chat_type="group", user_id=BOB, first_name="Bob", username="bob")
+
+
+async def prompt_in(tg: FakeTelegram, chat: int, count: int = 1) -> Any:
+    """The `count`-th approval prompt with buttons the bot sent to `chat`."""
+    calls = await tg.wait_for("sendMessage", lambda c: bool(c.get("reply_markup")) and c.get("chat_id") == str(chat),
+                              count=count, timeout=10)
+    message_id = int(calls[count - 1].result["message_id"])
+    return next(m for m in tg.sent_messages(chat) if m.message_id == message_id)
+
+
+def buttons(prompt: Any) -> dict[str, str]:
+    """The buttons under a Telegram message: label → callback data."""
+    return {b["text"]: b["callback_data"] for row in prompt.reply_markup["inline_keyboard"] for b in row}
+
 
 
 def step_results(body: dict[str, Any]) -> str:

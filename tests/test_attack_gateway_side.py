@@ -8,31 +8,27 @@ import html
 from typing import Any
 
 from tests.fakes.llm import FakeLLM, Reply
-from tests.fakes.telegram import DEFAULT_GROUP_ID, FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import (
     ANN,
+    BOB,
+    GROUP,
     Tab,
+    bob_says,
+    buttons,
     chat_text,
     eventually,
     is_prompt,
     press,
+    prompt_in,
     sent_texts,
+    shared_group,
     start_gateway,
     step_results,
     telegram_gateway,
     telegram_settings,
     wait_for_text,
 )
-
-BOB = 1002
-GROUP = DEFAULT_GROUP_ID
-
-
-def shared_group(tg: FakeTelegram, **more: Any) -> dict[str, Any]:
-    """Ann is an admin, Bob an allowed user; the group is one shared session."""
-    return telegram_settings(tg, access__allowed_users=f"{{telegram: [{ANN}, {BOB}]}}",
-                             access__admins=f"{{telegram: [{ANN}]}}", gateway__group_sessions="shared",
-                             review__enabled="false", **more)
 
 
 def asked(body: dict[str, Any]) -> str:
@@ -41,10 +37,6 @@ def asked(body: dict[str, Any]) -> str:
 
 async def group_text(tg: FakeTelegram, start: str, timeout: float = 10.0) -> str:
     return await chat_text(tg, GROUP, start, timeout)
-
-
-def bob_says(tg: FakeTelegram, text: str) -> None:
-    tg.user_message(text, chat_type="group", user_id=BOB, first_name="Bob", username="bob")
 
 
 async def test_a_message_steered_into_an_admins_turn_does_not_get_the_admins_rights(tmp_path, llm: FakeLLM,
@@ -95,18 +87,6 @@ def deleter(body: dict[str, Any]) -> Reply | None:
     if body["messages"][-1]["role"] == "user":
         return Reply.tool_calls([("terminal", {"command": "rm -rf victim"})])
     return Reply.text(f"deleted: {step_results(body)[:60]}")
-
-
-async def prompt_in(tg: FakeTelegram, chat: int, count: int = 1) -> Any:
-    """The `count`-th approval prompt with buttons the bot sent to `chat`."""
-    calls = await tg.wait_for("sendMessage", lambda c: bool(c.get("reply_markup")) and c.get("chat_id") == str(chat),
-                              count=count, timeout=10)
-    message_id = int(calls[count - 1].result["message_id"])
-    return next(m for m in tg.sent_messages(chat) if m.message_id == message_id)
-
-
-def buttons(prompt: Any) -> dict[str, str]:
-    return {b["text"]: b["callback_data"] for b in sum(prompt.reply_markup["inline_keyboard"], [])}
 
 
 async def test_an_admins_allow_for_this_session_covers_only_her_requests_in_a_shared_group(tmp_path, llm: FakeLLM,

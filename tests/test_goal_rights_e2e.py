@@ -1,8 +1,8 @@
 """Goals in a shared Telegram group (fake Bot API, fake LLM, the real gateway): only the goal's creator or
 an admin may add to it, resume it or clear it; a goal turn acts for the least trusted person whose words
-are in the conversation it reads — once a non-admin has spoken, its `session_search` sees only the group,
-its shared notes wait for an admin, its `cron` calls are a non-admin's and an admin's "always allow" no
-longer covers it — and resumes that give goals more turns are bounded per person and day."""
+are in the conversation it reads — once a non-admin has spoken, its shared notes wait for an admin, its
+`cron` calls are a non-admin's and an admin's "always allow" no longer covers it; its `session_search`
+sees only the group, whoever spoke — and resumes that give goals more turns are bounded per person and day."""
 
 from __future__ import annotations
 
@@ -12,18 +12,8 @@ from typing import Any
 
 from agent.goal_judge import JUDGE_IDENTITY
 from tests.fakes.llm import FakeLLM, Reply
-from tests.fakes.telegram import DEFAULT_GROUP_ID, FakeTelegram
-from tests.harness import ANN, chat_text, eventually, start_gateway, step_results, telegram_settings
-
-BOB = 1002
-GROUP = DEFAULT_GROUP_ID
-
-
-def settings(tg: FakeTelegram, **more: Any) -> dict[str, Any]:
-    """Ann is an admin, Bob an allowed user; the group is one shared session."""
-    return telegram_settings(tg, access__allowed_users=f"{{telegram: [{ANN}, {BOB}]}}",
-                             access__admins=f"{{telegram: [{ANN}]}}", gateway__group_sessions="shared",
-                             review__enabled="false", **more)
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import ANN, GROUP, bob_says, chat_text, eventually, shared_group, start_gateway, step_results
 
 
 def is_judge(body: dict[str, Any]) -> bool:
@@ -43,14 +33,10 @@ async def group_text(tg: FakeTelegram, start: str, timeout: float = 10.0) -> str
     return await chat_text(tg, GROUP, start, timeout)
 
 
-def bob_says(tg: FakeTelegram, text: str) -> None:
-    tg.user_message(text, chat_type="group", user_id=BOB, first_name="Bob", username="bob")
-
-
 async def test_only_the_creator_or_an_admin_changes_resumes_or_clears_a_shared_goal(tmp_path, llm: FakeLLM,
                                                                                    tg: FakeTelegram):
     llm.responder = lambda body: verdict("not yet") if is_judge(body) else None
-    runner = await start_gateway(tmp_path, llm.base_url, **settings(tg, goals__max_turns=1))
+    runner = await start_gateway(tmp_path, llm.base_url, **shared_group(tg, goals__max_turns=1))
     try:
         tg.user_message("/goal sort the shelf", chat_type="group")  # Ann, the admin
         await group_text(tg, "⏹ The goal was not reached in 1 turns")
@@ -100,7 +86,7 @@ async def test_after_a_non_admin_speaks_a_goal_turn_has_no_more_rights_than_they
         return Reply.text(f"turn {judged + 1} results: {step_results(body)}")
 
     llm.responder = respond
-    runner = await start_gateway(tmp_path, llm.base_url, **settings(tg, goals__max_turns=2))
+    runner = await start_gateway(tmp_path, llm.base_url, **shared_group(tg, goals__max_turns=2))
     memory = tmp_path / "memory"
     try:
         tg.user_message("the wifi password is papaya55")  # Ann, in her direct chat
@@ -109,8 +95,9 @@ async def test_after_a_non_admin_speaks_a_goal_turn_has_no_more_rights_than_they
         await runner.jobs.create(name="nightly-backup", prompt="back up the disk", schedule="every 1h",
                                  target="none", owner_platform="cli", owner_id="operator")
         tg.user_message("/goal audit the shelf", chat_type="group")
-        first = await group_text(tg, "turn 1 results")  # only Ann's words so far: the turn is hers
-        assert "wifi password is [papaya55]" in first and "nightly-backup" in first
+        first = await group_text(tg, "turn 1 results")  # only Ann's words so far: the turn is hers, but the
+        assert "nightly-backup" in first  # group reads its answer, so her direct chat is not searched
+        assert "No earlier messages of this conversation match 'papaya55'" in first
         assert "The shelf is oak (0)" in (memory / "MEMORY.md").read_text()
         assert "Ann likes oak (0)" in (memory / "users" / f"telegram-{ANN}.md").read_text()
 
@@ -147,8 +134,8 @@ async def test_a_message_folded_into_a_running_goal_turn_lowers_it_at_once(tmp_p
         return Reply.text(f"results: {step_results(body)}")
 
     llm.responder = respond
-    runner = await start_gateway(tmp_path, llm.base_url, **settings(tg, goals__max_turns=1,
-                                                                    gateway__busy_policy="steer"))
+    runner = await start_gateway(tmp_path, llm.base_url, **shared_group(tg, goals__max_turns=1,
+                                                                        gateway__busy_policy="steer"))
     try:
         tg.user_message("my locker code is kumquat77")  # Ann, in her direct chat
         await tg.wait_until(lambda: len(tg.sent_messages(ANN)) == 1, 10)
@@ -188,7 +175,8 @@ async def test_an_admins_always_allow_does_not_cover_a_goal_turn_a_non_admin_spo
         return Reply.text(f"deleted ({judged}): {step_results(body)[:80]}")
 
     llm.responder = respond
-    runner = await start_gateway(tmp_path, llm.base_url, **settings(tg, goals__max_turns=2, agent__workspace=workspace))
+    runner = await start_gateway(tmp_path, llm.base_url, **shared_group(tg, goals__max_turns=2,
+                                                                        agent__workspace=workspace))
     try:
         tg.user_message("delete victim")  # Ann, in her direct chat: she allows it always
         [call] = await tg.wait_for("sendMessage", lambda c: bool(c.get("reply_markup")), timeout=10)
@@ -217,7 +205,7 @@ async def test_an_admins_always_allow_does_not_cover_a_goal_turn_a_non_admin_spo
 async def test_resumes_that_give_goals_more_turns_are_bounded_per_person_and_day(tmp_path, llm: FakeLLM,
                                                                                 tg: FakeTelegram):
     llm.responder = lambda body: verdict("not yet") if is_judge(body) else None
-    runner = await start_gateway(tmp_path, llm.base_url, **settings(tg, goals__max_turns=1))  # (10 a day)
+    runner = await start_gateway(tmp_path, llm.base_url, **shared_group(tg, goals__max_turns=1))  # (10 a day)
     try:
         tg.user_message("/goal sort the shelf", chat_type="group")
         for n in range(1, 12):

@@ -12,9 +12,10 @@ family → contract. Subagents (`agent.delegation`, the `delegate_task` tool) ru
 stand beside it in `agent/`, not here.
 """
 
-from agent.tools.contract import (SEVERAL_PEOPLE, ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor,
-                                  FileSink, Tool, ToolContext, ToolHandler, ToolJournal, ToolRegistry,
+from agent.tools.contract import (CONVERSATION_ONLY, SEVERAL_PEOPLE, ApprovalOutcome, ApprovalPort, ApprovalRequest,
+                                  AskingFor, FileSink, Tool, ToolContext, ToolHandler, ToolJournal, ToolRegistry,
                                   ToolScope, TranscriptSearch)
 
-__all__ = ["SEVERAL_PEOPLE", "ApprovalOutcome", "ApprovalPort", "ApprovalRequest", "AskingFor", "FileSink",
-           "Tool", "ToolContext", "ToolHandler", "ToolJournal", "ToolRegistry", "ToolScope", "TranscriptSearch"]
+__all__ = ["CONVERSATION_ONLY", "SEVERAL_PEOPLE", "ApprovalOutcome", "ApprovalPort", "ApprovalRequest", "AskingFor",
+           "FileSink", "Tool", "ToolContext", "ToolHandler", "ToolJournal", "ToolRegistry", "ToolScope",
+           "TranscriptSearch"]

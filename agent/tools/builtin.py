@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.tools.contract import SEVERAL_PEOPLE, Tool, ToolContext
+from agent.tools.contract import CONVERSATION_ONLY, Tool, ToolContext
 
 
 async def current_time(ctx: ToolContext, tz: str | None = None) -> str:
@@ -24,12 +24,12 @@ async def session_search(ctx: ToolContext, query: str, limit: int = 5) -> str:
         return "error: conversation search is not available here"
     hits = await ctx.transcripts.search(query, platform=ctx.platform, user_id=ctx.user_id,
                                         limit=max(1, min(int(limit), 20)))
-    shared = bool(ctx.extras.get(SEVERAL_PEOPLE))  # the gateway lends a search of this conversation only
+    shared = bool(ctx.extras.get(CONVERSATION_ONLY))  # the gateway lends a search of this conversation only
     if not hits:
         return f"No {'earlier messages of this conversation' if shared else 'past messages'} match {query!r}."
     lines = [f"- session {h.session_id}, {datetime.fromtimestamp(h.created_at, timezone.utc):%Y-%m-%d %H:%M} UTC,"
              f" {h.role}: {h.snippet}" for h in hits]
-    where = ("this conversation (several people's words drive this run, so only what they share is searched)"
+    where = ("this conversation (others read what is answered here, so nothing else is searched)"
              if shared else "your past conversations")
     return f"Matches from {where}:\n" + "\n".join(lines)
 
@@ -39,7 +39,8 @@ BUILTIN_TOOLS = (
          {"type": "object", "properties": {"tz": {"type": "string", "description": "e.g. Europe/Berlin"}}},
          current_time),
     Tool("session_search",
-         "Full-text search over this user's past conversations (including earlier sessions).",
+         "Full-text search over past conversations: in a direct chat, this person's (earlier sessions too, and "
+         "shared chats they took part in); in a group, channel or thread, only this conversation.",
          {"type": "object", "required": ["query"],
           "properties": {"query": {"type": "string", "description": "words to look for"},
                          "limit": {"type": "integer", "minimum": 1, "maximum": 20}}},

@@ -80,6 +80,9 @@ class FileSink(Protocol):
 
 
 SEVERAL_PEOPLE = "several_people"  # ToolContext.extras: the run acts on the words of several people
+# ToolContext.extras: others read what this run answers (a group, a channel, a thread), so its `transcripts`
+# search only this conversation
+CONVERSATION_ONLY = "conversation_only"
 
 
 @dataclass(slots=True)

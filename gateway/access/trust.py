@@ -3,15 +3,24 @@
 Trust, from most to least: an admin (`access.admins`; everyone on the local web chat), an allowed
 user (`access.allowed_users`), a person admitted by pairing, anyone else.
 
-A run nobody is asking for right now — a goal's turn, a background review — acts on the words in
-the conversation it reads. When they are one person's, it acts as that person. When they are
-several people's (a shared group session, a topic, a thread), it acts as the **least trusted** of
-them (of equals, the one who spoke last), so that everything decided by who the person is — whether
-shared notes and skills wait for an admin, a scheduled job's owner and rights, who may answer its
-approvals — is decided for that person; and as **nobody in particular**: its conversation search
-sees only that conversation (`ConversationSearch`) and it keeps no notes about one person
-(`agent.tools.SEVERAL_PEOPLE`). So does a person's turn from the moment another person's
-message is folded into it (busy policy `steer`): it then acts on both people's words.
+Every run — a person's turn, a goal's, a scheduled job's, a background review — acts for the people
+whose words its context holds (`Trust.settle`, the one place that decides it): everyone with a message
+in the session's transcript, and who it is run for now (the person asking; a goal's creator and whoever
+added criteria; a job's owner). When they are one person, it acts as that person. When they are several
+(a shared group session, a topic, a thread), it acts as the **least trusted** of them (of equals, the
+one run for now, else the one who spoke last), so that everything decided by who the person is —
+whether shared notes and skills wait for an admin, a scheduled job's owner and rights, who may answer
+its approvals and which grants cover them — is decided for that person (an approval prompt then says
+on whose behalf it asks); and as **nobody in particular**: it keeps no notes about one person
+(`agent.tools.SEVERAL_PEOPLE`). So does a person's turn from the moment another person's message is
+folded into it (busy policy `steer`): it then acts on both people's words.
+
+What a run's `session_search` may read depends on who reads its answer, not only on whom it acts for:
+a run whose answer goes to a group, a channel or a thread searches only its own conversation
+(`ConversationSearch`) — its readers are whoever is in that chat, whom nobody can list, so another
+conversation's words (an admin's direct chat) could reach people who may not read them. Only a run
+whose answer one person alone reads (a direct chat; a scheduled job that delivers to the direct chat
+it was made in, or nowhere) searches that person's conversations.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from agent.tools import SEVERAL_PEOPLE, ToolContext
+from agent.tools import CONVERSATION_ONLY, SEVERAL_PEOPLE, ApprovalPort, AskingFor, ToolContext
 from gateway.access.pairing import Pairing
 from gateway.access.policy import check_access, is_admin
 from gateway.config import AccessConfig
@@ -34,7 +43,8 @@ Person = tuple[str, str]  # (platform, user id)
 
 @dataclass(frozen=True, slots=True)
 class Acting:
-    """Whom a run acts for: `user_id` on `platform`, of trust `rank`; `several`: on several people's words."""
+    """Whom a run acts for: `user_id` on `platform`, of trust `rank` (one person alone: by the configuration,
+    pairing unread); `several`: on several people's words."""
 
     platform: str
     user_id: str
@@ -74,22 +84,37 @@ class Trust:
         return await self.admitted(InboundMessage(platform, chat_id, "dm", user_id, "", ""))
 
     async def acting_for(self, people: Iterable[Person]) -> Acting | None:
-        """Whom a run on these people's words (in the order they spoke) acts for; None: nobody spoke."""
-        distinct = list(dict.fromkeys(people))
-        if not distinct:
-            return None
+        """Whom a run on these people's words acts for (`people` in the order they spoke, who the run is for
+        now last: of equals, the latest of them); None: nobody spoke."""
+        distinct = list(dict.fromkeys(reversed(list(people))))[::-1]  # each where they last appear
+        if len(distinct) <= 1:  # nobody to choose among: no read (`joined` reads their rank by the configuration)
+            return Acting(*distinct[0], self.known_rank(*distinct[0]), False) if distinct else None
         ranked = [(await self.rank(*p), n, p) for n, p in enumerate(distinct)]
         rank, _, (platform, user_id) = min(ranked, key=lambda r: (r[0], -r[1]))  # of equals, the latest
         return Acting(platform, user_id, rank, len(distinct) > 1)
 
+    async def settle(self, ctx: ToolContext, store: Store, run_for: Iterable[Person], *,
+                     private: bool) -> Acting | None:
+        """The rule of every run (see the module doc): `ctx` acts for the least trusted of the session's
+        speakers and `run_for` (who the run is for now), and unless `private` (one person alone reads its
+        answer) its search sees only its own conversation. One read besides the ranks: the speakers."""
+        heard = await store.sessions.speakers(ctx.session_id) if ctx.session_id is not None else []
+        acting = await self.acting_for([*heard, *run_for])
+        if acting is not None:
+            self.apply(ctx, acting, store)
+        if not private:
+            confine(ctx, store)
+        return acting
+
     def apply(self, ctx: ToolContext, acting: Acting, store: Store) -> None:
         """Make a run's tool context act for `acting` (see the module doc)."""
+        if acting.user_id != ctx.user_id and ctx.approvals is not None:  # the prompt says for whom it asks
+            ctx.approvals = OnBehalf(ctx.approvals, acting)
         ctx.user_id = acting.user_id
         ctx.extras[RANK] = acting.rank
         if acting.several:
             ctx.extras[SEVERAL_PEOPLE] = True
-            if ctx.transcripts is not None and ctx.session_id is not None:
-                ctx.transcripts = ConversationSearch(store, ctx.session_id)
+            confine(ctx, store)
 
     def joined(self, ctx: ToolContext, person: Person, store: Store) -> None:
         """`person`'s message joins a running turn (busy policy `steer`), a goal's or a person's own: from
@@ -104,14 +129,26 @@ class Trust:
         self.apply(ctx, chosen, store)
 
 
-async def speakers(store: Store, session_id: int) -> list[Person]:
-    """Everyone whose messages the session's transcript holds (what its turns and reviews read), in
-    the order of their first message."""
-    return await store.sessions.speakers(session_id)
+class OnBehalf(AskingFor):
+    """The approvals of a run that acts for someone other than the person it was started for: each prompt
+    says for whom it asks (the grants and rules that cover it, and who may answer, are that person's)."""
+
+    def __init__(self, port: ApprovalPort, acting: Acting) -> None:
+        while isinstance(port, OnBehalf):  # (a later joiner replaces the note; it does not add one)
+            port = port.port
+        super().__init__(port, f"on behalf of {acting.platform}:{acting.user_id}, the least trusted person whose "
+                               "words this turn reads")
+
+
+def confine(ctx: ToolContext, store: Store) -> None:
+    """Let the run's `session_search` see only its own conversation (no session: nothing)."""
+    ctx.extras[CONVERSATION_ONLY] = True
+    if ctx.transcripts is not None and not isinstance(ctx.transcripts, ConversationSearch):
+        ctx.transcripts = ConversationSearch(store, ctx.session_id) if ctx.session_id is not None else None
 
 
 class ConversationSearch:
-    """`session_search` for a run that acts for several people: only the conversation they share."""
+    """`session_search` for a run whose answer others read: only its own conversation."""
 
     def __init__(self, store: Store, session_id: int) -> None:
         self.store = store
@@ -119,5 +156,4 @@ class ConversationSearch:
 
     async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10) -> list[SearchHit]:
         return await self.store.sessions.search(query, platform=platform, user_id=user_id, limit=limit,
-                                       session_id=self.session_id)
-
+                                                session_id=self.session_id)

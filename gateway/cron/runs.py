@@ -2,6 +2,8 @@
 
 No person is present during a run, so an action that needs consent is refused — unless
 `approvals.cron: ask-owner`, which asks the job's owner in the chat the job was created from.
+A run acts for its owner; its `session_search` reads the owner's conversations only when nobody else
+reads its result (`gateway.access.trust`), else only the run itself.
 The result is queued in the outbox in the same transaction that ends the run in the ledger,
 under a short header naming the job. A reply of `[SILENT]` delivers nothing; a failure sends a
 short notice instead of vanishing.
@@ -18,6 +20,7 @@ from agent import usage as usage_scope
 from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, ToolContext, ToolScope
+from gateway.access.trust import Trust
 from gateway.cron.jobs import Job, utc
 from gateway.cron.ledger import Claim, RunLedger
 from gateway.delivery import Delivery
@@ -61,10 +64,11 @@ class _NobodyToAsk:
 class CronRuns:
     def __init__(self, *, store: Store, ledger: RunLedger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
                  approvals: ApprovalPort | None, approvals_mode: str, cron_approvals: str, timezone: str | None,
-                 timeout: float, session_ended: Callable[[int], None] | None = None,
+                 timeout: float, trust: Trust, session_ended: Callable[[int], None] | None = None,
                  agent_for_model: Callable[[str], Agent] | None = None,
                  owner_may: Callable[[str, str, str], Awaitable[bool]] | None = None,
                  pause: Callable[[int], Awaitable[Any]] | None = None) -> None:
+        self.trust = trust
         self.owner_may = owner_may  # (platform, user, chat): may a job's owner still talk to the agent there
         self.pause = pause
         self.session_ended = session_ended
@@ -138,6 +142,8 @@ class CronRuns:
                           transcripts=self.store.sessions, approvals=self._consent(job),
                           extras={"timezone": job.timezone or self.timezone, "thread_id": home.thread_id,
                                   "session_key": job.owner_key or key, "cron_job": job.id})
+        await self.trust.settle(ctx, self.store, [] if job.by_operator else [(job.owner_platform, job.owner_id)],
+                                private=await self._read_by_owner_alone(job))
         record: list[dict[str, Any]] = []
         status = "cancelled"
         try:
@@ -150,6 +156,16 @@ class CronRuns:
             ended = await self.store.sessions.end(key)
             if ended is not None and self.session_ended is not None:
                 self.session_ended(ended)
+
+    async def _read_by_owner_alone(self, job: Job) -> bool:
+        """Whether only the job's owner reads what its runs answer: the result goes nowhere (the ledger), or
+        to the direct chat the job was made in. Anywhere else others read it, so a run searches no other
+        conversation (`gateway.access.trust`)."""
+        target = job.target_chat
+        if target is None:
+            return True
+        return target == job.owner_chat_ref and job.owner_key is not None \
+            and await self.store.sessions.chat_type(job.owner_key) == "dm"
 
     async def _owner_admitted(self, job: Job) -> bool:
         chat = job.owner_chat_ref

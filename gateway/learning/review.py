@@ -34,7 +34,7 @@ from agent.loop import Agent
 from agent.memory import Memory
 from agent.skills import SkillLibrary
 from agent.tools import ToolContext, ToolRegistry
-from gateway.access.trust import Trust, speakers
+from gateway.access.trust import Trust
 from gateway.delivery import Delivery
 from gateway.storage import Store
 from gateway.storage.learning import TurnCount
@@ -146,14 +146,13 @@ class Learning:
             usage_scope.serving("review", session_id, platform, user_id)
             try:
                 history = await self.store.sessions.history(session_id)  # the snapshot this review works on
-                # (read after it: its speakers, and any who spoke since; never fewer)
-                acting = await self.trust.acting_for(await speakers(self.store, session_id) or [(platform, user_id)])
+                ctx = ToolContext(platform=platform, chat_id=chat.chat_id, user_id=user_id, session_id=session_id,
+                                  extras={"provenance": "review"})
+                # (its speakers are read after the snapshot: any who spoke since too, never fewer)
+                acting = await self.trust.settle(ctx, self.store, [(platform, user_id)], private=False)
                 assert acting is not None
                 known = self.render_block(platform, "" if acting.several else acting.user_id)
                 request = REVIEW_REQUEST.format(skills=" and which skills to write or improve" if skills else "")
-                ctx = ToolContext(platform=platform, chat_id=chat.chat_id, session_id=session_id,
-                                  extras={"provenance": "review"})
-                self.trust.apply(ctx, acting, self.store)
                 result = await self.review_agent.run_turn(history, request, self.tools.scope(toolsets=[TOOLSET]),
                                                           ctx, context=known)
                 self.reviews_done += 1

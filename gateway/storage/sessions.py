@@ -93,6 +93,21 @@ def _history(rows: list[Any]) -> tuple[list[dict[str, Any]], list[int | None]]:
     return out, ids
 
 
+# `speakers`, on the index `messages_speakers` (every turn asks): from each person to the next in index order
+# (a later user id on the same platform, else the first one of a later platform; a missing platform sorts
+# first), then each one's latest message — a few lookups per person, however long the session.
+_SPOKEN = "FROM messages WHERE session_id = ?1 AND role = 'user' AND status = 'ok' AND user_id IS NOT NULL"
+_SPEAKERS = f"""WITH RECURSIVE who (platform, user_id) AS (
+    SELECT * FROM (SELECT platform, user_id {_SPOKEN} ORDER BY platform, user_id LIMIT 1)
+    UNION ALL
+    SELECT m.platform, m.user_id FROM who JOIN messages m ON m.id = coalesce(
+        (SELECT id {_SPOKEN} AND platform IS who.platform AND user_id > who.user_id ORDER BY user_id LIMIT 1),
+        (SELECT id {_SPOKEN} AND platform > who.platform ORDER BY platform, user_id LIMIT 1),
+        (SELECT id {_SPOKEN} AND who.platform IS NULL AND platform IS NOT NULL ORDER BY platform, user_id LIMIT 1)))
+SELECT platform, user_id, (SELECT max(id) {_SPOKEN} AND platform IS who.platform AND user_id = who.user_id) AS latest
+FROM who ORDER BY latest"""
+
+
 class SessionStore(Tables):
     async def active(self, key: str, chat: ChatRef, chat_type: str) -> int:
         """The id of the key's current session, created when there is none."""
@@ -204,11 +219,14 @@ class SessionStore(Tables):
 
     async def speakers(self, session_id: int) -> list[tuple[str, str]]:
         """(platform, user id) of everyone whose messages the session's transcript holds (kept, by a
-        person), in the order of their first message."""
-        rows = await self.fetch_all(
-            "SELECT platform, user_id, min(id) AS first FROM messages WHERE session_id = ? AND role = 'user'"
-            " AND status = 'ok' AND user_id IS NOT NULL GROUP BY platform, user_id ORDER BY first", (session_id,))
+        person), in the order of their latest message."""
+        rows = await self.fetch_all(_SPEAKERS, (session_id,))
         return [(r["platform"] or "", r["user_id"]) for r in rows]
+
+    async def chat_type(self, key: str) -> str | None:
+        """The chat type ("dm", "group", "channel") of the key's latest session; None: it has none (kept)."""
+        row = await self.fetch_one("SELECT chat_type FROM sessions WHERE key = ? ORDER BY id DESC LIMIT 1", (key,))
+        return str(row["chat_type"]) if row else None
 
     async def summary(self, key: str) -> dict[str, Any] | None:
         row = await self.fetch_one(
