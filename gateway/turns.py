@@ -203,7 +203,8 @@ class Turns:
         record: list[dict[str, Any]] = []
         outgoing = Outgoing(self.files_root.parent)  # files the agent sends: copied under the home
 
-        preview = self.delivery.stream(chat, reply_to, inbox_id=item.inbox_id, draft=item.draft_message_id)
+        preview = self.delivery.stream(chat, reply_to, inbox_id=item.inbox_id, draft=item.draft_message_id,
+                                       intent=item.draft_intent)
         preview.begin()
 
         goals = self.goals if item.origin == "goal" else None  # nobody asks for a goal's turn now: it acts for

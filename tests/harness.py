@@ -282,6 +282,17 @@ async def wait_for_text(tg: FakeTelegram, text: str, timeout: float = 8.0) -> No
                 from None
 
 
+async def each_answered_once(tg: FakeTelegram, daemon: Daemon, answers: dict[int, str]) -> None:
+    """Wait until each chat shows its answer; then that is the one message the bot has in it, and every
+    reply is recorded as sent, once."""
+    for text in answers.values():
+        await wait_for_text(tg, text, timeout=40)
+    for chat, text in answers.items():
+        assert sent_texts(tg, chat) == [text], chat
+    await eventually(lambda: [r["state"] for r in daemon.rows("SELECT state FROM outbox")] == ["sent"] * len(answers),
+                     timeout=20, what="every reply recorded as sent once")
+
+
 async def eventually(check: Callable[[], Any], timeout: float = 8.0, what: str = "the condition") -> None:
     """Wait until `check()` (sync or async) is true, looking every 20 ms: for state that has no event to
     wait on, such as a database row another process writes."""
