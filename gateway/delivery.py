@@ -23,7 +23,9 @@ A reply given up is marked failed with the reason (`chatgate_delivery_failures_t
 Each part is recorded as sent once the platform took it. The record is tried again when the
 database refuses it (it is idempotent); while it cannot be written, what was sent (and the draft
 a turn's reply edits) is kept in memory, so a later flush sends no part twice, and the chat is
-tried again after `RECORD_RETRY` seconds.
+tried again after `RECORD_RETRY` seconds. A part sent as a new message has its intent recorded
+before it (`gateway.intents`): when the process is killed before the part's record, or the
+connection breaks after the platform may have taken it, the next try looks for the message first.
 
 The retry loop runs only while some chat waits on a timer, and sleeps until the earliest one.
 The tick (`sweep`) is the safety net: it flushes any chat with a reply pending for more than

@@ -23,6 +23,9 @@ TYPING_REFRESH = 4.0
 # A reply this quick needs no indicator (Telegram would show it until that reply anyway); and the
 # indicator of a burst of new turns goes out while their requests wait on the model, not before them.
 TYPING_DELAY = 0.25
+# A reply complete this soon after its first words goes out once, as itself: no draft to send, to write
+# the intent of first (`gateway.intents`) and to replace. Any longer one shows its draft from then on.
+FIRST_DRAFT_DELAY = 0.05
 
 
 class StreamPreview:
@@ -73,6 +76,8 @@ class StreamPreview:
         assert self.adapter is not None
         caps = self.adapter.capabilities
         limit = caps.max_length - 2
+        if self.message_id is None and await self._pause(FIRST_DRAFT_DELAY):
+            return
         while not self._closing.is_set():
             await self._dirty.wait()
             self._dirty.clear()

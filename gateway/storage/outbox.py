@@ -92,10 +92,10 @@ async def insert_outbox(db: aiosqlite.Connection, item: OutboxItem, now: float) 
         " RETURNING id, intent",
         {"platform": item.chat.platform, "chat": item.chat.chat_id, "thread": item.chat.thread_id,
          "inbox": item.inbox_id, "payload": item.payload(), "now": now, "draft": item.draft_message_id})
-    [(item.id, raw)] = [(int(r[0]), r[1]) for r in rows]
-    item.created_at = now
-    intent = read_intent(raw)
-    item.intent = intent if intent is None else SendIntent(0, intent.after, intent.draft, tried=intent.draft)
+    row = rows[0]
+    item.id, item.created_at = int(row[0]), now
+    intent = read_intent(row[1])  # (nothing went out under it yet, unless its turn's draft may have)
+    item.intent = None if intent is None else replace(intent, tried=intent.draft)
     return item.id
 
 
