@@ -11,17 +11,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
+
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
+from tests.harness import (ANN, Daemon, Tab, bubbles, each_answered_once, eventually, free_port, sent_texts,
+                           telegram_settings, wait_for_text)
 from tests.test_crash_e2e import user_text
-from tests.harness import (ANN, Daemon, each_answered_once, eventually, sent_texts, telegram_settings,
-                           wait_for_text)
+from tests.test_reply_delivery_e2e import Locked
 
 MADE = -3  # a fake's call status: it took effect, its answer is held
 
 
 def made(call: Any) -> bool:
     return call.status == MADE
+
+
+async def ready(url: str) -> bool:
+    """The daemon at `url` answers /readyz with 200 (its platforms are up)."""
+    try:
+        async with aiohttp.ClientSession() as http, http.get(f"{url}/readyz") as response:
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False
 
 
 async def killed_in_the_window_and_restarted(daemon: Daemon, tg: FakeTelegram, text: str) -> None:
@@ -147,4 +159,36 @@ async def test_a_storm_of_kills_in_the_window_across_many_chats_leaves_one_answe
             await each_answered_once(tg, daemon, {user: f"answer to q{user}, in full" for user in users})
             assert len(tg.calls_to("sendMessage")) == len(users)
         finally:
+            daemon.close()
+
+
+async def test_web_chat_killed_between_the_previews_frame_and_its_record_the_rerun_replaces_that_bubble(tmp_path):
+    """The web chat's ids are chatgate's own: the draft's is its inbox row's, so the re-run's draft goes
+    out under the id the page already shows, and replaces it. Another process holds the database's
+    write lock while the preview's first frame goes out, so the daemon is killed before it records it."""
+    port, token = free_port(), "window-test-token"
+    url = f"http://127.0.0.1:{port}"
+    async with FakeLLM() as llm:
+        llm.script(Reply.text("Thinking about it, " * 40, delay=3.0, chunk_size=20, chunk_delay=0.5))
+        daemon = Daemon(tmp_path, llm, {"platforms__webchat__enabled": "true", "platforms__webchat__token": token,
+                                        "http__port": port})
+        locked = Locked(tmp_path)
+        try:
+            daemon.start()
+            await eventually(lambda: ready(url), timeout=30, what="the web chat served")
+            async with Tab(None, url=url, token=token) as tab:
+                await tab.say("tell me")
+                await llm.wait_for_requests(1, timeout=20)  # (its first words come 3 s later)
+                await locked.take()  # nothing the daemon writes from now on is committed
+                await tab.wait_for(lambda f: f["type"] == "message" and not f["final"], timeout=20)
+                daemon.kill()
+            await locked.release()
+            llm.script(Reply.text("Here is the whole answer."))
+            daemon.start()
+            await eventually(lambda: ready(url), timeout=30, what="the web chat served again")
+            async with Tab(None, tab.chat_id, url=url, token=token) as again:  # the page reconnects
+                await again.reply(timeout=20)
+            assert [text for text, _ in bubbles(tab.frames + again.frames).values()] == ["Here is the whole answer."]
+        finally:
+            await locked.release()
             daemon.close()
