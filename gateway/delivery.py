@@ -23,7 +23,9 @@ A reply given up is marked failed with the reason (`chatgate_delivery_failures_t
 Each part is recorded as sent once the platform took it. The record is tried again when the
 database refuses it (it is idempotent); while it cannot be written, what was sent (and the draft
 a turn's reply edits) is kept in memory, so a later flush sends no part twice, and the chat is
-tried again after `RECORD_RETRY` seconds.
+tried again after `RECORD_RETRY` seconds. A part sent as a new message has its intent recorded
+before it (`gateway.intents`): when the process is killed before the part's record, or the
+connection breaks after the platform may have taken it, the next try looks for the message first.
 
 The retry loop runs only while some chat waits on a timer, and sleeps until the earliest one.
 The tick (`sweep`) is the safety net: it flushes any chat with a reply pending for more than
@@ -37,14 +39,16 @@ import asyncio
 import logging
 import time
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable, Literal, Mapping, TypeVar
 
 from gateway.files import OutgoingFile, discard
+from gateway.intents import DraftSend, may_have_landed, reclaim
 from gateway.ops.metrics import Metrics
 from gateway.preview import StreamPreview, Typing
 from gateway.storage import Store
-from gateway.storage.outbox import OutboxItem
+from gateway.storage.outbox import OutboxItem, SendIntent
 from platforms.base import Button, ChatRef, ChatUnavailable, DeliveryError, PlatformAdapter, Reply
 from platforms.loops import start_supervised, wait_event
 
@@ -74,8 +78,9 @@ class Delivery:
         self._inflight: set[int] = set()
         self._sending: dict[ChatKey, int] = {}  # chat → deliveries in flight
         self._closed: set[ChatKey] = set()  # chats that cannot be reached now: flushed when they open
-        self._ahead: dict[int, tuple[list[str], str | None]] = {}  # outbox id → parts sent and draft, where
-        # its row may not know them yet (a record the database refused; a turn's draft)
+        self._ahead: dict[int, tuple[list[str], str | None, SendIntent | None]] = {}  # outbox id → parts sent,
+        # draft and intent as this process knows them, where its row may not (a record the database refused; a
+        # turn's draft; an intent nothing went out under)
         self._waits: dict[ChatKey, float] = {}  # chat → not before (monotonic), after a retryable failure
         self._wake = asyncio.Event()
         self._retry_task: asyncio.Task[None] | None = None
@@ -125,11 +130,11 @@ class Delivery:
     async def _deliver(self, item: OutboxItem) -> Outcome:
         assert item.id is not None
         chat: ChatKey = (item.chat.platform, item.chat.chat_id)
-        if item.id in self._inflight or self._waits.get(chat, 0.0) > time.monotonic():
+        if item.id in self._inflight:
             return "waits"
         adapter = self.adapters.get(item.chat.platform)
-        if adapter is None or not adapter.running:
-            return "waits"  # sent when the platform is ready again (`flush`)
+        if adapter is None or not adapter.running or self._waits.get(chat, 0.0) > time.monotonic():
+            return self._waiting(item)  # sent when the platform is ready again (`flush`), or the chat's turn comes
         self._inflight.add(item.id)
         self._sending[chat] = self._sending.get(chat, 0) + 1
         unrecorded = False
@@ -145,15 +150,23 @@ class Delivery:
             self._sending[chat] -= 1
             if not self._sending[chat]:
                 del self._sending[chat]
-        if outcome == "waits" and (unrecorded or item.draft_message_id):  # what its row may not know yet
-            self._ahead[item.id] = (list(item.sent_ids), item.draft_message_id)
-        return outcome
+        return self._waiting(item) if outcome == "waits" else outcome
+
+    def _waiting(self, item: OutboxItem) -> Outcome:
+        """A reply that waits: what this process knows of it is kept for the next try (`_caught_up`), and an
+        intent nothing went out under is dropped (a restart would look for a message never made)."""
+        assert item.id is not None
+        if item.intent is not None and not item.intent.tried:
+            self.store.outbox.forget_intent(item.id, item.intent.part)
+            item.intent = None
+        self._ahead[item.id] = (list(item.sent_ids), item.draft_message_id, item.intent)
+        return "waits"
 
     def _caught_up(self, item: OutboxItem) -> OutboxItem:
         """A row read back, with what this process knows of it beyond the row (`_ahead`)."""
         ahead = self._ahead.get(item.id or 0)
         if ahead is not None:
-            sent, draft = ahead
+            sent, draft, item.intent = ahead
             if len(sent) > len(item.sent_ids):
                 item.sent_ids = list(sent)
             item.draft_message_id = item.draft_message_id or draft
@@ -168,8 +181,8 @@ class Delivery:
             try:
                 if index < len(parts):
                     part = Reply(text=parts[index].text, plain=parts[index].plain, buttons=buttons if last else (),
-                                 reply_to=item.reply_to if index == 0 else None, key=f"o{item.id}.{index}")
-                    message_id = await self._send_one(adapter, item, part, edit_draft=index == 0)
+                                 reply_to=item.reply_to if index == 0 else None, key=self._key(item, index))
+                    message_id = await self._send_one(adapter, item, part, index)
                 else:
                     message_id = await self._send_file(adapter, item, item.files[index - len(parts)])
             except ChatUnavailable as exc:  # not an attempt: the chat says when it is back
@@ -184,6 +197,7 @@ class Delivery:
                 log.exception("sending outbox %s to %s failed unexpectedly", item.id, item.chat.platform)
                 return await self._failed(adapter, item, DeliveryError(f"{type(exc).__name__}: {exc}"))
             item.sent_ids.append(message_id)
+            item.intent = SendIntent(index + 1, message_id, tried=False) if index < total - 1 else None
             self.metrics.outbound.labels(item.chat.platform).inc()
             if index < total - 1:
                 await self._record(item, done=False)
@@ -208,8 +222,14 @@ class Delivery:
                     self._ahead.pop(item.id or 0, None)
                 return
 
-    async def _send_one(self, adapter: PlatformAdapter, item: OutboxItem, part: Reply, *, edit_draft: bool) -> str:
-        if edit_draft and item.draft_message_id:
+    @staticmethod
+    def _key(item: OutboxItem, index: int) -> str:
+        """A part's key (`Reply.key`). The first part of a turn's reply has its draft's (`DraftSend`): where a
+        key finds a message, the draft a crash left unrecorded is the one the reply should replace."""
+        return f"d{item.inbox_id}" if index == 0 and item.inbox_id is not None else f"o{item.id}.{index}"
+
+    async def _send_one(self, adapter: PlatformAdapter, item: OutboxItem, part: Reply, index: int) -> str:
+        if index == 0 and item.draft_message_id:
             try:
                 await adapter.edit(item.chat, item.draft_message_id, part)
                 return item.draft_message_id
@@ -217,7 +237,28 @@ class Delivery:
                 if exc.retryable:
                     raise
                 log.info("could not edit draft %s (%s); sending a new message", item.draft_message_id, exc)
-        return await adapter.send_buttons(item.chat, part)
+                part = replace(part, key=f"o{item.id}.{index}")  # (the draft's key would find that draft again)
+        return await self._send_new(adapter, item, part, index)
+
+    async def _send_new(self, adapter: PlatformAdapter, item: OutboxItem, part: Reply, index: int) -> str:
+        """Part `index` as a new message, under an intent (`gateway.intents`): the one the reply was queued
+        with or the part before recorded, else one written now (it waited meanwhile). When a send under it
+        may have reached the platform already (an earlier run, a try whose answer was lost), the message
+        it made is looked for first."""
+        intent = item.intent if item.intent is not None and item.intent.part == index else None
+        if intent is not None and intent.tried:
+            found = await reclaim(self.store, adapter, item.chat, part, intent)
+            if found is not None:
+                return found
+        elif intent is None and not adapter.capabilities.keyed_sends:
+            intent = await self.store.outbox.intend(item, index)
+        item.intent = None if intent is None else replace(intent, tried=True)
+        try:
+            return await adapter.send_buttons(item.chat, part)
+        except Exception as exc:
+            if intent is not None and not intent.tried and not may_have_landed(exc):
+                item.intent = intent  # (nothing went out under it)
+            raise
 
     async def _send_file(self, adapter: PlatformAdapter, item: OutboxItem, entry: object) -> str:
         """Send the copy `send_file` captured (never the path the agent named: it may point
@@ -373,12 +414,12 @@ class Delivery:
 
     # -- previews ---------------------------------------------------------------------------
 
-    def stream(self, chat: ChatRef, reply_to: str | None, *, inbox_id: int, draft: str | None) -> StreamPreview:
+    def stream(self, chat: ChatRef, reply_to: str | None, *, inbox_id: int, draft: str | None,
+               intent: SendIntent | None = None) -> StreamPreview:
         """The preview of the turn answering inbox message `inbox_id`: `draft`, a message an earlier run of
-        it sent, is edited; a first message it sends is recorded on that row at once (a turn run again
-        after a crash edits it, and so does `final_reply`)."""
-        async def first_send(message_id: str) -> None:
-            await self.store.inbox.set_draft(inbox_id, message_id)
-
-        return StreamPreview(self.adapters.get(chat.platform), chat, reply_to, message_id=draft,
-                             on_first_send=first_send)
+        it sent, is edited; `intent`, a first send an earlier run started and never recorded, is looked for.
+        A first message it sends is recorded on that row (`gateway.intents.DraftSend`): a turn run again
+        after a crash edits it, and so does `final_reply`."""
+        adapter = self.adapters.get(chat.platform)
+        first = None if adapter is None else DraftSend(self.store, adapter, chat, inbox_id, intent)
+        return StreamPreview(adapter, chat, reply_to, message_id=draft, first_send=first)

@@ -2,9 +2,9 @@
 
 Both are best effort and never delay the reply: a preview that is rate limited skips edits (it
 waits in its own task, which `stop()` ends at once), and the final reply, committed to the
-outbox first, edits the draft in place. The draft's message id is recorded (`on_first_send`)
-as soon as it exists, so a turn run again after a crash edits that message instead of
-sending a second one.
+outbox first, edits the draft in place. The draft's first message is made by `first_send`
+(`gateway.intents.DraftSend`: its intent recorded before, its id after), so a turn run again
+after a crash edits that message instead of sending a second one.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ TYPING_REFRESH = 4.0
 # A reply this quick needs no indicator (Telegram would show it until that reply anyway); and the
 # indicator of a burst of new turns goes out while their requests wait on the model, not before them.
 TYPING_DELAY = 0.25
+# A reply complete this soon after its first words goes out once, as itself: no draft to send, to write
+# the intent of first (`gateway.intents`) and to replace. Any longer one shows its draft from then on.
+FIRST_DRAFT_DELAY = 0.05
 
 
 class StreamPreview:
@@ -30,13 +33,13 @@ class StreamPreview:
 
     def __init__(self, adapter: PlatformAdapter | None, chat: ChatRef, reply_to: str | None, *,
                  message_id: str | None = None,
-                 on_first_send: Callable[[str], Awaitable[None]] | None = None) -> None:
+                 first_send: Callable[[Reply], Awaitable[str]] | None = None) -> None:
         self.adapter = adapter
         self.chat = chat
         self.reply_to = reply_to
         self.text = ""
         self.message_id = message_id  # a draft an earlier run of this turn already sent
-        self._on_first_send = on_first_send
+        self._first_send = first_send
         self._shown = ""
         self._dirty = asyncio.Event()
         self._closing = asyncio.Event()
@@ -73,6 +76,8 @@ class StreamPreview:
         assert self.adapter is not None
         caps = self.adapter.capabilities
         limit = caps.max_length - 2
+        if self.message_id is None and await self._pause(FIRST_DRAFT_DELAY):
+            return
         while not self._closing.is_set():
             await self._dirty.wait()
             self._dirty.clear()
@@ -99,9 +104,8 @@ class StreamPreview:
         assert self.adapter is not None
         reply = Reply(text=text, plain=text, reply_to=self.reply_to, final=False)
         if self.message_id is None:
-            self.message_id = await self.adapter.send(self.chat, reply)
-            if self._on_first_send is not None:
-                await self._on_first_send(self.message_id)
+            first = self._first_send(reply) if self._first_send else self.adapter.send(self.chat, reply)
+            self.message_id = await first
         else:
             await self.adapter.edit(self.chat, self.message_id, reply)
         self._shown = text

@@ -253,7 +253,8 @@ class GatewayRunner:
             log.info("resuming %d unfinished message(s)", len(unfinished))
         for u in unfinished:
             self.inbound.dispatch(WorkItem(u.inbox_id, u.session_key, u.msg, draft_message_id=u.draft_message_id,
-                                           effects=tuple(u.effects), goal_turn=u.goal_turn))
+                                           effects=tuple(u.effects), goal_turn=u.goal_turn,
+                                           draft_intent=u.draft_intent))
         self.inbound.release_held(skip={u.inbox_id for u in unfinished})
         assert self.goals is not None
         self.spawn(self.goals.resume_pending(), name="goals-resume")  # (a judge request: not on the way to ready)

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Literal
 
+from gateway.storage.outbox import SendIntent
 from platforms.base import InboundMessage
 from platforms.loops import wait_event
 
@@ -27,6 +28,7 @@ class WorkItem:
     draft_message_id: str | None = None  # a message an earlier, interrupted run of this turn sent
     effects: tuple[str, ...] = ()  # side-effecting tool calls an earlier, interrupted run had started
     goal_turn: tuple[int, int] | None = None  # a goal's turn: (goal id, turn number); None: a person's message
+    draft_intent: SendIntent | None = None  # an earlier run started its draft's first send, id never recorded
 
     @property
     def origin(self) -> Literal["person", "goal"]:

@@ -171,7 +171,8 @@ class Turns:
                 rows = await self.store.inbox.unfinished(item.inbox_id)
                 if not rows:
                     return None
-                item = replace(item, draft_message_id=rows[0].draft_message_id, effects=tuple(rows[0].effects))
+                item = replace(item, draft_message_id=rows[0].draft_message_id, effects=tuple(rows[0].effects),
+                               draft_intent=rows[0].draft_intent)
             first = False
             return await self._turn(worker, item, goals)
 
@@ -250,7 +251,8 @@ class Turns:
                           extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key,
                                   "inbox_id": item.inbox_id})
         await self._settle(ctx, item, msg)
-        preview = self.delivery.stream(chat, reply_to, inbox_id=item.inbox_id, draft=item.draft_message_id)
+        preview = self.delivery.stream(chat, reply_to, inbox_id=item.inbox_id, draft=item.draft_message_id,
+                                       intent=item.draft_intent)
         preview.begin()  # (after every wait before the turn's try: a turn stopped before it leaves no preview)
         status, outcome, tool_iterations = "ok", "ok", 0
         try:

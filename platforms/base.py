@@ -181,8 +181,9 @@ class Reply:
     """One outbound message part, already sized for the platform.
 
     `text` is in the platform's markup dialect; `plain` is the same content without markup,
-    used when the platform rejects the markup. `key` is stable for this part across retries
-    (outbox id and part number): platforms that can deduplicate a send use it.
+    used when the platform rejects the markup. `key` is stable for this part across retries and
+    restarts (outbox id and part number; a turn's draft: its inbox row): platforms that can
+    deduplicate a send use it, or mark the message with it to find it again (`reclaim`).
     """
 
     text: str
@@ -209,6 +210,9 @@ class Capabilities:
     can_files: bool = False
     edit_interval: float = 1.0  # seconds between streaming edits of one message
     follows_threads: bool = False  # in a thread the agent is in, a message needs no mention (Slack)
+    # a send made again with the same `Reply.key` shows the message the first one made (Discord's nonce, the
+    # web chat's ids): nothing to look for after a crash, and no intent to record before a send
+    keyed_sends: bool = False
     # a surface only this machine, or a holder of its token, reaches: whoever is on it is already
     # authenticated and trusted like an admin (the local web chat)
     local: bool = False
@@ -405,6 +409,14 @@ class PlatformAdapter(abc.ABC):
     @abc.abstractmethod
     async def edit(self, chat: ChatRef, message_id: str, reply: Reply) -> None:
         """Replace the text (and buttons) of a message this adapter sent."""
+
+    async def reclaim(self, chat: ChatRef, reply: Reply, after: str | None, known: set[str]) -> str | None:
+        """Find the message an earlier send of `reply` may have made in `chat` without chatgate learning its id
+        (it was killed in between, or the connection broke after the platform took it): made after message
+        `after`, marked with `reply.key` where the platform keeps such a mark, never one of `known` (the ids
+        chatgate has recorded, its own and people's). Make it show `reply` and return its id; None when there
+        is none, or the platform cannot tell (the caller then sends `reply` as a new message)."""
+        return None
 
     async def send_file(self, chat: ChatRef, path: Path, caption: str = "") -> str:
         """Send a file chatgate keeps (the copy made when the agent handed it over; its name is the

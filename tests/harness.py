@@ -72,14 +72,18 @@ def delete_then_report(body: dict[str, Any]) -> Reply | None:
 class Tab:
     """One web chat tab: a websocket that records every frame the gateway sends."""
 
-    def __init__(self, runner: GatewayRunner, chat_id: str | None = None, *, confirm: bool = True) -> None:
+    def __init__(self, runner: GatewayRunner | None, chat_id: str | None = None, *, confirm: bool = True,
+                 url: str = "", token: str | None = None) -> None:
         """`confirm`: answer `received` to replies that ask for it, as the page does (False: a tab
-        whose socket is open but that never confirms, like one that died without closing)."""
-        assert runner.http is not None
+        whose socket is open but that never confirms, like one that died without closing). `runner`
+        None: the gateway at `url` with `token` (a `chatgate run` in a subprocess)."""
+        if runner is not None:
+            assert runner.http is not None
+            url = f"http://127.0.0.1:{runner.http.port}"
+            token = runner.adapters["webchat"].gate.token  # type: ignore[attr-defined]
         self.confirm = confirm
-        self.url = f"http://127.0.0.1:{runner.http.port}"
+        self.url, self.token = url, token
         self.chat_id = chat_id or "tab" + secrets.token_hex(6)
-        self.token = runner.adapters["webchat"].gate.token  # type: ignore[attr-defined]
         self.frames: list[dict[str, Any]] = []
         self._changed = asyncio.Condition()
         self._http: aiohttp.ClientSession | None = None
@@ -145,13 +149,7 @@ class Tab:
 
     def replies(self) -> list[str]:
         """The text of every message as the person sees it now (after edits), final ones only."""
-        texts: dict[str, str] = {}
-        final: dict[str, bool] = {}
-        for f in self.frames:
-            if f["type"] in ("message", "edit"):
-                texts[f["message_id"]] = f["text"]
-                final[f["message_id"]] = f["final"]
-        return [t for mid, t in texts.items() if final[mid]]
+        return [text for text, final in bubbles(self.frames).values() if final]
 
     async def reply(self, n: int = 1, timeout: float = 10.0) -> str:
         """Wait for the n-th finished message in this tab and return its text as shown now."""
@@ -167,6 +165,16 @@ class Tab:
 
 
 # -- a real `chatgate run` ------------------------------------------------------------------
+
+
+def bubbles(frames: list[dict[str, Any]]) -> dict[str, tuple[str, bool]]:
+    """The bot's messages a page shows after these frames: id → (text now, final), in order (a frame
+    for an id it shows already replaces it)."""
+    shown: dict[str, tuple[str, bool]] = {}
+    for f in frames:
+        if f["type"] in ("message", "edit"):
+            shown[f["message_id"]] = (f["text"], f["final"])
+    return shown
 
 
 def is_prompt(frame: dict[str, Any]) -> bool:
@@ -325,6 +333,17 @@ async def wait_for_text(tg: FakeTelegram, text: str, timeout: float = 8.0) -> No
         except TimeoutError:
             raise AssertionError(f"no message reads {text!r}; sent: {[m.text for m in tg.sent_messages()]}") \
                 from None
+
+
+async def each_answered_once(tg: FakeTelegram, daemon: Daemon, answers: dict[int, str]) -> None:
+    """Wait until each chat shows its answer; then that is the one message the bot has in it, and every
+    reply is recorded as sent, once."""
+    for text in answers.values():
+        await wait_for_text(tg, text, timeout=40)
+    for chat, text in answers.items():
+        assert sent_texts(tg, chat) == [text], chat
+    await eventually(lambda: [r["state"] for r in daemon.rows("SELECT state FROM outbox")] == ["sent"] * len(answers),
+                     timeout=20, what="every reply recorded as sent once")
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 8.0, what: str = "the condition") -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import ANN, Daemon, eventually, sent_texts, telegram_settings, wait_for_text
+from tests.harness import ANN, Daemon, each_answered_once, eventually, sent_texts, telegram_settings, wait_for_text
 
 
 def user_text(body: dict[str, Any]) -> str:
@@ -156,11 +156,6 @@ async def test_a_storm_of_kills_across_thirty_chats_leaves_every_answer_exactly_
             await tg.wait_for("getUpdates", since=len(tg.calls), timeout=20)
             daemon.kill()
             daemon.start()
-            for user in users:
-                await wait_for_text(tg, f"answer to q{user}", timeout=40)
-            for user in users:
-                assert sent_texts(tg, user) == [f"answer to q{user}"], user
-            await eventually(lambda: [r["state"] for r in daemon.rows("SELECT state FROM outbox")] == ["sent"] * len(users),
-                             what="every reply recorded as sent once")
+            await each_answered_once(tg, daemon, {user: f"answer to q{user}" for user in users})
         finally:
             daemon.close()

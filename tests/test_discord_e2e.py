@@ -319,3 +319,28 @@ async def test_killed_mid_turn_replies_exactly_once_after_restart(tmp_path, dc: 
             assert len(llm.requests) == 2
         finally:
             daemon.close()
+
+
+async def test_killed_between_the_previews_send_and_its_record_the_rerun_shows_the_answer_in_that_message(
+        tmp_path, dc: FakeDiscord):
+    """Discord made the preview's first message and chatgate was killed before it heard its id: the
+    re-run sends its draft with the same nonce (from the inbox row), Discord answers with the message it
+    already made, and the answer replaces what it showed."""
+    async with FakeLLM() as llm:
+        llm.script(Reply.text("Thinking about it, " * 40, chunk_size=20, chunk_delay=0.5))
+        dc.hold_next(MESSAGES_ROUTE, after_processing=True)  # made, its answer held until the kill
+        daemon = Daemon(tmp_path, llm, discord_settings(dc))
+        try:
+            daemon.start()
+            await dc.wait_connected(timeout=20)
+            dc.user_message("tell me")
+            await dc.wait_for(MESSAGES_ROUTE, lambda c: c.status == -3, timeout=20)
+            daemon.kill()
+            [orphan] = texts(dc, dc.dm_channel_id(ANN))
+            assert orphan.startswith("Thinking")
+            llm.script(Reply.text("Here is the whole answer, streamed in pieces.", chunk_size=13, chunk_delay=0.3))
+            daemon.start()
+            await wait_text(dc, "Here is the whole answer, streamed in pieces.", timeout=20)
+            assert texts(dc, dc.dm_channel_id(ANN)) == ["Here is the whole answer, streamed in pieces."]
+        finally:
+            daemon.close()

@@ -426,7 +426,7 @@ async def test_killed_mid_turn_replies_exactly_once_after_restart(tmp_path, slac
             await slack.wait_for_ack(payload, timeout=20)
             await llm.wait_for_requests(1, timeout=20)
             # mid-turn: the "Working…" placeholder is posted and its ts recorded (a kill between the
-            # post and the record is the at-least-once window the README states)
+            # post and the record: `test_killed_between_the_placeholders_post_and_its_record_…`)
             await eventually(lambda: daemon.rows("SELECT 1 FROM inbox WHERE draft_message_id IS NOT NULL"),
                              what="the placeholder recorded")
             daemon.kill()
@@ -435,5 +435,36 @@ async def test_killed_mid_turn_replies_exactly_once_after_restart(tmp_path, slac
             await eventually(lambda: daemon.rows("SELECT 1 FROM outbox WHERE state = 'sent'"), what="recorded")
             assert answers(slack, DM) == ["echo: survive this"]
             assert len(llm.requests) == 2
+        finally:
+            daemon.close()
+
+
+@pytest.mark.parametrize("where", ["dm", "thread"])
+async def test_killed_between_the_placeholders_post_and_its_record_the_rerun_finds_it_by_its_key(
+        tmp_path, slack: FakeSlack, where: str):
+    """Slack made the "Working…" placeholder and chatgate was killed before it heard its ts. The post
+    carried the turn's key in its metadata: the re-run finds it (conversations.history in a DM,
+    conversations.replies in a channel's thread) and the answer replaces it."""
+    async with FakeLLM() as llm:
+        llm.script(Reply.hang())
+        slack.hold_next("chat.postMessage", after_processing=True)
+        daemon = Daemon(tmp_path, llm, slack_settings(slack))
+        try:
+            daemon.start()
+            await slack.wait_for_connections(1, timeout=20)
+            payload = slack.user_message("survive this", **({} if where == "dm" else {"channel_type": "channel",
+                                                                                        "mention": True}))
+            channel, thread = (DM, None) if where == "dm" else (DEFAULT_CHANNEL, payload["event"]["ts"])
+            answer = "echo: survive this" if where == "dm" else f"echo: [{ANN}] survive this"  # (who, in a group)
+            await slack.wait_for("chat.postMessage", lambda c: c.status == -3, timeout=20)
+            await llm.wait_for_requests(1, timeout=20)  # (the hanging answer is this run's)
+            daemon.kill()
+            [orphan] = answers(slack, channel, thread)
+            assert "orking" in orphan  # the placeholder, on Slack; its ts never reached chatgate
+            daemon.start()
+            await wait_answer(slack, answer, timeout=20)
+            await eventually(lambda: daemon.rows("SELECT 1 FROM outbox WHERE state = 'sent'"), what="recorded")
+            assert answers(slack, channel, thread) == [answer]
+            assert len(slack.calls_to("chat.postMessage")) == 1
         finally:
             daemon.close()

@@ -10,12 +10,18 @@ from typing import Any
 
 import aiosqlite
 
+from gateway.storage.outbox import SendIntent, read_intent
 from gateway.storage.tables import Tables
 from platforms.base import Attachment, ChatRef, InboundMessage
 
 # A turn's first visible step (a preview sent, a side effect started) marks its message 'processing'
 # in the same write: no commit of its own on the way to the reply.
 _STARTED = "state = CASE WHEN state = 'received' THEN 'processing' ELSE state END"
+# The newest message chatgate knows in a row's chat before it sends there: the person's message the turn
+# answers; for a goal's turn, the newest message a person sent in that chat. What a send makes comes after.
+_AFTER_ROW = ("CASE WHEN origin = 'person' THEN platform_message_id ELSE (SELECT p.platform_message_id FROM inbox p"
+              " WHERE p.platform = inbox.platform AND p.chat_id = inbox.chat_id AND p.origin = 'person'"
+              " ORDER BY p.id DESC LIMIT 1) END")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +34,7 @@ class Unfinished:
     draft_message_id: str | None  # a message already sent for it (the streaming preview)
     effects: list[str]  # side-effecting tool calls its turn had started
     goal_turn: tuple[int, int] | None = None  # a goal's turn: (goal id, turn number); None: a person's message
+    draft_intent: SendIntent | None = None  # its draft's first send was started, and its id never recorded
 
 
 def encode_inbound(msg: InboundMessage) -> str:
@@ -76,9 +83,21 @@ class InboxStore(Tables):
         await self.db.write(lambda db: db.executemany(
             "UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?", rows), single=True)
 
-    async def set_draft(self, inbox_id: int, message_id: str) -> None:
-        """Remember the first message a turn sent, so a re-run edits it instead of sending another."""
-        await self.execute(f"UPDATE inbox SET draft_message_id = ?, {_STARTED} WHERE id = ?", (message_id, inbox_id))
+    async def draft_intent(self, inbox_id: int) -> SendIntent:
+        """Note, before the first send of a turn's draft, that it was started, and after which message (a
+        crash before its id is recorded leaves the re-run something to look for: `set_draft`). Marks the
+        message 'processing' in the same write."""
+        rows = await self.db.write(lambda db: db.execute_fetchall(
+            f"UPDATE inbox SET draft_intent = json_object('after', {_AFTER_ROW}), {_STARTED} WHERE id = ?"
+            " RETURNING draft_intent", (inbox_id,)), single=True)
+        return read_intent(rows[0][0] if rows else None) or SendIntent()
+
+    def set_draft(self, inbox_id: int, message_id: str) -> None:
+        """Remember the first message a turn sent, so a re-run edits it instead of sending another. It joins
+        the next group commit: its intent (`draft_intent`) was committed before the send, so a crash that
+        takes this record leaves the re-run looking for the message, not sending a second one."""
+        self.db.later(lambda db: db.execute(f"UPDATE inbox SET draft_message_id = ?, draft_intent = NULL, {_STARTED}"
+                                            " WHERE id = ?", (message_id, inbox_id)))
 
     async def add_effect(self, inbox_id: int, what: str) -> None:
         """Note, before it runs, a side-effecting tool call of this message's turn."""
@@ -89,11 +108,12 @@ class InboxStore(Tables):
         """Messages accepted but not finished (received or processing), oldest first (`inbox_id`: that one,
         if it is unfinished)."""
         rows = await self.fetch_all(
-            "SELECT id, session_key, payload, draft_message_id, effects, origin, goal_id, goal_seq"
+            "SELECT id, session_key, payload, draft_message_id, effects, origin, goal_id, goal_seq, draft_intent"
             " FROM inbox WHERE state IN ('received', 'processing') AND id = coalesce(?, id) ORDER BY id",
             (inbox_id,))
         return [Unfinished(r["id"], r["session_key"], decode_inbound(r["payload"]), r["draft_message_id"],
-                           json.loads(r["effects"] or "[]"), goal_turn(r)) for r in rows]
+                           json.loads(r["effects"] or "[]"), goal_turn(r),
+                           None if r["draft_message_id"] else read_intent(r["draft_intent"])) for r in rows]
 
     async def dead_letter(self, platform: str, ref: str, payload: str, reason: str) -> None:
         """Keep input that could not be taken (the payload cut to 64 KiB: enough to see what it was)."""

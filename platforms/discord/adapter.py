@@ -16,9 +16,11 @@
   follow-up. **Slash commands** become the same text commands as typed ones, acknowledged with an
   ephemeral line once stored; they are registered at start only when they changed.
 * **Sending** never pings: `allowed_mentions` is empty except for the user a reply answers. Every
-  part carries a nonce with `enforce_nonce`, so a send retried after an unclear failure is not
-  shown twice. discord.py waits out short 429s per route (other channels go on); a long one
-  comes back as `DeliveryError(retry_after=…)` for the outbox to wait out.
+  part, and a turn's draft, carries its key as a nonce with `enforce_nonce`, so a send made again
+  (after an unclear failure, or by a turn run again after a crash that came before chatgate heard
+  the message's id) is answered with the message Discord already made, which then shows the new
+  text; Discord keeps nonces for a few minutes. discord.py waits out short 429s per route (other
+  channels go on); a long one comes back as `DeliveryError(retry_after=…)` for the outbox to wait out.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def _kind(content_type: str | None) -> str:
 class DiscordAdapter(PlatformAdapter):
     name = "discord"
     capabilities = Capabilities(max_length=DISCORD_LIMIT, markup="markdown", can_edit=True, can_buttons=True,
-                                can_typing=True, can_files=True, edit_interval=1.2)
+                                can_typing=True, can_files=True, edit_interval=1.2, keyed_sends=True)
 
     def __init__(self, token: str, *, api_base: str = "https://discord.com/api/v10", gateway_url: str | None = None,
                  auto_thread: bool = False, max_file_bytes: int = 25 * 1024 * 1024) -> None:
@@ -337,7 +339,7 @@ class DiscordAdapter(PlatformAdapter):
 
     def _params(self, reply: Reply, *, reference: bool) -> Any:
         params = handle_message_parameters(
-            content=reply.text, nonce=reply.key if reply.final else None,
+            content=reply.text, nonce=reply.key,
             allowed_mentions=discord.AllowedMentions.none(),
             mention_author=True if reply.reply_to and reference else None,
             message_reference={"message_id": int(reply.reply_to), "fail_if_not_exists": False}
@@ -361,6 +363,8 @@ class DiscordAdapter(PlatformAdapter):
                     reply, reference=False)))
             except discord.HTTPException as again:
                 raise DeliveryError(f"discord rejected the message: {again.text}", retryable=False) from again
+        if str(data.get("content") or "").strip() != reply.text.strip():  # the message an earlier send with
+            await self.edit(chat, str(data["id"]), reply)  # this nonce made: it shows this reply now
         return str(data["id"])
 
     async def edit(self, chat: ChatRef, message_id: str, reply: Reply) -> None:

@@ -21,6 +21,10 @@
 * **Working…** Slack bots have no typing indicator: an assistant app shows its thread status;
   elsewhere a placeholder (`working_text`) is the turn's first draft, which the answer replaces
   (the gateway records it like any draft, so a turn run again after a crash replaces it too).
+* **Found again.** `chat.postMessage` has no idempotency key, so a post carries its key (`Reply.key`)
+  in its message metadata; a post whose ts chatgate never learned (killed in between, or the
+  connection broke) is looked up by that key (`reclaim`: `conversations.history`, or
+  `conversations.replies` in a thread, from the message before it on) and updated instead of posted again.
 """
 
 from __future__ import annotations
@@ -80,6 +84,8 @@ GONE = frozenset({"channel_not_found", "not_in_channel", "is_archived", "message
                   "user_not_found", "restricted_action", "no_permission", "missing_scope", "ekm_access_denied"})
 TAKEN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
 WORKING = "Working…"
+MARK = "chatgate_reply"  # the metadata event type of a post that carries its key (`reclaim`)
+SEARCHED = 200  # messages after the one before it that `reclaim` reads (one page)
 EDITS_PER_SECOND = 1.0  # chat.update's tier (about 50 a minute) for streaming previews, the whole workspace
 INTAKE_TRIES = 2
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -397,7 +403,8 @@ class SlackAdapter(PlatformAdapter):
         return {"text": fallback[:4000], "blocks": blocks}
 
     async def send(self, chat: ChatRef, reply: Reply) -> str:
-        common = {"channel": chat.chat_id, "thread_ts": chat.thread_id, "unfurl_links": False, "unfurl_media": False}
+        common = {"channel": chat.chat_id, "thread_ts": chat.thread_id, "unfurl_links": False, "unfurl_media": False,
+                  "metadata": {"event_type": MARK, "event_payload": {"key": reply.key}} if reply.key else None}
         try:
             data = await self._call("chat.postMessage", chat, **self._message(reply), **common)
         except _Rejected as exc:
@@ -420,6 +427,25 @@ class SlackAdapter(PlatformAdapter):
                                  **self._message(reply, plain=True))
             except _Rejected as again:
                 raise DeliveryError(f"slack rejected the edit: {again}", retryable=False) from None
+
+    async def reclaim(self, chat: ChatRef, reply: Reply, after: str | None, known: set[str]) -> str | None:
+        """The bot's post in `chat` after `after` whose metadata carries `reply.key`, updated to `reply`."""
+        client = self.client
+        if client is None or not reply.key:
+            return None
+        search = dict(channel=chat.chat_id, oldest=after, include_all_metadata=True, limit=SEARCHED)
+        if chat.thread_id:
+            data = await self._call("conversations.replies", chat, lambda: client.conversations_replies(
+                ts=chat.thread_id, **search))
+        else:
+            data = await self._call("conversations.history", chat, lambda: client.conversations_history(**search))
+        for message in data.get("messages") or ():
+            mark = message.get("metadata") or {}
+            if (mark.get("event_type") == MARK and (mark.get("event_payload") or {}).get("key") == reply.key
+                    and message.get("bot_id") == self._bot_id and str(message.get("ts")) not in known):
+                await self.edit(chat, str(message["ts"]), reply)
+                return str(message["ts"])
+        return None
 
     async def send_file(self, chat: ChatRef, path: Path, caption: str = "") -> str:
         if path.stat().st_size > self.max_file_bytes:

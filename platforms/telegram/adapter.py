@@ -67,6 +67,7 @@ from platforms.base import (
 )
 from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
+from platforms.telegram.reclaim import SendGate, find_own
 from platforms.telegram.render import render_for_telegram
 from platforms.telegram.transport import AiohttpRequest
 
@@ -146,6 +147,7 @@ class TelegramAdapter(PlatformAdapter):
         self._failures: dict[int, int] = {}  # update id → failed attempts
         self._not_stored = False  # an update of the last batch found the gateway unable to store it
         self._shown: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()  # (chat, message) → its look
+        self._sends = SendGate()  # a search for an unrecorded message waits for this chat's sends (`reclaim`)
 
     def _said(self, exc: BaseException) -> str:
         """What an error says, without the token (it is in every URL)."""
@@ -480,10 +482,11 @@ class TelegramAdapter(PlatformAdapter):
                 return edit_id
             reply_parameters = ({"message_id": int(reply.reply_to), "allow_sending_without_reply": True}
                                 if reply.reply_to else None)
-            sent = await self._api(chat.chat_id, lambda: self.bot.do_api_request("sendMessage", api_kwargs={
-                "chat_id": chat.chat_id, "text": body, "parse_mode": parse_mode, "reply_markup": markup,
-                "reply_parameters": reply_parameters,
-                "message_thread_id": int(chat.thread_id) if chat.thread_id else None}))
+            async with self._sends.sending(chat.chat_id):
+                sent = await self._api(chat.chat_id, lambda: self.bot.do_api_request("sendMessage", api_kwargs={
+                    "chat_id": chat.chat_id, "text": body, "parse_mode": parse_mode, "reply_markup": markup,
+                    "reply_parameters": reply_parameters,
+                    "message_thread_id": int(chat.thread_id) if chat.thread_id else None}))
             message_id = str(sent["message_id"])
             self._remember(chat.chat_id, message_id, look)
             return message_id
@@ -515,14 +518,24 @@ class TelegramAdapter(PlatformAdapter):
     async def edit(self, chat: ChatRef, message_id: str, reply: Reply) -> None:
         await self._deliver(chat, reply, message_id)
 
+    async def reclaim(self, chat: ChatRef, reply: Reply, after: str | None, known: set[str]) -> str | None:
+        """The bot's own message after `after` that chatgate has no record of, edited to `reply`
+        (`platforms.telegram.reclaim`)."""
+        if after is None or not after.isdigit():
+            return None
+        async with self._sends.alone(chat.chat_id):
+            mine = known | {message for (shown_in, message) in self._shown if shown_in == chat.chat_id}
+            return await find_own(lambda candidate: self._deliver(chat, reply, candidate), int(after), mine)
+
     async def send_file(self, chat: ChatRef, path: Path, caption: str = "") -> str:
         if path.stat().st_size > 50 * 1024 * 1024:  # the Bot API's upload limit
             raise DeliveryError(f"{path.name} is larger than Telegram's 50 MB upload limit", retryable=False)
         content = await asyncio.to_thread(path.read_bytes)
         try:
-            sent = await self._api(chat.chat_id, lambda: self.bot.send_document(
-                chat.chat_id, InputFile(content, filename=path.name), caption=caption[:1024] or None,
-                message_thread_id=int(chat.thread_id) if chat.thread_id else None))
+            async with self._sends.sending(chat.chat_id):
+                sent = await self._api(chat.chat_id, lambda: self.bot.send_document(
+                    chat.chat_id, InputFile(content, filename=path.name), caption=caption[:1024] or None,
+                    message_thread_id=int(chat.thread_id) if chat.thread_id else None))
         except BadRequest as exc:
             raise DeliveryError(f"telegram rejected the file: {self._said(exc)}", retryable=False) from exc
         return str(sent.message_id)

@@ -62,7 +62,7 @@ def _content(reply: Reply) -> dict[str, Any]:
 class WebChatAdapter(PlatformAdapter):
     name = "webchat"
     capabilities = Capabilities(max_length=16_000, markup="markdown", can_edit=True, can_buttons=True,
-                                can_typing=True, edit_interval=0.1, local=True)
+                                can_typing=True, edit_interval=0.1, local=True, keyed_sends=True)
 
     def __init__(self, *, gate: Gate | None = None, user_id: str = "local", user_name: str = "you",
                  ack_timeout: float = 10.0, max_chars: int = 32_000) -> None:

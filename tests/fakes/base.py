@@ -41,6 +41,22 @@ class RecordingFake:
         request.transport.abort()
         raise web.HTTPInternalServerError()  # never reaches the client
 
+    async def _hold_answer(self, call: Any, request: web.Request, release: Any) -> None:
+        """The call took effect; keep its answer (status -3) until `release` is set. A client that goes
+        away meanwhile never learns what the call made (status 499; the effect stays), as when a process
+        is killed between the platform's answer and reading it."""
+        call.status = -3
+        await self._notify()
+        while not release.is_set():
+            if self._closing or request.transport is None or request.transport.is_closing():
+                call.status = 499
+                await self._notify()
+                raise web.HTTPInternalServerError()  # never reaches the client
+            try:
+                await asyncio.wait_for(release.wait(), 0.05)
+            except TimeoutError:
+                pass
+
     _faults: list[Any]
 
     def _take_fault(self, call: Any) -> Any | None:
@@ -92,7 +108,8 @@ class RecordingFake:
     async def wait_for(self, name: str, predicate: Callable[[Any], bool] | None = None,
                        count: int = 1, timeout: float = 5.0, since: int = 0) -> list[Any]:
         """Wait until ``count`` answered calls of ``name`` (from ``calls[since:]``) match
-        ``predicate``; return all that match. A held call is visible with status -2."""
+        ``predicate``; return all that match. A held call is visible with status -2, one that took
+        effect and whose answer is held with -3."""
         def matching() -> list[Any]:
             return [c for c in self.calls[since:] if getattr(c, self.key) == name and self._answered(c)
                     and (predicate is None or predicate(c))]

@@ -363,11 +363,14 @@ class FakeDiscord(RecordingFake):
                                   match=match))
 
     def hold_next(self, route: str, count: int = 1, *, match: Callable[[Call], bool] | None = None,
-                  channel_id: int | None = None) -> asyncio.Event:
+                  channel_id: int | None = None, after_processing: bool = False) -> asyncio.Event:
         """Keep the next ``count`` calls of ``route`` waiting until the returned event is set; a
-        held call whose client goes away meanwhile never takes effect."""
+        held call whose client goes away meanwhile never takes effect. ``after_processing``: the call
+        takes effect first and only its answer waits (status -3): a client that goes away meanwhile
+        never learns what it made."""
         release = asyncio.Event()
-        self._faults.append(Fault(route, count, None, _str(channel_id), hold=release, match=match))
+        self._faults.append(Fault(route, count, None, _str(channel_id), hold=release, match=match,
+                                  after=after_processing))
         return release
 
     # ----------------------------------------------------------------- injecting what people do
@@ -798,7 +801,7 @@ class FakeDiscord(RecordingFake):
             if auth and request.headers.get("Authorization") != f"Bot {self.token}":
                 raise ApiError(401, 0, "401: Unauthorized")
             fault = self._take_fault(call)
-            if fault is not None and fault.hold is not None:
+            if fault is not None and fault.hold is not None and not fault.after:
                 await self._hold(call, request, fault.hold)
                 fault = None
             if fault is not None and fault.error is None and not fault.after:
@@ -811,7 +814,9 @@ class FakeDiscord(RecordingFake):
                 await self._notify()
                 return result
             call.result = result
-            if fault is not None and fault.after:
+            if fault is not None and fault.after and fault.hold is not None:
+                await self._hold_answer(call, request, fault.hold)
+            elif fault is not None and fault.after:
                 await self._drop(call, request)
             call.status = 204 if result is None else 200
             body = result

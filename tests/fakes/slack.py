@@ -258,12 +258,14 @@ class FakeSlack(RecordingFake):
         ``after_processing`` only after the call took effect."""
         self._faults.append(Fault(method, count, None, channel, after=after_processing))
 
-    def hold_next(self, method: str, count: int = 1, *,
-                  match: Callable[[Call], bool] | None = None) -> asyncio.Event:
+    def hold_next(self, method: str, count: int = 1, *, match: Callable[[Call], bool] | None = None,
+                  after_processing: bool = False) -> asyncio.Event:
         """Keep the next ``count`` calls of ``method`` (that ``match`` accepts) waiting until the
-        returned event is set; a held call whose client goes away never takes effect."""
+        returned event is set; a held call whose client goes away never takes effect.
+        ``after_processing``: the call takes effect first and only its answer waits (status -3): a
+        client that goes away meanwhile never learns what it made."""
         release = asyncio.Event()
-        self._faults.append(Fault(method, count, None, hold=release, match=match))
+        self._faults.append(Fault(method, count, None, hold=release, match=match, after=after_processing))
         return release
 
     # ----------------------------------------------------------------- injecting what people do
@@ -526,7 +528,7 @@ class FakeSlack(RecordingFake):
                 raise SlackError("unknown_method", req_method=call.method)
             self._authorize(call, headers)
             fault = self._take_fault(call)
-            if fault is not None and fault.hold is not None:
+            if fault is not None and fault.hold is not None and not fault.after:
                 await self._hold(call, fault.hold, request)
                 fault = None
             if fault is not None and fault.error is None and not fault.after:
@@ -534,7 +536,10 @@ class FakeSlack(RecordingFake):
             if fault is not None and fault.error is not None:
                 raise fault.error
             body: JSON = {"ok": True, **handler(call)}
-            if fault is not None and fault.after:
+            if fault is not None and fault.after and fault.hold is not None:
+                call.result = body
+                await self._hold_answer(call, request, fault.hold)
+            elif fault is not None and fault.after:
                 await self._drop(call, request)
             status = 200
         except SlackError as error:

@@ -63,6 +63,11 @@ JSON_FIELDS = frozenset({"blocks", "attachments", "files", "metadata", "loading_
 _CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]+$")
 
 
+def _after(ts: str, oldest: str | None) -> bool:
+    """A message's `ts` is after `oldest` (exclusive, as Slack's `oldest` is unless `inclusive`)."""
+    return oldest is None or float(ts) > float(oldest)
+
+
 class SlackError(Exception):
     """An error answer: ``{"ok": false, "error": error, **extra}`` with an HTTP status."""
 
@@ -235,6 +240,7 @@ class Message:
     deleted: bool = False
     edited_ts: str | None = None
     versions: list[str] = field(default_factory=list)  # every text it had, first to last
+    metadata: JSON | None = None  # chat.postMessage's `metadata` (event_type, event_payload)
 
 
 @dataclass(slots=True)
@@ -522,8 +528,9 @@ class SlackStore:
         self.files[stored.file_id] = stored
         return stored
 
-    def message_dict(self, message: Message) -> JSON:
-        """A message as conversations.history and chat.postMessage render it."""
+    def message_dict(self, message: Message, *, metadata: bool = False) -> JSON:
+        """A message as conversations.history and chat.postMessage render it (its `metadata` only when
+        asked for: `include_all_metadata`)."""
         out: JSON = {"type": "message", "ts": message.ts, "text": message.text, "user": message.user,
                      "team": self.team_id}
         if message.bot_id:
@@ -541,6 +548,8 @@ class SlackStore:
             out.update(files=[f.to_dict(self.base_url, self.team_id) for f in message.files], upload=False)
         if message.edited_ts:
             out["edited"] = {"user": message.user, "ts": message.edited_ts}
+        if metadata and message.metadata:
+            out["metadata"] = message.metadata
         replies = [m for m in self.history.get(message.channel, [])
                    if m.thread_ts == message.ts and m.ts != message.ts and not m.deleted]
         if replies:
@@ -553,20 +562,22 @@ class SlackStore:
         """The messages of ``channel`` that were not deleted."""
         return [m for m in self.history.get(channel, []) if not m.deleted]
 
-    def history_page(self, channel: str, limit: int) -> JSON:
-        """conversations.history: top-level messages (and broadcast replies), newest first."""
+    def history_page(self, channel: str, limit: int, oldest: str | None = None, metadata: bool = False) -> JSON:
+        """conversations.history: top-level messages (and broadcast replies) after `oldest`, newest first."""
         top = [m for m in self.visible(channel)
-               if not m.thread_ts or m.thread_ts == m.ts or m.reply_broadcast]
-        newest_first = [self.message_dict(m) for m in reversed(top)]
+               if (not m.thread_ts or m.thread_ts == m.ts or m.reply_broadcast) and _after(m.ts, oldest)]
+        newest_first = [self.message_dict(m, metadata=metadata) for m in reversed(top)]
         return {"messages": newest_first[:limit], "has_more": len(newest_first) > limit,
                 "pin_count": 0, "response_metadata": {"next_cursor": ""}}
 
-    def replies_page(self, channel: str, ts: str, limit: int) -> JSON:
-        """conversations.replies: the parent, then its replies, oldest first."""
+    def replies_page(self, channel: str, ts: str, limit: int, oldest: str | None = None,
+                     metadata: bool = False) -> JSON:
+        """conversations.replies: the parent, then its replies (after `oldest`), oldest first."""
         thread = [m for m in self.visible(channel) if m.ts == ts or m.thread_ts == ts]
         if not thread:
             raise SlackError("thread_not_found")
-        return {"messages": [self.message_dict(m) for m in thread][:limit],
+        thread = [m for m in thread if m.ts == ts or _after(m.ts, oldest)]
+        return {"messages": [self.message_dict(m, metadata=metadata) for m in thread][:limit],
                 "has_more": len(thread) > limit, "response_metadata": {"next_cursor": ""}}
 
     def open_conversation(self, users: list[str], return_im: bool) -> JSON:
@@ -618,9 +629,13 @@ class SlackStore:
         text, blocks = call.get("text"), call.get("blocks")
         check_message(text, blocks, call.get("attachments"))
         optional = {k: call.as_bool(k) for k in ("mrkdwn", "unfurl_links") if call.get(k) is not None}
+        metadata = call.get("metadata")
+        if metadata is not None and not (isinstance(metadata, dict) and isinstance(metadata.get("event_type"), str)
+                                         and isinstance(metadata.get("event_payload"), dict)):
+            raise SlackError("invalid_metadata_format")
         message = self.add(Message(channel, self.new_ts(), str(text or ""), self.bot_user_id, self.bot_id,
                                    blocks, call.get("thread_ts") or None,
-                                   reply_broadcast=call.as_bool("reply_broadcast"), **optional))
+                                   reply_broadcast=call.as_bool("reply_broadcast"), metadata=metadata, **optional))
         message.versions.append(message.text)
         return {"channel": channel, "ts": message.ts, "message": self.message_dict(message)}
 
@@ -667,12 +682,13 @@ class SlackStore:
 
     def conversations_history(self, call: Call) -> JSON:
         """conversations.history."""
-        return self.history_page(self.channel_of(call), int(call.get("limit") or 100))
+        return self.history_page(self.channel_of(call), int(call.get("limit") or 100), call.get("oldest"),
+                                 call.as_bool("include_all_metadata"))
 
     def conversations_replies(self, call: Call) -> JSON:
         """conversations.replies."""
-        return self.replies_page(self.channel_of(call), str(call.get("ts") or ""),
-                                 int(call.get("limit") or 1000))
+        return self.replies_page(self.channel_of(call), str(call.get("ts") or ""), int(call.get("limit") or 1000),
+                                 call.get("oldest"), call.as_bool("include_all_metadata"))
 
     def users_info(self, call: Call) -> JSON:
         """users.info."""

@@ -155,11 +155,14 @@ class FakeTelegram(RecordingFake):
         self._faults.append(Fault(method, count, None, _chat(chat_id), after=after_processing, match=match))
 
     def hold_next(self, method: str, count: int = 1, *, chat_id: int | None = None,
-                  match: Callable[[Call], bool] | None = None) -> asyncio.Event:
+                  match: Callable[[Call], bool] | None = None, after_processing: bool = False) -> asyncio.Event:
         """Keep the next ``count`` calls of ``method`` (that ``match`` accepts) waiting until the returned
-        event is set; a held call whose client goes away never takes effect."""
+        event is set; a held call whose client goes away never takes effect. ``after_processing``: the
+        call takes effect first (the message is made) and only its answer waits (status -3); a client
+        that goes away meanwhile never learns the message's id."""
         release = asyncio.Event()
-        self._faults.append(Fault(method, count, None, _chat(chat_id), hold=release, match=match))
+        self._faults.append(Fault(method, count, None, _chat(chat_id), hold=release, match=match,
+                                  after=after_processing))
         return release
 
     # ----------------------------------------------------------------- injecting updates
@@ -304,7 +307,7 @@ class FakeTelegram(RecordingFake):
             if request.match_info["token"] != self.token:
                 raise ApiError(401)
             fault = self._take_fault(call)
-            if fault is not None and fault.hold is not None:
+            if fault is not None and fault.hold is not None and not fault.after:
                 call.status, call.description = -2, "held"
                 await self._notify()
                 while not fault.hold.is_set():
@@ -325,7 +328,9 @@ class FakeTelegram(RecordingFake):
                 call.result = await handler(call)
             else:
                 raise ApiError(404)
-            if fault is not None and fault.after:
+            if fault is not None and fault.after and fault.hold is not None:
+                await self._hold_answer(call, request, fault.hold)
+            elif fault is not None and fault.after:
                 await self._drop(call, request)
             call.status = 200
             body: JSON = {"ok": True, "result": call.result}

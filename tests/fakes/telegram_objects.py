@@ -83,8 +83,8 @@ class Fault:
     count: int
     error: ApiError | None  # None: drop the connection without an answer
     chat_id: str | None = None
-    after: bool = False  # drop only after the call took effect (an ambiguous send)
-    hold: "asyncio.Event | None" = None  # the call waits until this is set (or the server stops)
+    after: bool = False  # drop (or hold the answer) only after the call took effect (an ambiguous send)
+    hold: "asyncio.Event | None" = None  # the call (its answer, with `after`) waits until this is set
     match: "Callable[[Call], bool] | None" = None  # only calls this accepts
 
     def applies(self, call: "Call") -> bool:
