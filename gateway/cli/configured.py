@@ -1,5 +1,5 @@
 """Running a command that reads the configuration: the config, logging, then its async handler in
-an event loop. `chatgate --help`, `--version` and `approvals check` never come here."""
+an event loop. `chatgate --help`, `--version`, `approvals check` and `completion` never come here."""
 
 from __future__ import annotations
 

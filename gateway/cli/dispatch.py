@@ -4,7 +4,7 @@ command, and which arguments are file paths (for shell completion).
 The function is named as "module:function" and only the chosen command's module is imported. The
 parser itself is built from light modules (gateway/cli/parsers/), so `chatgate --help` or `approvals
 check` never load the event loop, the configuration, the database or the HTTP and LLM clients that
-`run` needs (issue 34: every command paid about a second of imports for them).
+`run` needs (issue 34: every command paid 0.3 to 1 s of CPU for them).
 """
 
 from __future__ import annotations
