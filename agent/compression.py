@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from agent import usage as usage_scope
-from agent.llm import LLMClient
+
+if TYPE_CHECKING:  # (a type only: the storage reads SUMMARY_PREFIX, and `chatgate status` must not load aiohttp)
+    from agent.llm import LLMClient
 
 Message = dict[str, Any]
 SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"

@@ -15,29 +15,6 @@ from gateway.learning.curator import Curator
 from gateway.learning.skill_usage import SkillUsage
 
 
-def add_parsers(sub: Any) -> None:
-    skills = sub.add_parser("skills", help="the agent's skills: list, show, pin, archive, restore")
-    skills_sub = skills.add_subparsers(dest="action", required=True)
-    skills_sub.add_parser("list", help="skills with provenance and use (and the archived ones)")
-    skills_sub.add_parser("pending", help="skills proposed in conversations of people who are not admins")
-    for action, what in (("show", "print a skill"), ("pin", "never let the curator touch it"),
-                         ("accept", "make a proposed skill live"), ("reject", "drop a proposed skill"),
-                         ("unpin", "let the curator look after it again"), ("archive", "set it aside (restorable)"),
-                         ("restore", "bring an archived skill back")):
-        skills_sub.add_parser(action, help=what).add_argument("name")
-    memory = sub.add_parser("memory", help="shared notes proposed in conversations of people who are not admins")
-    memory_sub = memory.add_subparsers(dest="action", required=True)
-    memory_sub.add_parser("pending", help="the notes waiting, numbered")
-    for action, what in (("accept", "add note N to the shared notes"), ("reject", "drop note N")):
-        memory_sub.add_parser(action, help=what).add_argument("number", type=int)
-    curator = sub.add_parser("curator", help="the skill curator: status, run, restore a snapshot")
-    curator_sub = curator.add_subparsers(dest="action", required=True)
-    curator_sub.add_parser("status", help="when it ran, when it is due, its recent runs")
-    run = curator_sub.add_parser("run", help="run it now (idle or not)")
-    run.add_argument("--dry-run", action="store_true", help="report what it would change, change nothing")
-    curator_sub.add_parser("restore", help="put back the skills as they were before a run").add_argument("run")
-
-
 def _parts(config: Config, store: Any) -> tuple[SkillLibrary, SkillUsage, Curator]:
     ledger = SkillUsage(store)
     skills = SkillLibrary(config.home, ledger)
@@ -48,6 +25,7 @@ def _parts(config: Config, store: Any) -> tuple[SkillLibrary, SkillUsage, Curato
     return skills, ledger, curator
 
 
+@with_store
 async def skills(config: Config, store: Any, args: argparse.Namespace) -> int:
     skills, ledger, _ = _parts(config, store)
     try:
@@ -83,6 +61,7 @@ async def skills(config: Config, store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+@with_store
 async def curator(config: Config, store: Any, args: argparse.Namespace) -> int:
     _, _, curator = _parts(config, store)
     if args.action == "status":
@@ -126,6 +105,3 @@ async def memory(config: Config, args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 1
     return 0
-
-
-HANDLERS = {"skills": with_store(skills), "curator": with_store(curator), "memory": memory}

@@ -8,21 +8,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from gateway.config import Config
 from gateway.ops.unit import UNIT_NAME, render_unit, service_account, unit_dir
-
-
-def add_parsers(sub: Any) -> None:
-    service = sub.add_parser("service", help="run chatgate as a systemd service (restarted on failure)")
-    service_sub = service.add_subparsers(dest="action", required=True)
-    install = service_sub.add_parser("install", help="write the unit, reload systemd, enable and start it")
-    install.add_argument("--print", action="store_true", dest="print_only", help="only print the unit")
-    uninstall = service_sub.add_parser("uninstall", help="stop, disable and remove the unit")
-    for parser in (install, uninstall):
-        parser.add_argument("--user", action="store_true", help="a user service (systemctl --user), no root needed")
-        parser.add_argument("--unit-dir", type=Path, help=argparse.SUPPRESS)  # tests: where units go
 
 
 def _systemctl(user: bool, *args: str) -> None:
@@ -35,7 +23,7 @@ def _systemctl(user: bool, *args: str) -> None:
 
 
 async def service(config: Config, args: argparse.Namespace) -> int:
-    folder = args.unit_dir or unit_dir(args.user)
+    folder = Path(args.unit_dir) if args.unit_dir else unit_dir(args.user)
     path = folder / UNIT_NAME
     journal = f"journalctl {'--user ' if args.user else ''}-u chatgate -f"
     try:
@@ -72,6 +60,3 @@ async def service(config: Config, args: argparse.Namespace) -> int:
     except (OSError, RuntimeError) as exc:
         print(f"chatgate service {args.action}: {exc}", file=sys.stderr)
         return 1
-
-
-HANDLERS = {"service": service}

@@ -15,43 +15,6 @@ from gateway.config import Config
 Handler = Callable[[Config, argparse.Namespace], Awaitable[int]]
 
 
-def add_parsers(sub: Any) -> None:
-    sessions = sub.add_parser("sessions", help="list or search conversations")
-    sessions_sub = sessions.add_subparsers(dest="action", required=True)
-    listing = sessions_sub.add_parser("list", help="recent sessions")
-    listing.add_argument("--limit", type=int, default=20)
-    search = sessions_sub.add_parser("search", help="full-text search in transcripts")
-    search.add_argument("query")
-    search.add_argument("--platform", required=True)
-    search.add_argument("--user", required=True)
-    approvals = sub.add_parser("approvals", help="the command safety check and 'always allow' rules")
-    approvals_sub = approvals.add_subparsers(dest="action", required=True)
-    check = approvals_sub.add_parser("check", help="classify a shell command: hardline, dangerous or safe (JSON)")
-    check.add_argument("shell_command")
-    rules = approvals_sub.add_parser("rules", help="list or remove 'always allow' rules")
-    rules.add_argument("rules_action", choices=["list", "remove"])
-    rules.add_argument("rule_id", nargs="?", type=int)
-    inbox = sub.add_parser("inbox", help="what could not be taken or answered")
-    inbox_sub = inbox.add_subparsers(dest="action", required=True)
-    for action, what in (("dead", "input set aside after repeated failures (poison updates)"),
-                         ("failed", "turns that failed and replies that could not be delivered")):
-        inbox_sub.add_parser(action, help=what).add_argument("--limit", type=int, default=20)
-    usage = sub.add_parser("usage", help="LLM tokens by loop (main, review, curator, cron), day and session")
-    usage.add_argument("--days", type=float, default=7.0, help="how far back (default 7)")
-    usage.add_argument("--json", action="store_true")
-    backup = sub.add_parser("backup", help="a consistent copy of the state while it runs (a .tar.gz)")
-    backup.add_argument("file", help="where to write it, e.g. chatgate-2026-11-24.tar.gz")
-    pair = sub.add_parser("pair", help="admit people who asked for access in a DM")
-    pair_sub = pair.add_subparsers(dest="action", required=True)
-    pair_sub.add_parser("list", help="pending codes and approved people")
-    approve = pair_sub.add_parser("approve", help="admit the person who was given CODE")
-    approve.add_argument("platform")
-    approve.add_argument("code")
-    revoke = pair_sub.add_parser("revoke", help="remove an approved person")
-    revoke.add_argument("platform")
-    revoke.add_argument("user_id")
-
-
 @asynccontextmanager
 async def open_store(config: Config) -> AsyncIterator[Any]:
     """The daemon's database, opened beside a running daemon or without one (WAL allows both). It
@@ -83,13 +46,7 @@ def one_line(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
-def check_command(command: str) -> int:
-    from agent.safety.classifier import classify
-
-    print(json.dumps(classify(command).as_dict()))
-    return 0
-
-
+@with_store
 async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
 
     if args.rules_action == "remove":
@@ -111,6 +68,7 @@ async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+@with_store
 async def pair(config: Config, store: Any, args: argparse.Namespace) -> int:
     from gateway.access.pairing import Pairing
 
@@ -139,6 +97,7 @@ async def pair(config: Config, store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+@with_store
 async def sessions(config: Config, store: Any, args: argparse.Namespace) -> int:
     if args.action == "list":
         for s in await store.sessions.listing(args.limit):
@@ -151,6 +110,7 @@ async def sessions(config: Config, store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+@with_store
 async def usage(config: Config, store: Any, args: argparse.Namespace) -> int:
     from gateway.usage import UsageLedger, describe
 
@@ -173,6 +133,7 @@ async def usage(config: Config, store: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+@with_store
 async def inbox(config: Config, store: Any, args: argparse.Namespace) -> int:
     if args.action == "dead":
         rows = await store.inbox.dead_letters(args.limit)
@@ -192,6 +153,7 @@ def _when(at: float) -> str:
     return datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S")
 
 
+@with_store
 async def backup(config: Config, store: Any, args: argparse.Namespace) -> int:
     """The database (SQLite's online backup: consistent while the daemon writes), the config, the
     agent's memory and skills, in one archive readable by its owner only. Restore: see the README."""
@@ -219,8 +181,3 @@ async def backup(config: Config, store: Any, args: argparse.Namespace) -> int:
         await asyncio.to_thread(archive)
     print(f"backed up {config.home} to {target}")
     return 0
-
-
-HANDLERS = {"backup": with_store(backup), "approvals": with_store(rules), "pair": with_store(pair),
-            "sessions": with_store(sessions),
-            "inbox": with_store(inbox), "usage": with_store(usage)}

@@ -14,6 +14,7 @@ import lzma
 import re
 import zlib
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.vocabulary import parse
 
 DECOMPRESS_LIMIT = 1_000_000  # bytes a decompressor may produce: no decompression bombs
@@ -21,7 +22,7 @@ DECODERS = frozenset("base64 base32 basenc gbase64 openssl xxd rev tr gunzip zca
                      "unxz".split())
 _ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
          "\\": "\\", "'": "'", '"': '"', "?": "?"}
-_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|0?[0-7]{1,3}|c.|.)", re.S)
+_ESCAPE = lazy_re(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|0?[0-7]{1,3}|c.|.)", re.S)
 
 
 def unescape(s: str) -> str:

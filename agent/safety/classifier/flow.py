@@ -11,13 +11,15 @@ from __future__ import annotations
 import posixpath
 import re
 
+from agent.safety.classifier.lazy import lazy_re
+
 SHELLS = frozenset("sh bash zsh dash ksh mksh ash fish csh tcsh rbash yash elvish nu xonsh oksh osh ysh sash hush "
                    "posh".split())
-_BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
+_BRACE = lazy_re(r"\{([^{}]*,[^{}]*)\}")
 EVERY_PID = "-1"  # how "every process id" is passed on: kill -1 means every process
 PIDS_FOUND = "$(pids…)"  # how "the ids of processes a search found" is passed on (pgrep x | xargs kill)
-_FIND_FILTERS = re.compile(r"-i?(name|path|wholename|regex|lname)$|-(inum|samefile|newer\w*|[acm](time|min)|size|"
-                           r"user|group|uid|gid|empty|links|perm|type|xtype|executable|readable|writable|fstype)$")
+_FIND_FILTERS = lazy_re(r"-i?(name|path|wholename|regex|lname)$|-(inum|samefile|newer\w*|[acm](time|min)|size|"
+                        r"user|group|uid|gid|empty|links|perm|type|xtype|executable|readable|writable|fstype)$")
 
 
 def expand_braces(args: list[str], limit: int = 64) -> list[str]:

@@ -11,6 +11,7 @@ import posixpath
 import re
 from typing import Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Hit
 
 _HOMES: dict = {}
@@ -48,7 +49,7 @@ def norm_path(p: str) -> str:
     return posixpath.normpath(p)
 
 
-GLOB = re.compile(r"[*?\[]")
+GLOB = lazy_re(r"[*?\[]")
 CRITICAL = frozenset("""/ ~ /bin /boot /dev /etc /home /lib /lib32 /lib64 /opt /proc /root /sbin /srv /sys
     /usr /var /usr/bin /usr/lib /usr/local /usr/sbin /usr/share /var/lib /Users /System /Library
     /Applications /private /snap""".split())
@@ -73,8 +74,8 @@ def is_system(p: str) -> bool:
     return n in _SYSTEM_TOP or n.startswith(_SYSTEM_DIRS)
 
 
-_DEVICE = re.compile(r"/dev/(?:sd[a-z]+\d*|hd[a-z]\d*|x?vd[a-z]+\d*|nvme\d+(?:n\d+(?:p\d+)?)?|mmcblk\d+(?:p\d+)?"
-                     r"|r?disk\d+(?:s\d+)*|md\d+|dm-\d+|nbd\d+|sg\d+|mapper/\S+|disk/\S+|mem|kmem|port)")
+_DEVICE = lazy_re(r"/dev/(?:sd[a-z]+\d*|hd[a-z]\d*|x?vd[a-z]+\d*|nvme\d+(?:n\d+(?:p\d+)?)?|mmcblk\d+(?:p\d+)?"
+                  r"|r?disk\d+(?:s\d+)*|md\d+|dm-\d+|nbd\d+|sg\d+|mapper/\S+|disk/\S+|mem|kmem|port)")
 
 
 def is_device(p: str) -> bool:
@@ -124,11 +125,11 @@ def sensitive_label(p: str) -> str | None:
     return None
 
 
-_CODE_FILES = re.compile(r"(^|/)\.git/(hooks(/[^/]*)?|config)$|(^|/)\.envrc$|(^|/)(sitecustomize|usercustomize)\.py$"
-                         r"|\.pth$|^~/\.(vimrc|exrc|gvimrc|gdbinit|tmux\.conf|screenrc|emacs|xsessionrc|xsession|wgetrc"
-                         r"|curlrc|pythonrc|perldb|inputrc)$|^~/\.(config/nvim|vim|emacs\.d)/|^/var/log/"
-                         r"|(^|/)\.(bash|zsh|sh|python|psql|mysql|node_repl|sqlite|rediscli)_?history$"
-                         r"|^/(var/)?run/docker\.sock$")
+_CODE_FILES = lazy_re(r"(^|/)\.git/(hooks(/[^/]*)?|config)$|(^|/)\.envrc$|(^|/)(sitecustomize|usercustomize)\.py$"
+                      r"|\.pth$|^~/\.(vimrc|exrc|gvimrc|gdbinit|tmux\.conf|screenrc|emacs|xsessionrc|xsession|wgetrc"
+                      r"|curlrc|pythonrc|perldb|inputrc)$|^~/\.(config/nvim|vim|emacs\.d)/|^/var/log/"
+                      r"|(^|/)\.(bash|zsh|sh|python|psql|mysql|node_repl|sqlite|rediscli)_?history$"
+                      r"|^/(var/)?run/docker\.sock$")
 
 
 def _code_file(n: str) -> str | None:
@@ -194,7 +195,7 @@ _SECRET_FILES = (  # (pattern over a normalised path, label)
     (r"~/\.(config/(chromium|google-chrome[^/]*|BraveSoftware|microsoft-edge[^/]*|vivaldi|opera)|mozilla/firefox"
      r"|var/app/[^/]+|snap/(chromium|firefox))(/.*)?", "a browser profile (cookies, saved passwords, site storage)"),
 )
-_SECRET_RE = [(re.compile(p), label) for p, label in _SECRET_FILES]
+_SECRET_RE = [(lazy_re(p), label) for p, label in _SECRET_FILES]
 
 
 def secret_label(path: str) -> str | None:
@@ -206,10 +207,10 @@ def secret_label(path: str) -> str | None:
     return next((label for pattern, label in _SECRET_RE if pattern.fullmatch(n)), None)
 
 
-_ENV_FILE = re.compile(r"(^|/)(\.env(\.[\w.-]+)?|[^/]*\.(key|p12|pfx|kdbx|jks|keystore)|[^/]*(key|priv|[*?])[^/]*\.pem"
-                       r"|(credentials|service[-_]?account)[^/]*\.json|[^/]*secrets?\.[\w-]+|id_[a-z0-9]+"
-                       r"|\.(pgpass|netrc|git-credentials|htpasswd))$", re.I)
-_TEMPLATE = re.compile(r"[._-](example|sample|template|dist|defaults?|tmpl|tpl|md|rst)$|\.pub$", re.I)
+_ENV_FILE = lazy_re(r"(^|/)(\.env(\.[\w.-]+)?|[^/]*\.(key|p12|pfx|kdbx|jks|keystore)|[^/]*(key|priv|[*?])[^/]*\.pem"
+                    r"|(credentials|service[-_]?account)[^/]*\.json|[^/]*secrets?\.[\w-]+|id_[a-z0-9]+"
+                    r"|\.(pgpass|netrc|git-credentials|htpasswd))$", re.I)
+_TEMPLATE = lazy_re(r"[._-](example|sample|template|dist|defaults?|tmpl|tpl|md|rst)$|\.pub$", re.I)
 
 
 def secrets_file(path: str) -> bool:
@@ -225,11 +226,11 @@ def sensitive_file(path: str) -> str | None:
 
 # ---------------------------------------------------------------- private data
 
-_HOME_FOLDERS = re.compile(r"~|~[\w.-]+|/home|/Users|/root|~/(Documents|Desktop|Downloads|Pictures|Photos|Movies"
-                           r"|Videos|Music|Mail|Library|Dropbox|OneDrive|Google Drive|iCloud Drive|Nextcloud|\.config"
-                           r"|\.local|\.local/share|\.mozilla|\.thunderbird|\.var|snap)")
-_PRIVATE_TREES = re.compile(r"~/(Documents|Desktop|Pictures|Photos|Mail|Library|\.mozilla|\.thunderbird)/|/root/")
-_SYSTEM_FILES = re.compile(r"/(etc|var/log|var/lib|var/mail|var/spool|proc|boot)(/.*)?")
+_HOME_FOLDERS = lazy_re(r"~|~[\w.-]+|/home|/Users|/root|~/(Documents|Desktop|Downloads|Pictures|Photos|Movies"
+                        r"|Videos|Music|Mail|Library|Dropbox|OneDrive|Google Drive|iCloud Drive|Nextcloud|\.config"
+                        r"|\.local|\.local/share|\.mozilla|\.thunderbird|\.var|snap)")
+_PRIVATE_TREES = lazy_re(r"~/(Documents|Desktop|Pictures|Photos|Mail|Library|\.mozilla|\.thunderbird)/|/root/")
+_SYSTEM_FILES = lazy_re(r"/(etc|var/log|var/lib|var/mail|var/spool|proc|boot)(/.*)?")
 
 
 def private_path(path: str) -> str | None:

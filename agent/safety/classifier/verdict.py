@@ -57,6 +57,7 @@ from typing import Iterator
 from agent.safety.classifier.decode import DECODERS, b64, decode, decoding, printf, unescape
 from agent.safety.classifier.flow import (EVERY_PID, PIDS_FOUND, SHELLS, dirname, expand_braces, find_output,
                                           keeps_every_line, lists_every_process, searches_processes)
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.lexer import Cmd, Lexer, Stream
 from agent.safety.classifier.paths import GLOB, norm_path, secret_label, write_risk
 from agent.safety.classifier.registry import RULE_NAMES, check
@@ -147,8 +148,8 @@ _RUNNERS = {"poetry": "run", "pipenv": "run", "pdm": "run", "uv": "run", "hatch"
             "bundle": "exec", "conda": "run", "mamba": "run", "micromamba": "run", "npm": "exec", "pnpm": "exec"}
 KNOWN = RULE_NAMES | SHELLS | set(INTERPRETERS) | set(_WRAPPERS) | DOWNLOADERS | {
     "python", "python3", "eval", "source", "xargs", "ssh", "echo", "printf", "cat"}
-_DYNAMIC = re.compile(r"\s*\$\{?[A-Za-z_@*0-9]")
-_PLAIN = re.compile(r"[\w@%+=:,./~*?\[\]{}$!^#()…-]+")
+_DYNAMIC = lazy_re(r"\s*\$\{?[A-Za-z_@*0-9]")
+_PLAIN = lazy_re(r"[\w@%+=:,./~*?\[\]{}$!^#()…-]+")
 _ORIGIN = {"download": "downloaded code", "decode": "decoded payload"}
 
 

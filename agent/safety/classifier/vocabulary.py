@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Union
 
+from agent.safety.classifier.lazy import lazy_re
+
 SAFE, DANGEROUS, HARDLINE = 0, 1, 2
 
 
@@ -119,7 +121,7 @@ def parse(args: list[str], short: str = "", long: tuple = (), stop: bool = False
 
 # ---------------------------------------------------------------- sizes and assignments
 
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmgtpe]?)(?:i?b)?$", re.I)
+_SIZE = lazy_re(r"^(\d+(?:\.\d+)?)([kmgtpe]?)(?:i?b)?$", re.I)
 
 
 def size_bytes(text: str) -> float | None:
@@ -130,7 +132,7 @@ def size_bytes(text: str) -> float | None:
     return float(m.group(1)) * 1024 ** ("kmgtpe".index(m.group(2).lower()) + 1 if m.group(2) else 0)
 
 
-ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")  # x=, x+=, a[1]= (a word that assigns)
+ASSIGN = lazy_re(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")  # x=, x+=, a[1]= (a word that assigns)
 
 
 # ---------------------------------------------------------------- rules by command name

@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.paths import is_critical, is_system, secret_label, sensitive_label, write_risk
 from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Finding, Hit, Recurse
 
-_LIT = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
+_LIT = lazy_re(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 _ESC = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
 
 
@@ -62,25 +63,25 @@ def _split_args(region: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-_SHELL_CALL = re.compile(r"(?<![\w$])(system|popen[234]?|spawn(?:Sync)?|exec(?:Sync|File(?:Sync)?|[lv]p?e?)?|"
-                         r"check_output|check_call|call|run|Popen|getoutput|getstatusoutput|shell_exec|passthru|"
-                         r"proc_open|capture[23]e?|eval|Function|pcntl_exec|system\*|run-program|callCommand|"
-                         r"spawnCommand|shell|(?<=[.:])cmd)\s*(\(|(?=['\"\[]))")
-_RMTREE = re.compile(r"(?<![\w$])(rmtree|rm_rf|rm_r|remove_dir|remove_entry(?:_secure)?|remove_tree|rimraf(?:\.sync|Sync)?"
-                     r"|rmSync|rmdirSync|rm|rmdir|unlink)\s*(\(|(?=['\"]))")
-_HOME_EXPR = re.compile(r"expanduser|Path\.home|homedir\(|Dir\.home|\bHOME\b")
-_OPEN = re.compile(r"(?<![\w$])(open|fopen|writeFileSync|writeFile|appendFileSync|appendFile|createWriteStream|"
-                   r"file_put_contents|File\.write)\s*\(")
-_PATH_WRITE = re.compile(r"Path\(\s*[rbfu]*(['\"])([^'\"]+)\1\s*\)\s*\.\s*(?:expanduser\(\)\s*\.\s*)?"
-                         r"(?:write_text|write_bytes)")
-_DECODE = re.compile(r"b64decode|decodebytes|decode_base64|atob\s*\(|Base64\.decode64|unpack1?\s*\(\s*['\"]m|"
-                     r"\bpack\s*\(?\s*['\"][Hh]|\bunpack\s*\(?\s*['\"][uH]|"
-                     r"Buffer\.from\([^)]*base64|base64_decode|codecs\.decode|bytes\.fromhex|unhexlify|"
-                     r"zlib\.decompress|marshal\.loads")
-_FETCH = re.compile(r"urlopen|urlretrieve|requests\.(?:get|post)|httpx\.(?:get|post)|fetch\s*\(|LWP::|HTTP::Tiny|"
-                    r"Net::HTTP|open-uri|URI\.open|https?\.get\s*\(|file_get_contents\s*\(\s*['\"]https?:|curl_exec")
-_EVAL = re.compile(r"(?<![\w.$])(?:exec|eval|execfile|Function|instance_eval)\s*[(\s'\"]")
-_B64_LIT = re.compile(r"['\"]([A-Za-z0-9+/]{8,}={0,2})['\"]")
+_SHELL_CALL = lazy_re(r"(?<![\w$])(system|popen[234]?|spawn(?:Sync)?|exec(?:Sync|File(?:Sync)?|[lv]p?e?)?|"
+                      r"check_output|check_call|call|run|Popen|getoutput|getstatusoutput|shell_exec|passthru|"
+                      r"proc_open|capture[23]e?|eval|Function|pcntl_exec|system\*|run-program|callCommand|"
+                      r"spawnCommand|shell|(?<=[.:])cmd)\s*(\(|(?=['\"\[]))")
+_RMTREE = lazy_re(r"(?<![\w$])(rmtree|rm_rf|rm_r|remove_dir|remove_entry(?:_secure)?|remove_tree|rimraf(?:\.sync|Sync)?"
+                  r"|rmSync|rmdirSync|rm|rmdir|unlink)\s*(\(|(?=['\"]))")
+_HOME_EXPR = lazy_re(r"expanduser|Path\.home|homedir\(|Dir\.home|\bHOME\b")
+_OPEN = lazy_re(r"(?<![\w$])(open|fopen|writeFileSync|writeFile|appendFileSync|appendFile|createWriteStream|"
+                r"file_put_contents|File\.write)\s*\(")
+_PATH_WRITE = lazy_re(r"Path\(\s*[rbfu]*(['\"])([^'\"]+)\1\s*\)\s*\.\s*(?:expanduser\(\)\s*\.\s*)?"
+                      r"(?:write_text|write_bytes)")
+_DECODE = lazy_re(r"b64decode|decodebytes|decode_base64|atob\s*\(|Base64\.decode64|unpack1?\s*\(\s*['\"]m|"
+                  r"\bpack\s*\(?\s*['\"][Hh]|\bunpack\s*\(?\s*['\"][uH]|"
+                  r"Buffer\.from\([^)]*base64|base64_decode|codecs\.decode|bytes\.fromhex|unhexlify|"
+                  r"zlib\.decompress|marshal\.loads")
+_FETCH = lazy_re(r"urlopen|urlretrieve|requests\.(?:get|post)|httpx\.(?:get|post)|fetch\s*\(|LWP::|HTTP::Tiny|"
+                 r"Net::HTTP|open-uri|URI\.open|https?\.get\s*\(|file_get_contents\s*\(\s*['\"]https?:|curl_exec")
+_EVAL = lazy_re(r"(?<![\w.$])(?:exec|eval|execfile|Function|instance_eval)\s*[(\s'\"]")
+_B64_LIT = lazy_re(r"['\"]([A-Za-z0-9+/]{8,}={0,2})['\"]")
 
 
 def scan_code(lang: str, code: str, decode: Callable[[str], str | None]) -> Iterator[Finding]:
@@ -175,8 +176,8 @@ def _clip(s: str, limit: int = 200) -> str:
 
 # ---------------------------------------------------------------- shell text patterns
 
-_FUNC_DEF = re.compile(r"(?:\bfunction\s+([^\s(){}|;&<>]{1,40})\s*(?:\(\s*\))?|([^\s(){}|;&<>]{1,40})\s*\(\s*\))"
-                       r"\s*\{([^{}]{0,200})\}")
+_FUNC_DEF = lazy_re(r"(?:\bfunction\s+([^\s(){}|;&<>]{1,40})\s*(?:\(\s*\))?|([^\s(){}|;&<>]{1,40})\s*\(\s*\))"
+                    r"\s*\{([^{}]{0,200})\}")
 
 
 def mask_quotes(text: str) -> str:
@@ -216,8 +217,8 @@ def fork_bombs(text: str) -> Iterator[str]:
             yield _clip(m.group())
 
 
-_ENDLESS_LOOP = re.compile(r"(?:\bwhile\s+(?:true|:|\[\s*1\s*\]|\(\(\s*1\s*\)\))|\buntil\s+false|"
-                           r"\bfor\s*\(\(\s*;\s*;\s*\)\))\s*;?\s*do\b(.{0,300}?)\bdone\b", re.S)
+_ENDLESS_LOOP = lazy_re(r"(?:\bwhile\s+(?:true|:|\[\s*1\s*\]|\(\(\s*1\s*\)\))|\buntil\s+false|"
+                        r"\bfor\s*\(\(\s*;\s*;\s*\)\))\s*;?\s*do\b(.{0,300}?)\bdone\b", re.S)
 
 
 def _hex(text: str) -> str | None:
@@ -230,22 +231,22 @@ def _hex(text: str) -> str | None:
         return None
 
 
-_DELETE = re.compile(r"(?<![\w$])(?:os\.remove|os\.unlink|\.unlink|unlinkSync|unlink|File\.delete|FileUtils\.rm|"
-                     r"fs\.rm|shutil\.move|\.delete\(\s*\))\s*\(?")
-_MANY = re.compile(r"\bfor\b|forEach|\.map\b|\.each\b|\bglob\b|listdir|readdir|\bwalk\b|scandir|iterdir|\bmap\(")
-_SOCKET = re.compile(r"socket\.socket|create_connection|fsockopen|TCPSocket|IO::Socket|\bsocket\s*\(|"
-                     r"net\.(?:connect|Socket|createConnection)|/inet/|\bSocket\b")
-_SPAWNS = re.compile(r"dup2|\bexec\b|spawn|popen|subprocess|pty\.|/bin/(?:ba|z|da)?sh|child_process|IO\.popen|"
-                     r"\bsystem\b|getline")
-_SENDS = re.compile(r"requests\.(?:post|put|patch)|httpx\.(?:post|put)|urlopen|\brequest\s*\(|fetch\s*\(|axios|"
-                    r"sendall|\.send\(|Net::HTTP|LWP|HTTP::Tiny|curl_exec")
-_ONE_VAR = re.compile(r"environ(?:\.get)?\s*[\[(]\s*['\"]|getenv\s*\(|process\.env\.\w|ENV\s*[\[{]\s*['\"]?\w")
-_ENVIRON = re.compile(r"os\.environ|process\.env|\bENV\b|%ENV|\$ENV|getenv|environ\b")
-_ROOT = re.compile(r"\bset(?:e|re|res)?[ug]id\s*\(\s*0\b|Process::Sys\.setuid\(\s*0|\$<\s*=\s*0|POSIX::setuid\(\s*0")
-_AWK_RUNS = re.compile(r"\bsystem\s*\(|\|\s*getline|\|&|/inet/")
-_AWK_PIPE = re.compile(r"print[^;}|]*\|\s*(?!\"(?:sort|uniq|cat|head|tail|wc|tr|column|less|more|gzip|fmt|cut|paste|"
-                       r"tee)(?: -\w+)*\")[\"\w$]")
-_TCL_EXEC = re.compile(r"(?:^|[;\[{\n])\s*(?:exec|spawn)\s+([^;\]\n}]+)")
+_DELETE = lazy_re(r"(?<![\w$])(?:os\.remove|os\.unlink|\.unlink|unlinkSync|unlink|File\.delete|FileUtils\.rm|"
+                  r"fs\.rm|shutil\.move|\.delete\(\s*\))\s*\(?")
+_MANY = lazy_re(r"\bfor\b|forEach|\.map\b|\.each\b|\bglob\b|listdir|readdir|\bwalk\b|scandir|iterdir|\bmap\(")
+_SOCKET = lazy_re(r"socket\.socket|create_connection|fsockopen|TCPSocket|IO::Socket|\bsocket\s*\(|"
+                  r"net\.(?:connect|Socket|createConnection)|/inet/|\bSocket\b")
+_SPAWNS = lazy_re(r"dup2|\bexec\b|spawn|popen|subprocess|pty\.|/bin/(?:ba|z|da)?sh|child_process|IO\.popen|"
+                  r"\bsystem\b|getline")
+_SENDS = lazy_re(r"requests\.(?:post|put|patch)|httpx\.(?:post|put)|urlopen|\brequest\s*\(|fetch\s*\(|axios|"
+                 r"sendall|\.send\(|Net::HTTP|LWP|HTTP::Tiny|curl_exec")
+_ONE_VAR = lazy_re(r"environ(?:\.get)?\s*[\[(]\s*['\"]|getenv\s*\(|process\.env\.\w|ENV\s*[\[{]\s*['\"]?\w")
+_ENVIRON = lazy_re(r"os\.environ|process\.env|\bENV\b|%ENV|\$ENV|getenv|environ\b")
+_ROOT = lazy_re(r"\bset(?:e|re|res)?[ug]id\s*\(\s*0\b|Process::Sys\.setuid\(\s*0|\$<\s*=\s*0|POSIX::setuid\(\s*0")
+_AWK_RUNS = lazy_re(r"\bsystem\s*\(|\|\s*getline|\|&|/inet/")
+_AWK_PIPE = lazy_re(r"print[^;}|]*\|\s*(?!\"(?:sort|uniq|cat|head|tail|wc|tr|column|less|more|gzip|fmt|cut|paste|"
+                    r"tee)(?: -\w+)*\")[\"\w$]")
+_TCL_EXEC = lazy_re(r"(?:^|[;\[{\n])\s*(?:exec|spawn)\s+([^;\]\n}]+)")
 
 
 def scan_more(lang: str, code: str) -> Iterator[Finding]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.paths import secret_label
 from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, by_name, parse
 
@@ -180,13 +181,13 @@ def r_infra(c: Call) -> Iterator[Finding]:
 
 # ---------------------------------------------------------------- leaving a container
 
-_ESCAPE_FLAGS = re.compile(r"--privileged(=true)?$|--(pid|ipc|uts|userns|cgroupns)(=|$)host|--net(work)?=host$"
-                           r"|--cap-add(=|$)(all|sys_admin|sys_ptrace|sys_module|dac_read_search|sys_rawio)"
-                           r"|--security-opt(=|$)(apparmor[=:]unconfined|seccomp[=:]unconfined|label[=:]disable)"
-                           r"|--device(=|$)/dev/(sd|nvme|mem|kmem|kmsg)", re.I)
-_HOST_MOUNTS = re.compile(r"^(/|/etc|/root|/home|/proc|/sys|/dev|/boot|/var/run/docker\.sock|/run/docker\.sock"
-                          r"|/var/run|/run|/var/lib/docker|~)(/)?:|(source|src)=(/|/etc|/root|/var/run/docker\.sock"
-                          r"|/run/docker\.sock)(,|$)")
+_ESCAPE_FLAGS = lazy_re(r"--privileged(=true)?$|--(pid|ipc|uts|userns|cgroupns)(=|$)host|--net(work)?=host$"
+                        r"|--cap-add(=|$)(all|sys_admin|sys_ptrace|sys_module|dac_read_search|sys_rawio)"
+                        r"|--security-opt(=|$)(apparmor[=:]unconfined|seccomp[=:]unconfined|label[=:]disable)"
+                        r"|--device(=|$)/dev/(sd|nvme|mem|kmem|kmsg)", re.I)
+_HOST_MOUNTS = lazy_re(r"^(/|/etc|/root|/home|/proc|/sys|/dev|/boot|/var/run/docker\.sock|/run/docker\.sock"
+                       r"|/var/run|/run|/var/lib/docker|~)(/)?:|(source|src)=(/|/etc|/root|/var/run/docker\.sock"
+                       r"|/run/docker\.sock)(,|$)")
 
 
 def r_container_escape(c: Call) -> Iterator[Finding]:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.paths import private_path
 from agent.safety.classifier.vocabulary import DANGEROUS, Call, Finding, Hit, Recurse, by_name, parse
 
@@ -49,9 +50,9 @@ _EXTRA_VERBS = {"vault": {"disable", "seal", "revoke", "restore"}, "consul": {"l
                 "duplicacy": {"prune"}, "pulumi": {"down"}, "tilt": {"down"}, "ecs-cli": {"down"},
                 "skaffold": {"delete"}, "zkcli": {"deleteall", "rmr"}, "zkcli.sh": {"deleteall", "rmr"},
                 "nomad": {"gc"}, "flux": {"uninstall", "suspend"}}
-_SUFFIX_VERB = re.compile(r"-(delete|destroy|flush|drop|purge|remove|truncate|wipe)$")
-_OPEN_WORLD = re.compile(r"^(0\.0\.0\.0/0|::/0|\*|Internet|any)$|(?:=|,|:)(0\.0\.0\.0/0|::/0)\b")
-_GRANT_VERB = re.compile(r"create|add|authorize|update|set|patch|allow|modify|ingress")
+_SUFFIX_VERB = lazy_re(r"-(delete|destroy|flush|drop|purge|remove|truncate|wipe)$")
+_OPEN_WORLD = lazy_re(r"^(0\.0\.0\.0/0|::/0|\*|Internet|any)$|(?:=|,|:)(0\.0\.0\.0/0|::/0)\b")
+_GRANT_VERB = lazy_re(r"create|add|authorize|update|set|patch|allow|modify|ingress")
 
 
 def r_data_cli(c: Call) -> Iterator[Finding]:
@@ -88,9 +89,9 @@ def r_cloud_upload_option(c: Call) -> Iterator[Finding]:
             return
 
 
-_CYPHER_WIPE = re.compile(r"(?is)\bMATCH\s*\(\s*\w*\s*\)\s*(?:(?!WHERE).)*?\b(DETACH\s+)?DELETE\b|\bDROP\s+(DATABASE|"
-                          r"GRAPH)\b")
-_WIRE_WIPE = re.compile(r"(?im)^\s*(flush_all|flushall|flushdb)\b")
+_CYPHER_WIPE = lazy_re(r"(?is)\bMATCH\s*\(\s*\w*\s*\)\s*(?:(?!WHERE).)*?\b(DETACH\s+)?DELETE\b|\bDROP\s+(DATABASE|"
+                       r"GRAPH)\b")
+_WIRE_WIPE = lazy_re(r"(?im)^\s*(flush_all|flushall|flushdb)\b")
 
 
 def r_query_wipe(c: Call) -> Iterator[Finding]:
@@ -229,7 +230,7 @@ def r_sends_files(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, f"{how}: {label}", c.shown)
 
 
-_NET_ADDRESS = re.compile(r"(?i)^(tcp[46]?|udp[46]?|openssl|ssl|sctp|dccp|socks4a?|proxy)(-connect)?:")
+_NET_ADDRESS = lazy_re(r"(?i)^(tcp[46]?|udp[46]?|openssl|ssl|sctp|dccp|socks4a?|proxy)(-connect)?:")
 
 
 def r_socat_sends(c: Call) -> Iterator[Finding]:

@@ -35,6 +35,7 @@ import re
 from typing import Iterator
 
 from agent.safety.classifier.flow import SHELLS
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.rules.execution import COMPRESSORS, EDITORS, PAGERS, SSH_CLIENTS, runs
 from agent.safety.classifier.vocabulary import DANGEROUS, Call, Finding, Hit, Recurse, by_name, parse
 
@@ -132,7 +133,7 @@ def r_run_options(c: Call) -> Iterator[Finding]:
 
 
 _TEX = frozenset("tex latex pdflatex xelatex lualatex pdftex luatex etex".split())
-_APT_HOOK = re.compile(r"(?i)(pre|post)-invoke(-success)?|pre-install-pkgs|::(pre|post)-invoke")
+_APT_HOOK = lazy_re(r"(?i)(pre|post)-invoke(-success)?|pre-install-pkgs|::(pre|post)-invoke")
 
 
 def r_option_code(c: Call) -> Iterator[Finding]:
@@ -266,7 +267,7 @@ def r_setuid_copy(c: Call) -> Iterator[Finding]:
                   "setuid/setgid bit", c.shown)
 
 
-_SYSTEM_LIBS = re.compile(r"^/(usr/)?(local/)?lib(64|32|exec)?/")
+_SYSTEM_LIBS = lazy_re(r"^/(usr/)?(local/)?lib(64|32|exec)?/")
 
 
 def r_library_load(c: Call) -> Iterator[Finding]:

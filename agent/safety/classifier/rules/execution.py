@@ -17,6 +17,7 @@ import re
 import shlex
 from typing import Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.paths import write_risk
 from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, by_name, parse
 
@@ -70,8 +71,8 @@ EXTRA_WRAPPERS = {
 }
 PRIVILEGED = frozenset({"sudo", "doas", "pkexec", "su", "runuser", "run0", "sudo-rs", "please", "pfexec"})
 # a wrapper whose use is a risk of its own, whatever it runs
-_IDENTITY = re.compile(r"--(reuid|regid|ruid|euid|rgid|egid|groups|init-groups|keep-groups|inh-caps|ambient-caps"
-                       r"|bounding-set|securebits)\b")
+_IDENTITY = lazy_re(r"--(reuid|regid|ruid|euid|rgid|egid|groups|init-groups|keep-groups|inh-caps|ambient-caps"
+                    r"|bounding-set|securebits)\b")
 
 
 DETACHING = frozenset({"nohup", "setsid", "systemd-run", "daemonize", "start-stop-daemon"})
@@ -199,7 +200,7 @@ _CODE_VARS = {  # variable -> pattern of the values that load code into every pr
     "_JAVA_OPTIONS": r"-(javaagent|agentpath|agentlib)", "PYTHONWARNINGS": r"::.*\.",
 }
 _PROMPT_VARS = frozenset({"PS0", "PS1", "PS2", "PS4"})  # bash expands them as prompts (PS4 under `set -x`): $(…) runs
-_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
+_ASSIGN = lazy_re(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 
 
 def assignments(words: list[str], shown: str) -> Iterator[Finding]:
@@ -288,9 +289,9 @@ def r_make_eval(c: Call) -> Iterator[Finding]:
                 yield Recurse("shell", recipe.lstrip("@-+ "), "make --eval")
 
 
-_VIM_RUNS = re.compile(r"\s*:*\s*(?:[.$%\d,'<>]*\s*!|(?:r|read|w|write)\s*!|sil(?:ent)?!?\s*!|(?:py|python|py3|"
-                       r"python3|pyx|pythonx|lua|luado|luafile|perl|ruby|mz|tcl)\b|.*\bsystem\s*\(|ter(?:minal)?\b|"
-                       r"sh(?:ell)?\b|.*\bexe(?:cute)?\b|norm(?:al)?!?\s.*!)")
+_VIM_RUNS = lazy_re(r"\s*:*\s*(?:[.$%\d,'<>]*\s*!|(?:r|read|w|write)\s*!|sil(?:ent)?!?\s*!|(?:py|python|py3|"
+                    r"python3|pyx|pythonx|lua|luado|luafile|perl|ruby|mz|tcl)\b|.*\bsystem\s*\(|ter(?:minal)?\b|"
+                    r"sh(?:ell)?\b|.*\bexe(?:cute)?\b|norm(?:al)?!?\s.*!)")
 
 
 def r_vim(c: Call) -> Iterator[Finding]:
@@ -312,8 +313,8 @@ def r_find_writes(c: Call) -> Iterator[Finding]:
             yield Hit(risk[0] if risk else DANGEROUS, risk[1] if risk else f"find {a}: writes a file", c.shown)
 
 
-_SED_ADDR = re.compile(r"\s*(?:(?:\d+|\$|/(?:\\.|[^/\n])*/I?|\\(.)(?:\\.|.)*?\1)(?:\s*,\s*(?:\d+|\$|/(?:\\.|[^/\n])*/)"
-                       r")?(?:~\d+)?\s*!?\s*)?")
+_SED_ADDR = lazy_re(r"\s*(?:(?:\d+|\$|/(?:\\.|[^/\n])*/I?|\\(.)(?:\\.|.)*?\1)(?:\s*,\s*(?:\d+|\$|/(?:\\.|[^/\n])*/)"
+                    r")?(?:~\d+)?\s*!?\s*)?")
 
 
 def sed_commands(script: str) -> Iterator[tuple[str, str]]:
@@ -415,11 +416,11 @@ def r_powershell(c: Call) -> Iterator[Finding]:
 
 # ---------------------------------------------------------------- git: settings and subcommands that run programs
 
-_GIT_CODE = re.compile(r"(core\.(fsmonitor|pager|editor|sshcommand|askpass|gitproxy|hookspath)|sequence\.editor"
-                       r"|diff\.external|diff\..+\.(textconv|command)|filter\..+\.(clean|smudge|process)"
-                       r"|merge\..+\.driver|alias\..+|credential(\..+)?\.helper|include\.path|includeif\..+"
-                       r"|uploadpack\.packobjectshook|gpg(\.\w+)?\.program|pager\..+|url\..+\.insteadof"
-                       r"|protocol\.ext\.allow)$", re.I)
+_GIT_CODE = lazy_re(r"(core\.(fsmonitor|pager|editor|sshcommand|askpass|gitproxy|hookspath)|sequence\.editor"
+                    r"|diff\.external|diff\..+\.(textconv|command)|filter\..+\.(clean|smudge|process)"
+                    r"|merge\..+\.driver|alias\..+|credential(\..+)?\.helper|include\.path|includeif\..+"
+                    r"|uploadpack\.packobjectshook|gpg(\.\w+)?\.program|pager\..+|url\..+\.insteadof"
+                    r"|protocol\.ext\.allow)$", re.I)
 
 
 def _git_setting(key: str, value: str, shown: str) -> Iterator[Finding]:

@@ -33,6 +33,7 @@ import re
 from typing import Callable, Iterator
 
 from agent.safety.classifier.flow import SHELLS
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.paths import private_path, secret_label
 from agent.safety.classifier.vocabulary import ASSIGN, DANGEROUS, HARDLINE, Call, Finding, Hit, by_name, parse
 
@@ -43,11 +44,11 @@ SENDERS = WEB_SENDERS | frozenset("ssh scp sftp ftp rsync mail mailx sendmail mu
 _ENV_DUMPS = frozenset({"env", "printenv", "set", "declare", "export", "history", "compgen"})
 _DB_DUMPS = frozenset("pg_dump pg_dumpall mysqldump mariadb-dump mysqlpump mongodump mongoexport "
                       "clickhouse-backup".split())
-CREDENTIAL = re.compile(r"token|secret|passw|api[_-]?key|access[_-]?key|private[_-]?key|_key\b|\bkey\b|credential|"
-                        r"auth(?!or)|bearer|AKIA|ASIA|BEGIN [A-Z ]*PRIVATE|ghp_|gho_|github_pat|xox[abpr]-|sk-\w"
-                        r"|sk_live|AIza", re.I)
-_SECRET_VAR = re.compile(r"token|secret|passw|api_?key|access_?key|private_?key|credential|_pat$|^pat_"
-                         r"|auth(?!or|_sock)", re.I)
+CREDENTIAL = lazy_re(r"token|secret|passw|api[_-]?key|access[_-]?key|private[_-]?key|_key\b|\bkey\b|credential|"
+                     r"auth(?!or)|bearer|AKIA|ASIA|BEGIN [A-Z ]*PRIVATE|ghp_|gho_|github_pat|xox[abpr]-|sk-\w"
+                     r"|sk_live|AIza", re.I)
+_SECRET_VAR = lazy_re(r"token|secret|passw|api_?key|access_?key|private_?key|credential|_pat$|^pat_"
+                      r"|auth(?!or|_sock)", re.I)
 def secret_variables(words: list[str]) -> list[str]:
     """The secret-looking variables `echo`/`printf`/`printenv` words print (`$API_TOKEN`, `GH_TOKEN`)."""
     name = words[0].rsplit("/", 1)[-1] if words else ""
@@ -180,8 +181,8 @@ def r_upload(c: Call) -> Iterator[Finding]:
             yield Hit(DANGEROUS, f"copies {next(x for x in labels if x)} to another host", c.shown)
 
 
-_HOST = re.compile(r"(?:[a-z][\w+.-]*://)?(?:[^@/\s]*@)?([^/:?#\s]+)", re.I)
-_LOOKUP = re.compile(r"\$\(…\)[^\s/]*?\.[\w-]+\.[a-z]{2,}", re.I)
+_HOST = lazy_re(r"(?:[a-z][\w+.-]*://)?(?:[^@/\s]*@)?([^/:?#\s]+)", re.I)
+_LOOKUP = lazy_re(r"\$\(…\)[^\s/]*?\.[\w-]+\.[a-z]{2,}", re.I)
 
 
 def r_network_names(c: Call) -> Iterator[Finding]:

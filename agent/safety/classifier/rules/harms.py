@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.paths import secret_label, secrets_file
 from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, by_name, parse, \
     size_bytes
@@ -91,9 +92,9 @@ def r_server_signals(c: Call) -> Iterator[Finding]:
 
 # ---------------------------------------------------------------- databases
 
-_DB_TASKS = re.compile(r"db:(drop|reset|purge|truncate_all|schema:load|structure:load|migrate:reset|seed:replant)"
-                       r"|migrate:(fresh|reset|refresh|rollback)|db:wipe|doctrine:(database:drop|schema:drop)"
-                       r"|schema:drop|reset_db|sqlflush|^flush$|^ecto\.(drop|reset)$|db:migrate:undo:all")
+_DB_TASKS = lazy_re(r"db:(drop|reset|purge|truncate_all|schema:load|structure:load|migrate:reset|seed:replant)"
+                    r"|migrate:(fresh|reset|refresh|rollback)|db:wipe|doctrine:(database:drop|schema:drop)"
+                    r"|schema:drop|reset_db|sqlflush|^flush$|^ecto\.(drop|reset)$|db:migrate:undo:all")
 _FRAMEWORKS = frozenset("rails rake bin/rails artisan manage.py django-admin console bin/console sequelize "
                         "sequelize-cli typeorm knex prisma alembic flask mix".split())
 
@@ -199,8 +200,8 @@ def r_firmware(c: Call) -> Iterator[Finding]:
 
 # ---------------------------------------------------------------- power through buses and the RTC
 
-_POWER_METHOD = re.compile(r"\b(PowerOff|Reboot|Halt|KExec|Suspend|Hibernate|HybridSleep|SuspendThenHibernate"
-                           r"|ScheduleShutdown|RequestShutdown|RequestReboot)\b")
+_POWER_METHOD = lazy_re(r"\b(PowerOff|Reboot|Halt|KExec|Suspend|Hibernate|HybridSleep|SuspendThenHibernate"
+                        r"|ScheduleShutdown|RequestShutdown|RequestReboot)\b")
 
 
 def r_power_bus(c: Call) -> Iterator[Finding]:
@@ -226,9 +227,9 @@ def r_detach(c: Call) -> Iterator[Finding]:
 
 # ---------------------------------------------------------------- settings that run code later
 
-_GIT_CODE_KEYS = re.compile(r"(core\.(hookspath|sshcommand|pager|editor|fsmonitor|askpass|gitproxy)"
-                            r"|credential\..*helper|url\..*\.insteadof|include\.path|includeif\..*|alias\..*"
-                            r"|filter\..*\.(clean|smudge|process)|diff\..*\.textconv|sequence\.editor)$", re.I)
+_GIT_CODE_KEYS = lazy_re(r"(core\.(hookspath|sshcommand|pager|editor|fsmonitor|askpass|gitproxy)"
+                         r"|credential\..*helper|url\..*\.insteadof|include\.path|includeif\..*|alias\..*"
+                         r"|filter\..*\.(clean|smudge|process)|diff\..*\.textconv|sequence\.editor)$", re.I)
 
 
 def r_git_config(c: Call) -> Iterator[Finding]:

@@ -39,12 +39,13 @@ import fnmatch
 import re
 from typing import Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.paths import is_device, norm_path
 from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, by_name, parse, size_bytes
 
-_VITAL = re.compile(r"/etc/(passwd|fstab)|/etc/pam\.d(/.*)?|/boot/(vmlinuz|initrd|initramfs|grub|efi|loader)[^/]*(/.*)?|/efi(/.*)?"
-                    r"|/(usr/)?s?bin/(init|sh|bash)|/(usr/)?lib(32|64|/systemd)?/(.*/)?(ld-linux[^/]*|libc\.so[^/]*"
-                    r"|libc-[^/]*\.so|systemd)")
+_VITAL = lazy_re(r"/etc/(passwd|fstab)|/etc/pam\.d(/.*)?|/boot/(vmlinuz|initrd|initramfs|grub|efi|loader)[^/]*(/.*)?|/efi(/.*)?"
+                 r"|/(usr/)?s?bin/(init|sh|bash)|/(usr/)?lib(32|64|/systemd)?/(.*/)?(ld-linux[^/]*|libc\.so[^/]*"
+                 r"|libc-[^/]*\.so|systemd)")
 
 
 def vital(path: str) -> bool:
@@ -78,8 +79,8 @@ _ESSENTIAL = frozenset("""libc6 libc-bin glibc glibc-common base-files base-pass
     alpine-baselayout""".split())
 _KERNELS = ("linux-image-6.8.0-45-generic", "linux-modules-6.8.0-45-generic", "kernel-core-6.8.9-300.fc40.x86_64",
             "kernel-6.8.9-300.fc40.x86_64", "kernel-default-6.4.0-150600.23.7.1")
-_REMOVE = {"dpkg": re.compile(r"-r|-P|--remove|--purge"), "pacman": re.compile(r"-R\w*|--remove")}
-_REMOVE_VERB = re.compile(r"remove|purge|autoremove|autopurge|erase|rm|del|uninstall")
+_REMOVE = {"dpkg": lazy_re(r"-r|-P|--remove|--purge"), "pacman": lazy_re(r"-R\w*|--remove")}
+_REMOVE_VERB = lazy_re(r"remove|purge|autoremove|autopurge|erase|rm|del|uninstall")
 _MANAGERS = frozenset("apt apt-get aptitude dpkg dnf yum microdnf zypper pacman apk".split())
 
 

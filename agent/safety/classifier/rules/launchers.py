@@ -12,10 +12,11 @@ import re
 import shlex
 from typing import Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.vocabulary import DANGEROUS, Call, Finding, Hit, Recurse, by_name, parse
 
-_GDB_RUNS = re.compile(r"\s*(?:!|shell\b|pipe\b|\||python\b|py\b|pi\b|python-interactive\b|guile\b|gu\b|"
-                       r".*\bcall\s+(?:\(\w+\)\s*)?(?:system|execve?|popen)\b|source\b)")
+_GDB_RUNS = lazy_re(r"\s*(?:!|shell\b|pipe\b|\||python\b|py\b|pi\b|python-interactive\b|guile\b|gu\b|"
+                    r".*\bcall\s+(?:\(\w+\)\s*)?(?:system|execve?|popen)\b|source\b)")
 
 
 # gdb's long options (getopt_long_only: one dash or two, `=value` or the next word, any unique prefix); those
@@ -29,9 +30,9 @@ _GDB_FLAGS = ("tui", "dbx", "readnow", "r", "readnever", "quiet", "q", "silent",
               "statistics", "write", "args", "return-child-result")
 _GDB_EVAL = frozenset({"eval-command", "ex", "init-eval-command", "iex", "early-init-eval-command", "eiex"})
 # a gdb command that starts the program (run, r, start, starti), and one that sets what it is given
-_GDB_START = re.compile(r"\s*(?:r|ru|run|start|starti)(?:\s+(.*)|\s*)$", re.S)
-_GDB_SET_ARGS = re.compile(r"\s*set\s+args?(?:\s+(.*)|\s*)$", re.S)
-_GDB_FILE = re.compile(r"\s*(?:file|exec-file|exec|fil|exec-f\w*)\s+(\S.*?)\s*$", re.S)
+_GDB_START = lazy_re(r"\s*(?:r|ru|run|start|starti)(?:\s+(.*)|\s*)$", re.S)
+_GDB_SET_ARGS = lazy_re(r"\s*set\s+args?(?:\s+(.*)|\s*)$", re.S)
+_GDB_FILE = lazy_re(r"\s*(?:file|exec-file|exec|fil|exec-f\w*)\s+(\S.*?)\s*$", re.S)
 
 
 def _gdb_option(word: str) -> str | None:

@@ -29,6 +29,7 @@ import re
 from typing import Iterator
 
 from agent.safety.classifier.flow import SHELLS
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.paths import private_path, secret_label
 from agent.safety.classifier.rules.data import DATA_CLIS
 from agent.safety.classifier.vocabulary import DANGEROUS, Call, Finding, Hit, by_name, parse
@@ -38,18 +39,18 @@ _CLOUD = frozenset("""aws gcloud gsutil az doctl hcloud openstack linode-cli oci
     pulumi cdk cdktf s3cmd rclone mc b2 azcopy kind minikube k3d upctl hcp doppler fastly""".split())
 _DESTROY = frozenset("""delete destroy remove rm rb del terminate purge undeploy deallocate stop reset wipe teardown
     uninstall deletefile rmdir rmdirs cleanup nuke force-unlock""".split())
-_AWS_VERB = re.compile(r"(delete|terminate|remove|deregister|purge|revoke|disable|detach|stop|reboot|cancel|"
-                       r"disassociate|release|deactivate|reset|batch-delete|schedule-key-deletion|empty)(-|$)")
-_NON_AWS_VERB = re.compile(r"(delete|destroy|remove|purge|terminate|stop|reset)-")
-_GRANTS = re.compile(r"^(attach-\w+-policy|put-\w+-policy|create-access-key|create-login-profile|update-login-profile|"
-                     r"update-assume-role-policy|add-user-to-group|create-policy-version|set-default-policy-version|"
-                     r"authorize-security-group-ingress|add-iam-policy-binding|set-iam-policy|create-for-rbac|"
-                     r"get-authorization-token|modify-snapshot-attribute|modify-image-attribute|put-\w*-?acl|"
-                     r"put-public-access-block|delete-public-access-block|put-bucket-website|set-acl)$")
-_PUBLIC = re.compile(r"public-read|authenticated-read|\ball(authenticated)?users\b|acs\.amazonaws\.com/groups/global"
-                     r"|^--publicly-accessible$|^--public-access=(blob|container)$|^--acl-public$", re.I)
-_SECRET_VERBS = re.compile(r"^(get-secret-value|get-password-data|print-access-token|print-identity-token|"
-                           r"get-access-token|batch-get-secret-value|auth:token|decrypt)$")
+_AWS_VERB = lazy_re(r"(delete|terminate|remove|deregister|purge|revoke|disable|detach|stop|reboot|cancel|"
+                    r"disassociate|release|deactivate|reset|batch-delete|schedule-key-deletion|empty)(-|$)")
+_NON_AWS_VERB = lazy_re(r"(delete|destroy|remove|purge|terminate|stop|reset)-")
+_GRANTS = lazy_re(r"^(attach-\w+-policy|put-\w+-policy|create-access-key|create-login-profile|update-login-profile|"
+                  r"update-assume-role-policy|add-user-to-group|create-policy-version|set-default-policy-version|"
+                  r"authorize-security-group-ingress|add-iam-policy-binding|set-iam-policy|create-for-rbac|"
+                  r"get-authorization-token|modify-snapshot-attribute|modify-image-attribute|put-\w*-?acl|"
+                  r"put-public-access-block|delete-public-access-block|put-bucket-website|set-acl)$")
+_PUBLIC = lazy_re(r"public-read|authenticated-read|\ball(authenticated)?users\b|acs\.amazonaws\.com/groups/global"
+                  r"|^--publicly-accessible$|^--public-access=(blob|container)$|^--acl-public$", re.I)
+_SECRET_VERBS = lazy_re(r"^(get-secret-value|get-password-data|print-access-token|print-identity-token|"
+                        r"get-access-token|batch-get-secret-value|auth:token|decrypt)$")
 
 
 def _words(args: list[str]) -> list[str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, Recurse, by_name, parse
 
 # ---------------------------------------------------------------- fleets
@@ -83,8 +84,8 @@ def _fleet(c: Call) -> tuple[str | None, str, bool]:
 
 _ANSIBLE_READ = frozenset("ping setup gather_facts debug stat package_facts service_facts win_ping assert "
                           "set_fact include_vars wait_for".split())
-_SALT_READ = re.compile(r"^(test|grains|status|sys|disk|network)\.|\.(list_\w*|get_all|status|version|latest_version"
-                        r"|file_exists|stats|ping|get|info)$")
+_SALT_READ = lazy_re(r"^(test|grains|status|sys|disk|network)\.|\.(list_\w*|get_all|status|version|latest_version"
+                     r"|file_exists|stats|ping|get|info)$")
 
 
 def r_fleet(c: Call) -> Iterator[Finding]:
@@ -122,7 +123,7 @@ def _values(a: list[str], *names: str) -> list[str]:
     return out
 
 
-_SSM = re.compile(r"""commands\W*\[?\s*((?:"(?:[^"\\]|\\.)*"\s*,?\s*)+)|commands=([^\]\[,]+)""")
+_SSM = lazy_re(r"""commands\W*\[?\s*((?:"(?:[^"\\]|\\.)*"\s*,?\s*)+)|commands=([^\]\[,]+)""")
 
 
 def r_remote_exec(c: Call) -> Iterator[Finding]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.vocabulary import DANGEROUS, Finding, Hit, Recurse
 
 
@@ -46,10 +47,10 @@ def _no_where(up: str) -> bool:
                                   m.group(1)))
 
 
-_META_SHELL = re.compile(r"^\s*(?:\\!|system\s|\.shell\b|\.system\b)\s*(.*)$", re.M | re.I)
-_PROGRAM = re.compile(r"\b(?:TO|FROM)\s+PROGRAM\s+(?:E?'((?:[^']|'')*)'|\$\w*\$(.*?)\$\w*\$)", re.I | re.S)
-_OUTFILE = re.compile(r"\bINTO\s+(?:OUT|DUMP)FILE\b|\blo_export\s*\(|\bpg_file_write\s*\(|\bCOPY\b[^;]*\bTO\s+'/",
-                      re.I)
+_META_SHELL = lazy_re(r"^\s*(?:\\!|system\s|\.shell\b|\.system\b)\s*(.*)$", re.M | re.I)
+_PROGRAM = lazy_re(r"\b(?:TO|FROM)\s+PROGRAM\s+(?:E?'((?:[^']|'')*)'|\$\w*\$(.*?)\$\w*\$)", re.I | re.S)
+_OUTFILE = lazy_re(r"\bINTO\s+(?:OUT|DUMP)FILE\b|\blo_export\s*\(|\bpg_file_write\s*\(|\bCOPY\b[^;]*\bTO\s+'/",
+                   re.I)
 _DROPS = r"TABLE|DATABASE|SCHEMA|KEYSPACE|COLLECTION|USER|ROLE|OWNED|TABLESPACE|MATERIALIZED\s+VIEW|MEASUREMENT"
 
 

@@ -13,6 +13,7 @@ import re
 from typing import Iterator
 
 from agent.safety.classifier.flow import PIDS_FOUND
+from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.paths import GLOB, is_critical, is_device, is_system, secret_label, sensitive_label, writes
 from agent.safety.classifier.vocabulary import DANGEROUS, HARDLINE, Call, Finding, Hit, by_name, parse
 
@@ -246,7 +247,7 @@ _READONLY = {"e2fsck": ("-n",), "fsck": ("-N", "-n"), "tune2fs": ("-l",), "loset
 
 # ---------------------------------------------------------------- power
 
-_POWER_TARGETS = re.compile(r"(poweroff|reboot|halt|kexec|shutdown|soft-reboot)\.target$")
+_POWER_TARGETS = lazy_re(r"(poweroff|reboot|halt|kexec|shutdown|soft-reboot)\.target$")
 _DESKTOP_POWER = {"xfce4-session-logout": ("--halt", "--reboot", "-h", "-r"), "gnome-session-quit": (
     "--power-off", "--reboot"), "mate-session-save": ("--shutdown-dialog",), "lxqt-leave": ("--shutdown", "--reboot"),
                   "openrc-shutdown": ("-p", "-r", "-H", "--poweroff", "--reboot", "--halt"), "zzz": (), "s2ram": (),
@@ -318,7 +319,7 @@ def r_privilege(c: Call) -> Iterator[Finding]:
         yield Hit(DANGEROUS, "interactive root shell: machinectl", c.shown)
 
 
-_READABLE = re.compile(r"^(?:[0-7]?[0-7][4-7][0-7]|[0-7]?[0-7][0-7][4-7])$|(?:^|,)[ugoa]*[goa][ugoa]*[+=][^,]*r")
+_READABLE = lazy_re(r"^(?:[0-7]?[0-7][4-7][0-7]|[0-7]?[0-7][0-7][4-7])$|(?:^|,)[ugoa]*[goa][ugoa]*[+=][^,]*r")
 
 
 def r_permissions_more(c: Call) -> Iterator[Finding]:
