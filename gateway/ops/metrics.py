@@ -22,6 +22,8 @@ class Metrics:
 
         self.registry = CollectorRegistry()
         r = self.registry
+        self.platform_up = Gauge("chatgate_platform_up", "1 while the platform is connected and ready, else 0 "
+                                 "(starting, down and tried again, failed)", ["platform"], registry=r)
         self.inbound = Counter("chatgate_inbound_messages", "Messages received", ["platform"], registry=r)
         self.duplicates = Counter("chatgate_duplicate_messages", "Re-delivered messages dropped", ["platform"],
                                   registry=r)
