@@ -9,6 +9,7 @@ import re
 import aiohttp
 
 from gateway.ops.logs import setup_logging
+from gateway.ops.metrics import version
 from tests.fakes.llm import FakeLLM
 from tests.harness import Tab, eventually, start_gateway
 
@@ -71,3 +72,20 @@ def test_json_logs_are_one_redacted_object_a_line(capsys):
     finally:
         root.handlers[:], level = saved
         root.setLevel(level)
+
+
+async def test_metrics_have_the_process_collectors_the_build_and_each_platform_up(tmp_path, llm: FakeLLM):
+    runner = await start_gateway(tmp_path, llm.base_url)
+    try:
+        async with aiohttp.ClientSession() as http, \
+                http.get(f"http://127.0.0.1:{runner.http.port}/metrics") as response:
+            text = await response.text()
+        assert sample(text, "process_cpu_seconds_total") > 0 and sample(text, "process_resident_memory_bytes") > 0
+        assert sample(text, "process_open_fds") > 0
+        assert re.search(r'^python_info\{.*version="\d+\.\d+\.\d+"\} 1\.0$', text, re.M)
+        assert sample(text, "python_gc_objects_collected_total", '{generation="0"}') >= 0
+        assert sample(text, "chatgate_build_info", f'{{version="{version()}"}}') == 1 and version() != "unknown"
+        assert sample(text, "chatgate_platform_up", '{platform="webchat"}') == 1
+    finally:
+        await runner.stop()
+
