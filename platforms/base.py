@@ -266,8 +266,10 @@ class Health:
 class PlatformAdapter(abc.ABC):
     """Base class for one chat platform.
 
-    Lifecycle: `start()` connects and begins receiving, `stop()` disconnects. Both are
-    idempotent; subclasses implement `_start` and `_stop`. Long-lived receive loops run under
+    Lifecycle: `start()` connects and begins receiving — one try, which the gateway makes again
+    while it fails for a reason that may pass (see `start`, `PlatformRefused`) — and `stop()`
+    disconnects. Both are idempotent; subclasses implement `_start` and `_stop` (which must cope with
+    a `_start` cut short: it releases a failed try). Long-lived receive loops run under
     `platforms.loops.supervise`, which reports the adapter down (and up again) through
     `set_health`, so `/readyz` tells the truth while a loop restarts.
     """
