@@ -15,7 +15,11 @@ ours, and small:
 - the context window, read from the model listing;
 - what is left becomes an `LLMError` whose `user_message` is honest and short and names no address
   (`llm.base_url` may hold credentials: see `agent.endpoint`); its message, for the log, shows the
-  address redacted.
+  address redacted;
+- counting, for /metrics (`LLMClient.trouble`), the requests that failed for good and the ones the SDK
+  made again, by kind. The retries are seen through the documented surface the SDK offers, its HTTP
+  client's event hooks: every request of one call after the first is a retry, of the kind of the
+  failure before it (the status the response hook saw; none: no answer at all).
 
 How the SDK is used, as measured (CPU per request, 300 concurrent streams against the shared
 bench's fake LLM; see the commit messages): its aiohttp transport (`DefaultAioHttpClient`: a
@@ -83,11 +87,21 @@ class Completion:
 
 
 class LLMError(Exception):
-    """The model could not answer; `user_message` is what the person in the chat is told."""
+    """The model could not answer; `user_message` is what the person in the chat is told, `kind` what
+    failed (`failure_kind`; "stream": the answer broke off, "deadline": `turn_timeout` ran out)."""
 
-    def __init__(self, message: str, user_message: str) -> None:
+    def __init__(self, message: str, user_message: str, kind: str = "other") -> None:
         super().__init__(message)
         self.user_message = user_message
+        self.kind = kind
+
+
+def status_kind(status: int | None) -> str:
+    """What a failed request's HTTP status says (None: no answer came at all)."""
+    if status is None:
+        return "connection"
+    named = {429: "rate_limit", 408: "timeout", 409: "conflict", 401: "auth", 403: "auth"}
+    return named.get(status) or ("server" if status >= 500 else "rejected")
 
 
 _openai: Any = None  # the `openai` module, once imported
@@ -139,10 +153,14 @@ def _retry_after(headers: Any) -> float | None:
 
 @dataclass(slots=True)
 class _Wait:
-    """One completion's bounds, for the response hook: its deadline, and a retry-after not waited out."""
+    """One completion, for the HTTP client's hooks: its deadline, a retry-after not waited out, and the
+    requests of the current call (how many went out, the status of the last answer, who counts retries)."""
 
     deadline: Deadline | None
     declined: float | None = None
+    retried: Callable[[str], None] | None = None
+    sent: int = 0
+    status: int | None = None
 
 
 _WAIT: contextvars.ContextVar[_Wait | None] = contextvars.ContextVar("chatgate_llm_wait", default=None)
@@ -152,15 +170,29 @@ def _remaining(deadline: Deadline | None) -> float | None:
     return None if deadline is None else deadline() - asyncio.get_running_loop().time()
 
 
+async def _count_retries(request: Any) -> None:
+    """A request hook of the SDK's HTTP client: a request after the first of one call is the SDK's
+    retry, of the kind of the failure before it."""
+    wait = _WAIT.get()
+    if wait is None:
+        return
+    wait.sent += 1
+    if wait.sent > 1 and wait.retried is not None:
+        wait.retried(status_kind(wait.status))
+    wait.status = None
+
+
 async def _refuse_long_waits(response: Any) -> None:
     """A response hook of the SDK's HTTP client: a retry-after the current call will not wait out
     (see `retry_pause`) makes the response final for the SDK, and is remembered for the person."""
+    wait = _WAIT.get()
+    if wait is not None:
+        wait.status = response.status_code
     if response.status_code not in RETRIED_STATUSES:
         return
     asked = _retry_after(response.headers)
     if asked is None or asked <= 0:
         return
-    wait = _WAIT.get()
     if retry_pause(1, asked, _remaining(wait.deadline) if wait else None) is None:
         response.headers["x-should-retry"] = "false"
         if wait is not None:
@@ -184,7 +216,8 @@ class Endpoints:
                 client = self._clients[key] = openai.AsyncOpenAI(
                     base_url=key[0], api_key=settings.api_key or "not-needed", max_retries=settings.max_retries,
                     timeout=settings.timeout,
-                    http_client=openai.DefaultAioHttpClient(event_hooks={"response": [_refuse_long_waits]}))
+                    http_client=openai.DefaultAioHttpClient(event_hooks={"request": [_count_retries],
+                                                                          "response": [_refuse_long_waits]}))
         return client
 
     async def aclose(self) -> None:
@@ -255,6 +288,7 @@ class LLMClient:
         self._endpoints = endpoints or Endpoints()
         self._owns_endpoints = endpoints is None
         self.observer: Callable[[float, dict[str, int] | None, str], None] | None = None  # (s, usage, model)
+        self.trouble: Callable[[str, str], None] | None = None  # ("error" | "retry", kind), for /metrics
         self.ask_usage = True  # stream_options.include_usage, until an endpoint refuses it
 
     async def within(self, call: Callable[[Callable[[], None] | None, Deadline | None], Awaitable[R]]) -> R:
@@ -271,8 +305,13 @@ class LLMClient:
         except TimeoutError:
             if not limit.expired():
                 raise
+            self._count("error", "deadline")
             raise LLMError(f"the model sent nothing for {seconds:g} s; the turn stopped waiting",
-                           timed_out_text(seconds)) from None
+                           timed_out_text(seconds), "deadline") from None
+
+    def _count(self, what: str, kind: str) -> None:
+        if self.trouble is not None:
+            self.trouble(what, kind)
 
     async def aclose(self) -> None:
         if self._owns_endpoints:
@@ -318,13 +357,14 @@ class LLMClient:
         """One streamed completion; text deltas go to `on_text` as they arrive, and `on_progress`
         hears of every piece of the answer (text or tool calls). `deadline()` is when the caller
         stops waiting (the event loop's clock): no retry pauses past it."""
-        wait = _Wait(deadline)
+        wait = _Wait(deadline, retried=lambda kind: self._count("retry", kind))
         token = _WAIT.set(wait)
         try:
             attempt = 0
             while True:
                 emitted: list[bool] = [False]
                 started = time.monotonic()
+                wait.sent = 0  # (a new call: its first request is no retry)
                 try:
                     completion = await self._stream(messages, tools, on_text, emitted, on_progress)
                 except _StreamBroke as exc:
@@ -332,9 +372,11 @@ class LLMClient:
                     attempt += 1
                     pause = retry_pause(attempt, None, _remaining(deadline))
                     if attempt > self.settings.max_retries or pause is None:
-                        told = self._explain(cause) if _timed_out(cause) else BROKE
-                        raise LLMError(self._for_logs(cause), told) from cause
+                        timed_out = _timed_out(cause)
+                        raise LLMError(self._for_logs(cause), self._explain(cause) if timed_out else BROKE,
+                                       "timeout" if timed_out else "stream") from cause
                     log.warning("LLM stream broke (%s); retry %d", self._for_logs(cause), attempt)
+                    self._count("retry", "stream")
                     if emitted[0]:
                         await _call(on_restart)
                     await asyncio.sleep(pause)
@@ -346,10 +388,14 @@ class LLMClient:
                         log.info("the LLM endpoint refuses stream_options; asking without it from now on")
                         self.ask_usage = False
                         continue
-                    raise LLMError(self._for_logs(exc), self._explain(exc, wait.declined)) from exc
+                    raise LLMError(self._for_logs(exc), self._explain(exc, wait.declined),
+                                   self._kind(exc)) from exc
                 if self.observer is not None:
                     self.observer(time.monotonic() - started, completion.usage, self.settings.model)
                 return completion
+        except LLMError as exc:
+            self._count("error", exc.kind)
+            raise
         finally:
             _WAIT.reset(token)
 
@@ -396,7 +442,8 @@ class LLMClient:
                 raise _StreamBroke(str(exc)) from exc
             except _openai.APIError as exc:  # an error event in the stream
                 raise LLMError(for_logs(f"error in stream: {exc.body}", self.base_url),
-                               "The language model reported an error while answering. Please try again.") from exc
+                               "The language model reported an error while answering. Please try again.",
+                               "stream") from exc
             except Exception as exc:
                 raise _StreamBroke(str(exc)) from exc
         tool_calls = [calls[i] for i in sorted(calls)]
@@ -408,6 +455,16 @@ class LLMClient:
         """An error as a log line shows it: the SDK's words and their cause, the address redacted."""
         cause = exc.__cause__ if exc is not None else None
         return for_logs(f"{exc}" + (f" ({cause})" if cause is not None and str(cause) else ""), self.base_url)
+
+    @staticmethod
+    def _kind(exc: BaseException) -> str:
+        """What failed, for /metrics: the HTTP status's kind, else timeout, connection or other."""
+        openai = _openai
+        if openai is not None and isinstance(exc, openai.APIStatusError):
+            return status_kind(exc.status_code)
+        if _timed_out(exc):
+            return "timeout"
+        return "connection" if openai is not None and isinstance(exc, openai.APIConnectionError) else "other"
 
     def _explain(self, exc: BaseException | None, declined: float | None = None) -> str:
         """A short, honest sentence for the person in the chat, naming no address. `declined`: the

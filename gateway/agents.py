@@ -3,7 +3,7 @@ model, the background review, the curator's consolidation, subagents, context co
 
 One `LLMClient` per endpoint and model; the SDK clients behind them are one per endpoint, shared,
 and closed at stop (`aclose`). Every request's time and tokens go to `/metrics` and the usage
-ledger, by the loop that made it (`agent.usage`).
+ledger, by the loop that made it (`agent.usage`); its failures and retries, by kind, to `/metrics`.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class Agents:
         if llm is None:
             llm = self._clients[settings] = LLMClient(settings, self._endpoints)
             llm.observer = self._observe
+            llm.trouble = self._metrics.count_llm
         return llm
 
     def _auxiliary(self, main: LLMClient) -> LLMClient:

@@ -3,7 +3,11 @@
 Intake is `gateway.inbound`, chat commands `gateway.control`, a turn `gateway.turns`.
 
 Start order: store → agent → HTTP server → adapters → resume unfinished work → accept. (With only
-polling platforms, which nothing reaches over HTTP, the adapters start before the HTTP server.)
+polling platforms, which nothing reaches over HTTP, the adapters' first calls go out before the HTTP
+server starts.) Each adapter connects in a task of its own (`gateway.connections`): start waits for
+every first try (up to `FIRST_TRY_WAIT`), and one that failed does not stop the others — it is
+tried again while the rest serves. Only when every platform refused for good does start fail
+(`NothingToServe`); the same at any later time sets `failed`.
 Stop order (SIGTERM, Ctrl-C): stop dispatching → let running turns finish up to
 `gateway.drain_seconds` → flush the outbox → stop adapters → HTTP server → store. Messages that
 arrive while starting or draining are stored and handled at the next start, never dropped.
@@ -35,6 +39,7 @@ from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.approvals import Approvals
 from gateway.commands import COMMANDS
 from gateway.config import Config
+from gateway.connections import Connections, NothingToServe
 from gateway.control import Control
 from gateway.cron.jobs import CronJobs
 from gateway.cron.ledger import RunLedger, new_instance_id
@@ -51,6 +56,7 @@ from gateway.learning.curator import Curator
 from gateway.learning.review import REVIEW_IDENTITY, Learning
 from gateway.learning.skill_usage import SkillUsage
 from gateway.learning.trajectories import Trajectories
+from gateway.ops import systemd
 from gateway.ops.metrics import Metrics
 from gateway.ops.redact import redact
 from gateway.retention import Retention
@@ -68,6 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ButtonHandler = Callable[[ButtonPress], Awaitable[str]]
+FIRST_TRY_WAIT = 10.0  # seconds start waits for the platforms' first tries (a slow one goes on trying meanwhile)
 
 
 class GatewayRunner:
@@ -83,8 +90,9 @@ class GatewayRunner:
         self.state = "stopped"  # stopped | starting | running | draining
         self.button_handlers: dict[str, ButtonHandler] = {}  # data prefix → handler
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.failed = asyncio.Event()  # set when an adapter hits an error it cannot recover from
+        self.failed = asyncio.Event()  # set when every platform has hit an error it cannot recover from
         self.failure: str | None = None
+        self.connections = Connections(chosen, self._connected)
         self.store: Store | None = None
         self.agents: Agents | None = None
         self.http: "HttpServer | None" = None
@@ -203,14 +211,7 @@ class GatewayRunner:
             adapters=self.adapters, buttons=self.button_handlers, spawn=self.spawn, state=lambda: self.state)
         for adapter in self.adapters.values():
             adapter.set_callback(inbound.on_event, self._adapter_failed, self._adapter_health)
-        routes = [route for adapter in self.adapters.values() for route in adapter.http_routes()]
-        if routes:  # a platform reaches us over HTTP (web chat, webhooks): serve before it connects
-            await self._serve_http(routes)
-        for adapter in self.adapters.values():
-            await adapter.start()
-            await adapter.set_commands(COMMANDS)
-        if not routes:  # polling platforms only: they start first (aiohttp.web is imported after them)
-            await self._serve_http(routes)
+        await self._connect_and_serve()
         await approvals.expire_all("the gateway restarted")  # nobody is waiting for these any more
         await self._resume()
         self.state = "running"
@@ -219,7 +220,22 @@ class GatewayRunner:
         await self.cron_timers.start()
         await self.tick.run_hooks()
         self.spawn(self._report_sandbox(), name="sandbox-probe")  # (a trial bwrap run: not on the way to ready)
-        log.info("chatgate ready on http://%s:%s/ with %s", cfg.http.host, self.http.port, ", ".join(self.adapters))
+        log.info("chatgate ready on http://%s:%s/ %s", cfg.http.host, self.http.port, self.summary())
+
+    async def _connect_and_serve(self) -> None:
+        """Every platform's first try at connecting, and the HTTP server; `NothingToServe` when every
+        platform refused for good."""
+        routes = [route for adapter in self.adapters.values() for route in adapter.http_routes()]
+        if routes:  # a platform reaches us over HTTP (web chat, webhooks): serve before it connects
+            await self._serve_http(routes)
+        self.connections.begin()
+        if not routes:  # polling platforms only: their first calls go out first (aiohttp.web is imported after)
+            await self._serve_http(routes)
+        slow = await self.connections.first_tries(FIRST_TRY_WAIT)
+        if self.failed.is_set():
+            raise NothingToServe(self.failure)
+        if slow:
+            log.info("still connecting: %s; chatgate serves meanwhile", ", ".join(slow))
 
     async def _serve_http(self, routes: list[Any]) -> None:
         from gateway.ops.http import HttpServer
@@ -289,6 +305,7 @@ class GatewayRunner:
             await asyncio.wait(self._tasks, timeout=max(drain, 1.0))
         if self.delivery is not None:
             await self.delivery.stop(timeout=max(drain, 1.0))
+        await self.connections.stop()  # (tries under way end: what they opened is released)
         for adapter in reversed(list(self.adapters.values())):
             try:
                 await adapter.stop()
@@ -359,20 +376,42 @@ class GatewayRunner:
         if self.cron_timers is not None:
             self.cron_timers.changed()
 
+    async def _connected(self, adapter: PlatformAdapter) -> None:
+        """A platform is up (at start, or later after tries): its command menu."""
+        try:
+            await adapter.set_commands(COMMANDS)
+        except Exception as exc:  # (a menu is a nicety: the platform serves without it)
+            log.warning("%s: could not register the chat commands: %s", adapter.name, exc)
+
     def _adapter_failed(self, adapter: PlatformAdapter, reason: str) -> None:
-        self.failure = f"{adapter.name}: {reason}"
-        self.failed.set()
+        """A platform refused for good (the adapter logged what to fix). The rest serves on; when
+        nothing is left that can, the gateway has failed."""
+        if all(a.health.state == "failed" for a in self.adapters.values()):
+            self.failure = "; ".join(f"{a.name}: {a.health.error}" for a in self.adapters.values())
+            self.failed.set()
 
     def _adapter_health(self, adapter: PlatformAdapter) -> None:
-        """A platform is ready again: what waited for it goes out now."""
-        if adapter.ready and self.state == "running" and self.delivery is not None:
+        """A platform is ready again: what waited for it goes out now. systemd's status line says who serves."""
+        if self.state != "running":
+            return
+        if adapter.ready and self.delivery is not None:
             self.spawn(self.delivery.flush(adapter.name), name=f"flush:{adapter.name}")
+        systemd.notify(f"STATUS=running {self.summary()}")
+
+    def summary(self) -> str:
+        """"with webchat, telegram; down: discord" — who serves, and who does not."""
+        states = {name: adapter.health.state for name, adapter in self.adapters.items()}
+        serving = [name for name, state in states.items() if state == "ready"]
+        others = [f"{name} {state}" for name, state in states.items() if state != "ready"]
+        return f"with {', '.join(serving) or 'no platform ready'}" + (f"; {', '.join(others)}" if others else "")
 
     def readiness(self) -> dict[str, dict[str, Any]]:
         return {name: adapter.health.as_dict() for name, adapter in self.adapters.items()}
 
     async def _render_metrics(self) -> bytes:
         m = self.metrics
+        for name, adapter in self.adapters.items():
+            m.platform_up.labels(name).set(1 if adapter.ready else 0)
         if self.sessions is not None:
             m.active_sessions.set(len(self.sessions.workers))
             m.busy_sessions.set(self.sessions.busy_count())

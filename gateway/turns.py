@@ -45,6 +45,7 @@ from gateway.delivery import Delivery
 from gateway.files import Outgoing, discard
 from gateway.goals import Goals
 from gateway.learning.review import Learning, personal_session
+from gateway.ops.logs import log_context
 from gateway.ops.metrics import Metrics
 from gateway.sessions import SessionWorker, WorkItem
 from gateway.storage import Store
@@ -161,6 +162,7 @@ class Turns:
         self.redact = redact
 
     async def run(self, worker: SessionWorker, item: WorkItem) -> None:
+        log_context(platform=item.msg.platform, chat=item.msg.chat_id, turn=item.inbox_id)  # (this task's lines)
         goals = self.goals if item.origin == "goal" else None
         outcome: str | None = "error"
         first = True
@@ -215,6 +217,7 @@ class Turns:
                 return "refused"
         start = await self.store.sessions.open_turn(item.key, msg.chat, msg.chat_type)
         session_id, history, ids = start.session_id, start.history, start.ids
+        log_context(session=session_id)
         usage_scope.serving("goal" if item.origin == "goal" else "main", session_id, msg.platform, msg.user_id)
 
         async def summarised(summary: str, through: int) -> None:  # a compression's new starting point

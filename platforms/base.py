@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, ClassVar, Literal, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 from platforms.text import split_text
 
@@ -232,6 +233,28 @@ class ChatUnavailable(DeliveryError):
     """The chat cannot be reached right now (e.g. no browser tab open); keep the message."""
 
 
+class PlatformRefused(RuntimeError):
+    """Raised by `_start`: the platform refused chatgate in a way that trying again cannot change (a
+    revoked token, a missing intent or scope, a setting it rejects); the message says what to fix.
+    Any other error of `_start` is taken for one that may pass (no network yet, DNS, a refused
+    connection, a timeout, a 5xx or 429), and the gateway tries again."""
+
+
+def shown_url(url: str) -> str:
+    """An address as a log line may show it: without the user and password it may carry."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])) if "@" in parts.netloc else url
+
+
+def failure_text(exc: BaseException) -> str:
+    """An error in one line: the adapter's own words (it raises them as RuntimeError), else the
+    SDK's or the network's with its type."""
+    text = str(exc)
+    if isinstance(exc, RuntimeError) and text:
+        return text[:300]
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
+
 @dataclass(frozen=True, slots=True)
 class Health:
     """An adapter's state for `/readyz`: since when, and the last error."""
@@ -247,8 +270,10 @@ class Health:
 class PlatformAdapter(abc.ABC):
     """Base class for one chat platform.
 
-    Lifecycle: `start()` connects and begins receiving, `stop()` disconnects. Both are
-    idempotent; subclasses implement `_start` and `_stop`. Long-lived receive loops run under
+    Lifecycle: `start()` connects and begins receiving — one try, which the gateway makes again
+    while it fails for a reason that may pass (see `start`, `PlatformRefused`) — and `stop()`
+    disconnects. Both are idempotent; subclasses implement `_start` and `_stop` (which must cope with
+    a `_start` cut short: it releases a failed try). Long-lived receive loops run under
     `platforms.loops.supervise`, which reports the adapter down (and up again) through
     `set_health`, so `/readyz` tells the truth while a loop restarts.
     """
@@ -285,7 +310,9 @@ class PlatformAdapter(abc.ABC):
         return self.health.state == "ready"
 
     def fail(self, reason: str) -> None:
-        """Report an error the adapter cannot recover from (bad token, another poller, …)."""
+        """Report an error the adapter cannot recover from (bad token, another poller, …), once."""
+        if self.health.state == "failed" and self.health.error == reason:
+            return
         self.set_health("failed", reason)
         log.error("%s: %s", self.name, reason)
         if self._on_fatal is not None:
@@ -304,6 +331,11 @@ class PlatformAdapter(abc.ABC):
         if self._on_event is None:
             raise RuntimeError(f"{self.name}: no callback set")
         return await self._on_event(event)
+
+    def connection_settings(self) -> str:
+        """The settings that say where this adapter connects, for the line that says what to check
+        when it cannot (e.g. "platforms.telegram.base_url (https://api.telegram.org)")."""
+        return f"platforms.{self.name}"
 
     def entry_url(self, base_url: str) -> str | None:
         """The address a person opens to use this platform on the gateway's HTTP server (the web
@@ -366,17 +398,34 @@ class PlatformAdapter(abc.ABC):
         return self._running
 
     async def start(self) -> None:
+        """One try at connecting. A try that fails (or is cancelled) releases what it opened, leaves the
+        adapter `failed` (`PlatformRefused`, reported once through `fail`) or `down` with the reason and
+        the settings to check (anything else: worth another try), and raises."""
         if self._running:
             return
-        self.set_health("starting")
+        if self.health.state != "down":  # (a try again keeps the reason it is down for until it is up)
+            self.set_health("starting")
         try:
             await self._start()
-        except Exception as exc:
-            self.set_health("failed", str(exc))
+        except BaseException as exc:
+            await self._release()
+            if isinstance(exc, PlatformRefused):
+                self.fail(str(exc))
+            elif isinstance(exc, Exception):
+                self.set_health("down", f"{failure_text(exc)} — check {self.connection_settings()} or the network")
+            else:
+                self.set_health("stopped")
             raise
         self._running = True
-        if self.health.state == "starting":
+        if self.health.state in ("starting", "down"):
             self.set_health("ready")
+
+    async def _release(self) -> None:
+        """What a failed try at `_start` opened (`_stop` copes with a start cut short)."""
+        try:
+            await self._stop()
+        except Exception as exc:
+            log.debug("%s: releasing a failed start: %s", self.name, exc)
 
     async def stop(self) -> None:
         if not self._running:

@@ -15,6 +15,7 @@ import pytest
 
 from gateway import cli
 from gateway.ops.collector import YOUNG_THRESHOLD
+from gateway.ops.process import EXIT_REFUSED
 from platforms.text import text_length
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
@@ -420,9 +421,9 @@ async def test_a_refused_token_is_one_line_at_start_and_nothing_left_open(tmp_pa
     gateway = await asyncio.create_subprocess_exec(sys.executable, "-m", "gateway", "run", env=env,
                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await asyncio.wait_for(gateway.communicate(), 30)
-    assert gateway.returncode == 1
+    assert gateway.returncode == EXIT_REFUSED  # (nothing else can serve: a restart would not help)
     errors = err.decode()
-    assert "chatgate cannot start: Telegram refused the bot token (platforms.telegram.token / TELEGRAM_BOT_TOKEN)" \
-        in errors.splitlines()
+    assert "chatgate cannot start: telegram: Telegram refused the bot token (platforms.telegram.token / " \
+        "TELEGRAM_BOT_TOKEN)" in errors.splitlines()
     assert "Traceback" not in errors and "Unclosed" not in errors and "WRONG-SECRET-PART" not in errors + out.decode()
     assert [c.status for c in tg.calls] == [401]  # getMe, refused; nothing after it

@@ -16,7 +16,7 @@ from gateway.config import Config
 from gateway.ops import systemd
 from gateway.ops.collector import collector_on
 from gateway.ops.logs import setup_logging
-from gateway.ops.process import EXIT_HOME_IN_USE, HomeInUse, HomeLock, not_dumpable
+from gateway.ops.process import EXIT_HOME_IN_USE, EXIT_REFUSED, HomeInUse, HomeLock, not_dumpable
 from platforms.registry import PlatformUnavailable
 
 log = logging.getLogger("chatgate")
@@ -42,7 +42,7 @@ async def run(config: Config, _: argparse.Namespace) -> int:
 async def _serve(config: Config) -> int:
     """The daemon, from its checks to its orderly stop (the home is held)."""
     from gateway.ops.safety import AS_ROOT, running_as_root
-    from gateway.runner import GatewayRunner
+    from gateway.runner import GatewayRunner, NothingToServe
 
     if problem := config.workspace_problem():
         print(f"chatgate cannot start: {problem}", file=sys.stderr)
@@ -61,7 +61,11 @@ async def _serve(config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await runner.start()
-    except Exception as exc:  # a platform unreachable, a port taken, a bad token: one line, then an orderly stop
+    except NothingToServe as exc:  # every platform refused for good (a bad token): restarting cannot help
+        print(f"chatgate cannot start: {exc}", file=sys.stderr)
+        await runner.stop()
+        return EXIT_REFUSED
+    except Exception as exc:  # a port taken, a database refused: one line, then an orderly stop
         reason = str(exc) if isinstance(exc, (OSError, RuntimeError)) else f"{type(exc).__name__}: {exc}"
         log.debug("start-up failed", exc_info=True)
         print(f"chatgate cannot start: {reason}", file=sys.stderr)
@@ -72,7 +76,7 @@ async def _serve(config: Config) -> int:
     print(f"chatgate is running{_where(config, runner)} (Ctrl-C stops)", flush=True)
     loop.call_later(COLLECT_AFTER_START, lambda: collector_on(started=True))
     sdk_loaded = asyncio.create_task(llm_sdk(), name="openai import")  # off the path to ready, before the first message
-    systemd.notify(f"READY=1\nSTATUS=running with {', '.join(runner.adapters)}")
+    systemd.notify(f"READY=1\nSTATUS=running {runner.summary()}")  # (serving: a platform still down is not waited for)
     interval = systemd.watchdog_interval()
     watchdog = asyncio.create_task(systemd.feed_watchdog(interval), name="watchdog") if interval else None
     waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(runner.failed.wait())]
@@ -85,9 +89,9 @@ async def _serve(config: Config) -> int:
     if watchdog is not None:
         watchdog.cancel()
     sdk_loaded.cancel()
-    if runner.failure:
+    if runner.failure:  # every platform refused for good meanwhile
         print(f"chatgate stopped: {runner.failure}", file=sys.stderr)
-        return 1
+        return EXIT_REFUSED
     return 0
 
 

@@ -93,6 +93,8 @@ def _print_status(report: dict[str, Any]) -> None:
         pids += [i["pid"] for i in report["instances"] if i["pid"] not in pids]
         where = ", ".join(f"pid {pid or '?'}" + (f" since {when(since[pid])}" if pid in since else "") for pid in pids)
         ready = {True: "ready", False: "NOT ready", None: "not answering on HTTP"}[report["ready"]]
+        if report["ready"] and any(p.get("state") != "ready" for p in report["platforms"].values()):
+            ready = "ready, degraded (a platform is not)"
         print(f"chatgate is running ({where}): {ready}")
         parts = {**report["platforms"], **({"storage": report["storage"]} if report["storage"] else {})}
         for name, state in parts.items():

@@ -46,11 +46,14 @@ class HttpServer:
         return web.json_response({"status": "ok"})
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        """Ready when every platform is and the database takes writes (503 otherwise); a database that
-        wrote nothing lately is checked with a real write first (a disk that filled up while idle)."""
+        """Ready when some platform serves and the database takes writes (503 otherwise: nothing can
+        serve); `degraded` while another platform is not ready (each one's state and error are listed).
+        A database that wrote nothing lately is checked with a real write first (a disk that filled up
+        while idle)."""
         states = self._readiness()
-        ready = bool(states) and all(s["state"] == "ready" for s in states.values())
-        body: dict[str, Any] = {"ready": ready, "platforms": states}
+        serving = sum(s["state"] == "ready" for s in states.values())
+        ready = serving > 0
+        body: dict[str, Any] = {"ready": ready, "degraded": 0 < serving < len(states), "platforms": states}
         if self._storage is not None:
             body["storage"] = await self._storage()
             body["ready"] = ready = ready and body["storage"]["state"] == "ready"

@@ -2,12 +2,22 @@
 
 prometheus_client (with the http.server it imports) is 14 ms of the time to ready and 1.3 MB of
 an idle gateway, so it is imported, and the metrics made, when one is first touched: the first
-message, or the first scrape of /metrics.
+message, or the first scrape of /metrics. The registry also has prometheus_client's own process,
+platform and garbage-collector collectors (`process_*`, `python_*`), as its default registry would.
 """
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any
+
+
+def version() -> str:
+    """chatgate's installed version ("unknown" when run from a tree that was not installed)."""
+    try:
+        return metadata.version("chatgate")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class Metrics:
@@ -18,10 +28,29 @@ class Metrics:
         return getattr(self, name)
 
     def _make(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import (
+            CollectorRegistry,
+            Counter,
+            Gauge,
+            GCCollector,
+            Histogram,
+            Info,
+            PlatformCollector,
+            ProcessCollector,
+        )
 
         self.registry = CollectorRegistry()
         r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        Info("chatgate_build", "The chatgate that runs", registry=r).info({"version": version()})
+        self.platform_up = Gauge("chatgate_platform_up", "1 while the platform is connected and ready, else 0 "
+                                 "(starting, down and tried again, failed)", ["platform"], registry=r)
+        self.llm_errors = Counter("chatgate_llm_errors", "LLM requests that failed for good, by kind (rate_limit, "
+                                  "server, timeout, connection, auth, …)", ["kind"], registry=r)
+        self.llm_retries = Counter("chatgate_llm_retries", "LLM requests made again, by the kind of failure before",
+                                   ["kind"], registry=r)
         self.inbound = Counter("chatgate_inbound_messages", "Messages received", ["platform"], registry=r)
         self.duplicates = Counter("chatgate_duplicate_messages", "Re-delivered messages dropped", ["platform"],
                                   registry=r)
@@ -57,6 +86,10 @@ class Metrics:
         for kind in ("prompt", "completion"):
             if usage and usage.get(f"{kind}_tokens"):
                 self.llm_tokens.labels(kind, loop).inc(usage[f"{kind}_tokens"])
+
+    def count_llm(self, what: str, kind: str) -> None:
+        """An LLM request that failed for good (`error`) or is made again (`retry`), by kind."""
+        (self.llm_errors if what == "error" else self.llm_retries).labels(kind).inc()
 
     def render(self) -> bytes:
         from prometheus_client import generate_latest

@@ -46,6 +46,9 @@ def dumpable() -> bool:
 
 LOCK_NAME = "chatgate.pid"  # in CHATGATE_HOME: the running daemon's pid, for `chatgate status`
 EXIT_HOME_IN_USE = 75  # `chatgate run` beside another daemon (EX_TEMPFAIL; the unit does not restart on it)
+# every platform refused chatgate for good (a revoked token, a missing intent): EX_CONFIG — restarting
+# cannot help until the configuration changes, so a unit should not restart on it either
+EXIT_REFUSED = 78
 _LOCK_TRIES = 20  # × 25 ms: a `chatgate status` looking at a lock holds it for an instant
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 

@@ -46,8 +46,11 @@ from platforms.base import (
     InboundMessage,
     Intake,
     PlatformAdapter,
+    PlatformRefused,
     Reply,
     StorageUnavailable,
+    failure_text,
+    shown_url,
 )
 from platforms.discord.render import DISCORD_LIMIT, render_for_discord
 from platforms.loops import start_supervised
@@ -63,6 +66,22 @@ RATE_WAIT = 30.0  # discord.py waits out 429s up to this long itself; longer one
 UNKNOWN_CHANNEL = 10003
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _BUTTON_STYLE = {0: 1, 1: 2}  # first button of a row primary, the rest secondary
+
+
+class _FirstConnection(logging.Filter):
+    """While the first connection to the gateway is tried, discord.py's "Attempting a reconnect" (an
+    ERROR with its traceback, at every failure) is the failure of this try: kept as its reason, not
+    logged — the gateway says it once, and tries again at its own pace (`gateway.connections`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failure: BaseException | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("Attempting a reconnect") and record.exc_info:
+            self.failure = record.exc_info[1]
+            return False
+        return True
 
 
 def _kind(content_type: str | None) -> str:
@@ -86,6 +105,7 @@ class DiscordAdapter(PlatformAdapter):
         self.client: discord.Client | None = None
         self._gateway: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
+        self._lost = asyncio.Event()  # the first connection to the gateway failed before READY
         self._thread_names: dict[str, str] = {}  # a thread to open (its id = the message's) → its name
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -106,26 +126,42 @@ class DiscordAdapter(PlatformAdapter):
         client.event(self.on_interaction)
         return client
 
+    def connection_settings(self) -> str:
+        gateway = f" and platforms.discord.gateway_url ({shown_url(self.gateway_url)})" if self.gateway_url else ""
+        return f"platforms.discord.api_base ({shown_url(self.api_base)}){gateway}"
+
     async def _login(self) -> discord.Client:
         client = self.client = self._new_client()
         try:
             await client.login(self._token)
         except discord.LoginFailure:
             await client.close()
-            raise RuntimeError(TOKEN_HELP) from None
+            raise PlatformRefused(TOKEN_HELP) from None
         return client
 
     async def _start(self) -> None:
+        """Log in (REST), then connect to the gateway until READY. A first connection that fails is this
+        try's failure (tried again later, from the login); once READY, discord.py reconnects and resumes
+        by itself. A failed start is released by `_stop`."""
         await self._login()
         self._ready.clear()
+        self._lost.clear()
         self._gateway = start_supervised("discord-gateway", self._run_gateway,
                                          on_down=lambda reason: self.set_health("down", reason))
-        ready = asyncio.ensure_future(self._ready.wait())
-        await asyncio.wait({ready, self._gateway}, return_when=asyncio.FIRST_COMPLETED)
-        ready.cancel()
-        if not self._ready.is_set():  # the gateway gave up before it was ready (a fatal error)
-            await self._stop()
-            raise RuntimeError(self.health.error or "Discord's gateway could not be reached")
+        settled = [asyncio.ensure_future(self._ready.wait()), asyncio.ensure_future(self._lost.wait())]
+        first = _FirstConnection()
+        logging.getLogger("discord.client").addFilter(first)
+        try:
+            await asyncio.wait({*settled, self._gateway}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            logging.getLogger("discord.client").removeFilter(first)
+            for waiter in settled:
+                waiter.cancel()
+        if self.health.state == "failed":  # a refusal the gateway gave (a missing intent): said once, by `fail`
+            raise PlatformRefused(self.health.error or INTENT_HELP)
+        if not self._ready.is_set():
+            raise RuntimeError("Discord's gateway could not be reached" +
+                               (f": {failure_text(first.failure)}" if first.failure else ""))
         log.info("discord: %s connected", self.client.user if self.client else "?")
 
     async def _run_gateway(self) -> None:
@@ -159,6 +195,8 @@ class DiscordAdapter(PlatformAdapter):
     async def on_disconnect(self) -> None:
         if self.running:
             self.set_health("down", "the gateway connection was lost; reconnecting")
+        elif not self._ready.is_set():  # still starting: this try failed (see `_start`)
+            self._lost.set()
 
     @property
     def _me(self) -> int:

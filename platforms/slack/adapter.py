@@ -57,8 +57,10 @@ from platforms.base import (
     InboundMessage,
     Intake,
     PlatformAdapter,
+    PlatformRefused,
     Reply,
     StorageUnavailable,
+    shown_url,
 )
 from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
@@ -111,9 +113,12 @@ def _api_error(exc: SlackApiError) -> str:
 
 
 def _start_error(exc: SlackApiError, step: str, token_help: str) -> RuntimeError:
-    """One line for a start-up call Slack refused: what to fix when it is the token."""
+    """One line for a start-up call Slack refused: what to fix when it is the token (`PlatformRefused`: trying
+    again cannot help); anything else (rate limited, a 5xx) may pass."""
     error = _api_error(exc)
-    return RuntimeError(token_help.format(error=error) if error in TOKEN_ERRORS else f"Slack refused {step}: {error}")
+    if error in TOKEN_ERRORS:
+        return PlatformRefused(token_help.format(error=error))
+    return RuntimeError(f"Slack refused {step}: {error}")
 
 
 class _Rejected(Exception):
@@ -156,18 +161,17 @@ class SlackAdapter(PlatformAdapter):
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
         self.client = AsyncWebClient(token=self._token, base_url=self.api_base, session=self._http, retry_handlers=[],
                                      timeout=30)
-        try:
-            await self._authenticate()
-            self.app = self._new_app()
-            if self.mode == "socket":
-                self._socket = AsyncSocketModeHandler(self.app, self._app_token, ping_interval=5)
-                await self._open_socket()
-                self._watch = start_supervised("slack-socket-watch", self._watch_socket,
-                                               on_down=lambda reason: self.set_health("down", reason))
-        except BaseException:
-            await self._stop()
-            raise
+        await self._authenticate()  # (a failed start is released by `_stop`)
+        self.app = self._new_app()
+        if self.mode == "socket":
+            self._socket = AsyncSocketModeHandler(self.app, self._app_token, ping_interval=5)
+            await self._open_socket()
+            self._watch = start_supervised("slack-socket-watch", self._watch_socket,
+                                           on_down=lambda reason: self.set_health("down", reason))
         log.info("slack: connected as %s (%s mode)", self._me, self.mode)
+
+    def connection_settings(self) -> str:
+        return f"platforms.slack.api_base ({shown_url(self.api_base)})"
 
     async def _authenticate(self) -> None:
         assert self.client is not None
@@ -176,13 +180,13 @@ class SlackAdapter(PlatformAdapter):
         except SlackApiError as exc:
             raise _start_error(exc, "auth.test", BOT_TOKEN_HELP) from None
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-            raise RuntimeError(f"Slack could not be reached at {self.api_base}: {exc}") from None
+            raise RuntimeError(f"Slack could not be reached: {type(exc).__name__}: {exc}") from None
         granted = _header(auth.headers, "x-oauth-scopes")
         missing = sorted(REQUIRED_SCOPES - {s.strip() for s in granted.split(",")}) if granted is not None else []
         if missing:
-            raise RuntimeError(f"the Slack app lacks the scopes {', '.join(missing)}: add them under OAuth & "
-                               "Permissions → Bot Token Scopes (deploy/slack-app-manifest.yaml lists them all) "
-                               "and reinstall the app")
+            raise PlatformRefused(f"the Slack app lacks the scopes {', '.join(missing)}: add them under OAuth & "
+                                  "Permissions → Bot Token Scopes (deploy/slack-app-manifest.yaml lists them all) "
+                                  "and reinstall the app")
         self._me, self._bot_id, self._team = str(auth["user_id"]), str(auth.get("bot_id") or ""), \
             str(auth.get("team_id") or "")
 

@@ -61,9 +61,11 @@ from platforms.base import (
     InboundMessage,
     LengthUnit,
     PlatformAdapter,
+    PlatformRefused,
     Reply,
     StorageUnavailable,
     Unreadable,
+    shown_url,
 )
 from platforms.loops import start_supervised
 from platforms.ratelimit import RateLimits
@@ -131,9 +133,10 @@ class TelegramAdapter(PlatformAdapter):
         super().__init__()
         base = base_url.rstrip("/")
         self._token = token
+        self.base_url = base
+        self._requests = (AiohttpRequest(pool_size=256), AiohttpRequest(pool_size=1, read_timeout=poll_timeout + 10.0))
         self.bot = Bot(token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot",
-                       request=AiohttpRequest(pool_size=256),
-                       get_updates_request=AiohttpRequest(pool_size=1, read_timeout=poll_timeout + 10.0))
+                       request=self._requests[0], get_updates_request=self._requests[1])
         self.username: str | None = None  # the bot's, from getMe
         self.bot_id: int | None = None
         self.mode = mode
@@ -156,27 +159,32 @@ class TelegramAdapter(PlatformAdapter):
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    def connection_settings(self) -> str:
+        return f"platforms.telegram.base_url ({shown_url(self.base_url)})"
+
     async def connect(self) -> None:
-        """Open the Bot's connections and learn who it is (`Bot.initialize`: getMe)."""
+        """Open the Bot's connections and learn who it is (`Bot.initialize`: getMe). A refused token is
+        `PlatformRefused`; anything else (no answer, a 5xx) may pass, and is raised as it is."""
         try:
             await self.bot.initialize()
         except InvalidToken:
-            await self.bot.shutdown()
-            raise RuntimeError("Telegram refused the bot token (platforms.telegram.token / "
-                               "TELEGRAM_BOT_TOKEN)") from None
+            await self._close()
+            raise PlatformRefused("Telegram refused the bot token (platforms.telegram.token / "
+                                  "TELEGRAM_BOT_TOKEN)") from None
         self.bot_id, self.username = self.bot.id, self.bot.username or None
 
     async def _start(self) -> None:
-        try:
-            await self.connect()
-            if self.mode == "webhook":
+        """getMe, then the webhook set or removed, then polling (a failed start is released by `_stop`)."""
+        await self.connect()
+        if self.mode == "webhook":
+            try:
                 await self.bot.set_webhook(self.webhook_url or "", secret_token=self.webhook_secret,
                                            allowed_updates=ALLOWED_UPDATES)
-            else:
-                await self.bot.delete_webhook()
-        except BaseException:
-            await self.bot.shutdown()  # (a start that failed is not stopped: nothing else closes it)
-            raise
+            except BadRequest as exc:  # (e.g. "bad webhook: …": the address, not the moment)
+                raise PlatformRefused(f"Telegram refused the webhook address (platforms.telegram.webhook_url): "
+                                      f"{self._said(exc)}") from None
+        else:
+            await self.bot.delete_webhook()
         if self.mode != "webhook":
             self._poller = start_supervised("telegram-poll", self._poll,
                                             on_down=lambda reason: self.set_health("down", reason))
@@ -192,7 +200,13 @@ class TelegramAdapter(PlatformAdapter):
                     await self.bot.do_api_request("getUpdates", api_kwargs={"offset": self._offset, "timeout": 0})
                 except TelegramError as exc:
                     log.debug("telegram: final offset confirmation failed: %s", self._said(exc))
+        await self._close()
+
+    async def _close(self) -> None:
+        """The Bot's connections, also after a getMe that failed (PTB's `shutdown` then leaves them open)."""
         await self.bot.shutdown()
+        for request in self._requests:
+            await request.shutdown()
 
     async def set_commands(self, commands: dict[str, str]) -> None:
         try:

@@ -1,0 +1,116 @@
+"""Connecting the platforms, each on its own: one that cannot connect keeps no other, nor the web
+chat, from serving.
+
+Each adapter's start runs in a task of its own (`Connections.begin`). A try that fails for a reason
+that may pass — no network yet at boot, DNS, a refused connection, a timeout, a 5xx or a 429 —
+leaves the platform `down` with the reason and the settings to check (`/readyz`, `chatgate
+status`), and is made again after 1 s, 2 s, 4 s … up to 5 minutes, each pause longer by a random
+part of it (up to a quarter, at most 10 s) so that gateways restarted together do not knock at the
+same instant. The log says so in one WARNING line, which shows again only at the 2nd, 4th, 8th …
+try or when the reason changes, and in one INFO line once it is up. A refusal that trying again
+cannot change (`PlatformRefused`: a revoked token, a missing intent or scope) is one ERROR line
+(the adapter's `fail`), and the platform stays `failed` until the next start.
+
+What a down platform's people sent before stays in the inbox and is answered; the answers wait
+in the outbox (delivery leaves a platform that is not running alone) and go out once it is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Awaitable, Callable, Iterable
+
+from platforms.base import PlatformAdapter, PlatformRefused
+
+log = logging.getLogger(__name__)
+
+FIRST_PAUSE = 1.0  # seconds before the second try
+MAX_PAUSE = 300.0  # the longest pause between two tries
+JITTER = 0.25  # a pause grows by up to this part of it, at random …
+JITTER_CAP = 10.0  # … and by at most this many seconds
+
+
+class NothingToServe(RuntimeError):
+    """Every platform refused chatgate for good: nothing can serve until the configuration changes."""
+
+
+def pause_before(tries: int, first: float = FIRST_PAUSE, longest: float = MAX_PAUSE) -> float:
+    """Seconds to wait after `tries` failed tries: doubling from `first` up to `longest`, plus jitter."""
+    pause = min(first * 2 ** min(tries - 1, 32), longest)
+    return pause + random.uniform(0.0, min(pause * JITTER, JITTER_CAP))
+
+
+def worth_telling(tries: int) -> bool:
+    """Whether the `tries`-th failure in a row is logged as a warning again (the 1st, 2nd, 4th, 8th …)."""
+    return tries & (tries - 1) == 0
+
+
+class Connections:
+    """The platforms' connecting tasks. `connected(adapter)` runs each time one is up."""
+
+    def __init__(self, adapters: Iterable[PlatformAdapter], connected: Callable[[PlatformAdapter], Awaitable[None]],
+                 *, first_pause: float = FIRST_PAUSE, max_pause: float = MAX_PAUSE) -> None:
+        self._adapters = list(adapters)
+        self._connected = connected
+        self._first_pause, self._max_pause = first_pause, max_pause
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tried: dict[str, asyncio.Event] = {}  # set once a platform's first try has ended
+
+    def begin(self) -> None:
+        for adapter in self._adapters:
+            self._tried[adapter.name] = asyncio.Event()
+            self._tasks[adapter.name] = asyncio.create_task(self._connect(adapter), name=f"connect:{adapter.name}")
+
+    async def first_tries(self, timeout: float) -> list[str]:
+        """Wait until every platform's first try has ended (up, down or refused), at most `timeout`
+        seconds; the names of those still on their first try."""
+        waiting = [asyncio.ensure_future(tried.wait()) for tried in self._tried.values()]
+        if waiting:
+            await asyncio.wait(waiting, timeout=timeout)
+        for waiter in waiting:
+            waiter.cancel()
+        return [name for name, tried in self._tried.items() if not tried.is_set()]
+
+    async def stop(self) -> None:
+        """End the tries under way (a try cut short releases what it opened)."""
+        tasks = [task for task in self._tasks.values() if not task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _connect(self, adapter: PlatformAdapter) -> None:
+        tries, down_since, told = 0, time.monotonic(), ""
+        while True:
+            tries += 1
+            try:
+                await adapter.start()
+            except PlatformRefused:  # (the adapter said what to fix, once)
+                self._tried[adapter.name].set()
+                return
+            except Exception:
+                pause = pause_before(tries, self._first_pause, self._max_pause)
+                told = self._tell(adapter, tries, pause, down_since, told)
+                self._tried[adapter.name].set()
+                await asyncio.sleep(pause)
+                continue
+            self._tried[adapter.name].set()
+            if tries > 1:
+                log.info("%s is up, after %d tries in %.0fs", adapter.name, tries, time.monotonic() - down_since)
+            await self._connected(adapter)
+            return
+
+    def _tell(self, adapter: PlatformAdapter, tries: int, pause: float, down_since: float, told: str) -> str:
+        """Log a failed try when it is the first, a power of two, or fails for another reason; the reason."""
+        reason = adapter.health.error or "no reason given"
+        if tries == 1:
+            log.warning("%s cannot connect: %s. The rest of chatgate runs meanwhile; the next try is in %.0fs, "
+                        "then less often (up to every %.0fs).", adapter.name, reason, pause, self._max_pause)
+        elif worth_telling(tries) or reason != told:
+            log.warning("%s still cannot connect after %d tries in %.0fs: %s. The next try is in %.0fs.",
+                        adapter.name, tries, time.monotonic() - down_since, reason, pause)
+        else:
+            log.debug("%s: try %d failed: %s", adapter.name, tries, reason)
+        return reason
