@@ -59,7 +59,8 @@ def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: 
     """The unit text. `writable`: the folders beside `home` the service writes (the workspace);
     `account`, `group`, `python`: whom it runs as and with what (default: this user, their primary
     group, this interpreter)."""
-    command = [str(python or sys.executable), "-m", "gateway"] + (["--config", str(config_file)] if config_file else []) + ["run"]
+    command = [str(python or sys.executable), "-m", "gateway", *(["--config", str(config_file)] if config_file else []),
+               "run"]
     paths = " ".join(_quote(p) for p in dict.fromkeys([home, *writable]))
     lines = [
         header,
