@@ -47,7 +47,7 @@ def read_environment(process: Mapping[str, str], home: Path, secrets: Iterable[s
 def env_file(path: Path) -> dict[str, str]:
     """The ``KEY=value`` lines of `path` (python-dotenv's reading: comments, blank lines, quotes,
     ``export``; no ``$VAR`` expansion, as systemd does none), or {} when there is none. It holds
-    secrets: a file others may write, or that another user owns, is refused. One owned by root and
+    secrets: a file others may write, or that another user owns (root may read the home owner's), is refused. One owned by root and
     closed to this user is skipped: systemd, reading it as root, passed its variables in already."""
     try:
         fd = os.open(path, _OPEN)
@@ -61,7 +61,7 @@ def env_file(path: Path) -> dict[str, str]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ConfigError(f"config error: {path} is not a regular file")
-        if info.st_uid not in (os.geteuid(), 0):
+        if info.st_uid not in (os.geteuid(), 0) and not _root_over_the_homes_owner(path, info.st_uid):
             raise ConfigError(f"config error: {path} belongs to another user (uid {info.st_uid}), and it sets "
                               f"chatgate's secrets: chown it to this user, or remove it")
         if info.st_mode & 0o022:
@@ -72,6 +72,12 @@ def env_file(path: Path) -> dict[str, str]:
 
     values = dotenv_values(stream=io.StringIO(text), interpolate=False)
     return {name: value for name, value in values.items() if value is not None and name != "CHATGATE_HOME"}
+
+
+def _root_over_the_homes_owner(path: Path, owner: int) -> bool:
+    """Root running a command on a service account's home (`sudo chatgate status` for the
+    `chatgate` user's /var/lib/chatgate): the file is that account's, which runs the daemon anyway."""
+    return os.geteuid() == 0 and _owner(path.parent) == owner
 
 
 def _owner(path: Path) -> int | None:

@@ -81,6 +81,15 @@ def test_an_env_file_of_another_user_is_refused(home):
     assert "belongs to another user (uid 65534)" in error({"CHATGATE_HOME": str(home)})
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a home to another user needs root")
+def test_root_reads_the_env_file_of_the_account_that_owns_the_home(home):
+    """`sudo chatgate status` on the service account's home: that account runs the daemon anyway."""
+    path = env_file(home, "CHATGATE_HTTP__PORT=8771\n")
+    os.chown(path, 65534, 65534)
+    os.chown(home, 65534, 65534)
+    assert load_config(env={"CHATGATE_HOME": str(home)}).http.port == 8771
+
+
 def test_a_fifo_in_place_of_the_env_file_is_refused_without_waiting(home):
     os.mkfifo(home / "env", 0o600)
     assert error({"CHATGATE_HOME": str(home)}) == f"config error: {home / 'env'} is not a regular file"
