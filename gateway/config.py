@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, get_args
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, create_model, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gateway.config_env import read_environment
 from gateway.config_sources import ConfigError, Environment, EnvironmentAliases, YamlFile, describe
 from platforms.config import PlatformConfig, section
 from platforms.config import Section as _Section
@@ -250,6 +251,7 @@ class Config(BaseSettings):
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home())
     _file: Path | None = PrivateAttr(None)  # the one named with --config
+    _secret_files: list[Path] = PrivateAttr(default_factory=list)  # read through NAME_FILE variables
 
     @property
     def home(self) -> Path:
@@ -269,14 +271,15 @@ class Config(BaseSettings):
     def private_paths(self) -> list[Path]:
         """What the agent's commands must neither see nor reach (resolved): the home, and the config
         file's folder — or only the file, when that folder holds the workspace or is shared with the
-        rest of the system (`/`, `/etc`, `/usr/...`, the user's home)."""
+        rest of the system (`/`, `/etc`, `/usr/...`, the user's home); and the files secrets were read
+        from (`NAME_FILE` variables)."""
         home, file = Path(os.path.realpath(self._home)), Path(os.path.realpath(self.file))
         if file.is_relative_to(home):
-            return [home]
+            return [home, *self._secret_files]
         folder, workspace = file.parent, Path(os.path.realpath(self.workspace))
         shared = len(folder.parts) <= 2 or folder.is_relative_to("/usr") or folder == Path.home().resolve() \
             or workspace.is_relative_to(folder)
-        return [home, file if shared else folder]
+        return [home, file if shared else folder, *self._secret_files]
 
     def workspace_problem(self) -> str | None:
         """Why the agent cannot work in the workspace (it holds chatgate's state or its config file:
@@ -341,15 +344,37 @@ def _aliases() -> dict[str, tuple[str, ...]]:
             **{var: ("platforms", name, key) for name, spec in specs().items() for var, key in spec.env.items()}}
 
 
+def _secret_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The config paths of every secret (`SecretStr`) setting."""
+    found: list[tuple[str, ...]] = []
+    for name, field in model.model_fields.items():
+        kinds = (field.annotation, *get_args(field.annotation))
+        if SecretStr in kinds:
+            found.append((*prefix, name))
+        found += [path for kind in kinds if isinstance(kind, type) and issubclass(kind, BaseModel)
+                  for path in _secret_paths(kind, (*prefix, name))]
+    return found
+
+
+def secret_variables() -> list[str]:
+    """The variables that may set a secret, each of which may instead name a file as `NAME_FILE`."""
+    secret = _secret_paths(Config)
+    prefix, delimiter = Config.model_config["env_prefix"], Config.model_config["env_nested_delimiter"]
+    return [prefix + delimiter.join(path).upper() for path in secret] + \
+        [var for var, path in _aliases().items() if path in secret]
+
+
 def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Read, merge and validate the configuration; raise `ConfigError` on any problem. Priority:
     `CHATGATE_<SECTION>__<KEY>` variables, then the file, then the aliases (for what the file
-    leaves unset or empty), then the defaults."""
+    leaves unset or empty), then the defaults. The variables are the process's, over those of
+    `$CHATGATE_HOME/env`, with secrets read from `NAME_FILE` files (gateway/config_env.py)."""
     env = os.environ if env is None else env
     home = default_home(env)
+    read = read_environment(env, home, secret_variables())
     file = YamlFile(Config, Path(path).expanduser() if path else home / "config.yaml", required=bool(path))
-    variables = Environment(Config, env, file.data)
-    aliases = EnvironmentAliases(Config, env, file.data, _aliases())
+    variables = Environment(Config, read.variables, file.data, read.described)
+    aliases = EnvironmentAliases(Config, read.variables, file.data, _aliases(), read.described)
     reset = _SOURCES.set((variables, aliases, file))
     try:
         config = Config()
@@ -359,4 +384,5 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
         _SOURCES.reset(reset)
     config._home = home
     config._file = file.path if path else None
+    config._secret_files = read.secret_files
     return config

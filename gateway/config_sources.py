@@ -4,7 +4,9 @@ when it is wrong.
 Three sources, highest priority first: `Environment` (pydantic-settings' own reading of
 ``CHATGATE_<SECTION>__<KEY>``, each value read as YAML), `EnvironmentAliases` (``OPENAI_API_KEY``,
 ``TELEGRAM_BOT_TOKEN``… taken verbatim, only for keys the file leaves unset or empty) and `YamlFile`.
-Each knows which variable set which key, so that an error names the variable, else the file.
+Each knows which variable set which key (`origins`: config path -> the variable, and the file it came
+from when it did not come from the process: see gateway/config_env.py), so that an error names it,
+else the file.
 """
 
 from __future__ import annotations
@@ -99,26 +101,28 @@ class Environment(EnvSettingsSource):
     each value read as a YAML scalar; a blank value is unset; a variable for a key inside what the
     file has as a non-mapping is left out (the file's mistake is reported, not hidden)."""
 
-    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str], file: dict[str, Any]) -> None:
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str], file: dict[str, Any],
+                 described: Mapping[str, str]) -> None:
         prefix, delimiter = settings_cls.model_config["env_prefix"], settings_cls.model_config["env_nested_delimiter"]
-        self.origins: dict[tuple[str, ...], str] = {}  # config path -> the variable that set it
+        self._variables: dict[tuple[str, ...], str] = {}  # config path -> the variable that set it
         for var, raw in env.items():
             path = tuple(part.lower() for part in var[len(prefix):].split(delimiter))
             if var.startswith(prefix) and len(path) > 1 and all(path) and raw.strip() \
                     and _in_file(file, path) is not _BLOCKED:
-                self.origins[path] = var
+                self._variables[path] = var
+        self.origins = {path: described.get(var, var) for path, var in self._variables.items()}  # … in words
         self._env = env
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, Any]:  # the variables given, not os.environ (as DotEnvSettingsSource)
-        return {var.lower(): _env_value(self._env[var]) for var in self.origins.values()}
+        return {var.lower(): _env_value(self._env[var]) for var in self._variables.values()}
 
     def decode_complex_value(self, field_name: str, field: FieldInfo | None, value: Any) -> Any:
         return value  # read as YAML already
 
     def __call__(self) -> dict[str, Any]:
         data = super().__call__()
-        for path in self.origins:  # an unknown section is an error too, not ignored
+        for path in self._variables:  # an unknown section is an error too, not ignored
             if path[0] not in self.settings_cls.model_fields:
                 data.setdefault(path[0], {})
         return data
@@ -137,11 +141,11 @@ class EnvironmentAliases(PydanticBaseSettingsSource):
     leaves unset or empty."""
 
     def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str], file: dict[str, Any],
-                 aliases: Mapping[str, tuple[str, ...]]) -> None:
+                 aliases: Mapping[str, tuple[str, ...]], described: Mapping[str, str]) -> None:
         super().__init__(settings_cls)
-        self.origins = {path: var for var, path in aliases.items()
-                        if env.get(var) and _in_file(file, path) in (None, "")}
-        self._values = _nested({path: env[var] for path, var in self.origins.items()})
+        variables = {path: var for var, path in aliases.items() if env.get(var) and _in_file(file, path) in (None, "")}
+        self.origins = {path: described.get(var, var) for path, var in variables.items()}  # config path -> in words
+        self._values = _nested({path: env[var] for path, var in variables.items()})
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return self._values.get(field_name), field_name, False

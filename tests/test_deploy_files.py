@@ -1,16 +1,22 @@
 """The deployment files say what the code accepts: every variable the compose file passes is one
 chatgate reads (and an unset one is ignored), and the image runs as a user, with its health check
-on /readyz. (No Docker engine runs on the test machines; the image itself is not built here.)"""
+on /readyz; the shipped unit is the one the code renders; the image and `make install` pin the
+versions the tests ran with. (No Docker engine runs on the test machines; the image is not built.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import yaml
 
 from gateway.config import load_config
+from gateway.ops.process import EXIT_HOME_IN_USE, EXIT_REFUSED
+from gateway.ops.unit import shipped_unit
 from tests.harness import gateway_env
+from tests.test_service import verify
 
 DEPLOY = Path(__file__).parents[1] / "deploy"
 SAMPLES = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "CHATGATE_HTTP__PUBLIC_URL": "https://chat.example.org",
@@ -45,3 +51,52 @@ def test_the_image_is_multi_stage_unprivileged_and_checks_readiness():
     assert re.search(r"^HEALTHCHECK .*\n.*/readyz", dockerfile, re.M)
     assert re.search(r"^STOPSIGNAL SIGTERM$", dockerfile, re.M)
     assert 'CMD ["chatgate", "run"]' in dockerfile and "CHATGATE_HOME=/data" in dockerfile
+
+
+def test_the_shipped_unit_is_the_one_service_install_writes():
+    committed = (DEPLOY / "chatgate.service").read_text()
+    assert committed == shipped_unit(), "deploy/chatgate.service differs from gateway/ops/unit.py: make deploy-files"
+
+
+def test_the_shipped_unit_is_notify_with_a_watchdog_and_systemd_accepts_it(tmp_path):
+    text = (DEPLOY / "chatgate.service").read_text()
+    lines = text.splitlines()
+    for line in ("Type=notify", "WatchdogSec=30", "SyslogIdentifier=chatgate", "User=chatgate",
+                 f"RestartPreventExitStatus={EXIT_HOME_IN_USE}", f"RestartPreventExitStatus={EXIT_REFUSED}",
+                 "EnvironmentFile=-/var/lib/chatgate/env", "StateDirectory=chatgate"):
+        assert line in lines, line
+    unit = tmp_path / "chatgate.service"  # (the interpreter it names is not installed here: this one is)
+    unit.write_text(text.replace("/opt/chatgate/.venv/bin/python", sys.executable))
+    checked = verify(unit)
+    assert checked.returncode == 0 and checked.stderr.strip() == "", checked.stderr
+
+
+def pinned() -> dict[str, str]:
+    lines = (DEPLOY / "constraints.txt").read_text().splitlines()
+    pins = [line.split("==") for line in lines if line and not line.startswith("#")]
+    assert all(len(pin) == 2 and pin[1] for pin in pins), "each line: name==version"
+    return dict(pins)
+
+
+def test_the_image_and_make_install_use_the_pinned_versions():
+    dockerfile, makefile = (DEPLOY / "Dockerfile").read_text(), (DEPLOY.parent / "Makefile").read_text()
+    assert "COPY deploy/constraints.txt" in dockerfile and "-c deploy/constraints.txt '.[all]'" in dockerfile
+    assert "PINS   := -c deploy/constraints.txt" in makefile
+    assert re.search(r"^install:.*\n\t.*pip install -q \$\(PINS\) -e '\.\[all\]'", makefile, re.M)
+    assert "pydantic" in pinned() and "python-telegram-bot" in pinned()
+
+
+def test_every_pinned_package_is_one_chatgate_all_needs():
+    spec = importlib.util.spec_from_file_location("pin_versions", DEPLOY / "pin_versions.py")
+    pin_versions = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pin_versions)
+    needed = pin_versions.needed()
+    assert "pytest" not in needed and "chatgate" not in needed  # (the dev tools are not the service's)
+    assert sorted(pinned()) == sorted(needed), "deploy/constraints.txt is stale: make constraints"
+
+
+def test_the_documented_docker_run_reaps_orphans():
+    assert "docker run -d --init " in (DEPLOY / "Dockerfile").read_text()
+    assert yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["chatgate"]["init"] is True
+    runs = [line for line in (DEPLOY.parent / "README.md").read_text().splitlines() if "docker run " in line]
+    assert runs and all("docker run -d --init " in line for line in runs), runs

@@ -11,7 +11,10 @@ DST dates used (2026):
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -208,16 +211,24 @@ def test_unknown_time_zone_is_named() -> None:
         parse_schedule("every 30m", now=NOW, default_tz="Nowhere/Land")
 
 
-def test_time_zone_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TZ", NEW_YORK)
-    assert local_timezone_name() == NEW_YORK
-    assert parse_schedule("every 30m", now=NOW).timezone == NEW_YORK
+def zone_of_a_process_started_with(tz: str) -> str:
+    """The system zone a process started with `TZ=tz` sees (tzlocal reads it once per process)."""
+    code = "from gateway.cron.expressions import local_timezone_name; print(local_timezone_name())"
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TZ": tz}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_time_zone_precedence() -> None:
+    system = local_timezone_name()
+    ZoneInfo(system)
+    assert parse_schedule("every 30m", now=NOW).timezone == system
     assert parse_schedule("every 30m", now=NOW, default_tz=BERLIN).timezone == BERLIN
     assert parse_schedule("every 30m", tz="Asia/Tokyo", now=NOW, default_tz=BERLIN).timezone == "Asia/Tokyo"
-    monkeypatch.setenv("TZ", ":/usr/share/zoneinfo/Europe/Berlin")
-    assert local_timezone_name() == BERLIN
-    monkeypatch.setenv("TZ", "Not/A_Zone")  # ignored: falls through to /etc/localtime etc.
-    ZoneInfo(local_timezone_name())
+    assert zone_of_a_process_started_with(NEW_YORK) == NEW_YORK
+    assert zone_of_a_process_started_with(":/usr/share/zoneinfo/Europe/Berlin") == BERLIN
+    ZoneInfo(zone_of_a_process_started_with("Not/A_Zone"))  # ignored: the system's configuration, else UTC
 
 
 def test_naive_datetimes_are_rejected() -> None:

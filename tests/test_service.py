@@ -42,6 +42,8 @@ def test_the_printed_unit_passes_systemd_analyze_verify(tmp_path: Path, user: bo
     assert checked.returncode == 0 and checked.stderr.strip() == "", checked.stderr  # no warning either
     text = done.stdout
     assert "Type=notify" in text and "WatchdogSec=" in text and "Restart=on-failure" in text
+    assert "SyslogIdentifier=chatgate" in text.splitlines()  # journalctl -t chatgate, not python3[pid]
+    assert "RestartPreventExitStatus=78" in text.splitlines()  # every platform refused for good: no loop
     assert f'Environment="CHATGATE_HOME={home}"' in text and f"ReadWritePaths={home}" in text
     assert f"ExecStart={sys.executable} -m gateway run" in text
     assert ("User=" in text) is not user and ("WantedBy=default.target" in text) is user

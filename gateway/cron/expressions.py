@@ -46,21 +46,21 @@ Semantics worth knowing
     an APScheduler ``BaseTrigger`` and gives the same times as ``next_after``.
   - an expression that can never fire (``0 0 30 2 *``) is rejected.
 * Time zone: the ``tz`` argument, else ``default_tz`` (``gateway.timezone`` in the config), else
-  the system zone, found without tzlocal: ``$TZ``, then the target of the ``/etc/localtime``
-  symlink, then ``/etc/timezone``, else UTC. (``datetime.now().astimezone().tzinfo`` is not
-  used: it is a fixed UTC offset with no DST rules and no IANA name.) Zones come from
-  ``zoneinfo``, i.e. the system tz database (or the ``tzdata`` package if installed).
+  the system zone as tzlocal names it (``$TZ``, then the system's configuration: the
+  ``/etc/localtime`` symlink, ``/etc/timezone``…; read once per process), else UTC.
+  (``datetime.now().astimezone().tzinfo`` is not used: it is a fixed UTC offset with no DST
+  rules and no IANA name.) Zones come from ``zoneinfo``, i.e. the system tz database (or the
+  ``tzdata`` package if installed).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from abc import ABC, abstractmethod
 from datetime import date, datetime, timedelta, timezone
-from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import tzlocal
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -112,38 +112,12 @@ def _valid_zone(name: str | None) -> str | None:
     return name
 
 
-def _zone_from_path(path: str) -> str | None:
-    marker = "/zoneinfo/"
-    if marker not in path:
-        return None
-    name = path.split(marker, 1)[1]
-    for prefix in ("posix/", "right/"):
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-    return _valid_zone(name)
-
-
 def local_timezone_name() -> str:
-    """IANA name of the system zone: $TZ, /etc/localtime's symlink target, /etc/timezone, or UTC."""
-    env = os.environ.get("TZ", "").strip().lstrip(":")
-    if env:
-        found = _zone_from_path(env) if env.startswith("/") else _valid_zone(env)
-        if found:
-            return found
+    """IANA name of the system zone (tzlocal's answer), or UTC when it names none or a wrong one."""
     try:
-        found = _zone_from_path(os.path.realpath("/etc/localtime"))
-        if found:
-            return found
-    except OSError:
-        pass
-    try:
-        lines = Path("/etc/timezone").read_text(encoding="utf-8").split()
-        found = _valid_zone(lines[0]) if lines else None
-        if found:
-            return found
-    except OSError:
-        pass
-    return "UTC"
+        return _valid_zone(tzlocal.get_localzone_name()) or "UTC"
+    except ZoneInfoNotFoundError:  # (configurations that disagree: tzlocal will not choose)
+        return "UTC"
 
 
 def resolve_timezone(tz: str | None = None, default_tz: str | None = None) -> tuple[str, ZoneInfo]:

@@ -14,9 +14,15 @@ import pwd
 import sys
 from pathlib import Path
 
-from gateway.ops.process import EXIT_HOME_IN_USE
+from gateway.ops.process import EXIT_HOME_IN_USE, EXIT_REFUSED
 
 UNIT_NAME = "chatgate.service"
+INSTALLED = "# Written by `chatgate service install`; `chatgate service uninstall` removes it."
+SHIPPED = """\
+# deploy/chatgate.service: what `chatgate service install` writes, for chatgate installed in
+# /opt/chatgate/.venv, run as the user chatgate, its state in /var/lib/chatgate. Generated from
+# gateway/ops/unit.py (`make deploy-files`); change the code, not this file.
+# `sudo chatgate service install` writes it for your own paths; by hand, see the README (Deploy)."""
 
 
 def unit_dir(user: bool) -> Path:
@@ -48,13 +54,16 @@ def service_account() -> tuple[str, Path | None]:
 
 
 def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: float,
-                config_file: Path | None = None, account: str | None = None) -> str:
-    """The unit text. `writable`: the folders beside `home` the service writes (the workspace)."""
-    python = Path(sys.executable)
-    command = [str(python), "-m", "gateway"] + (["--config", str(config_file)] if config_file else []) + ["run"]
+                config_file: Path | None = None, account: str | None = None, group: str | None = None,
+                python: Path | None = None, header: str = INSTALLED) -> str:
+    """The unit text. `writable`: the folders beside `home` the service writes (the workspace);
+    `account`, `group`, `python`: whom it runs as and with what (default: this user, their primary
+    group, this interpreter)."""
+    command = [str(python or sys.executable), "-m", "gateway", *(["--config", str(config_file)] if config_file else []),
+               "run"]
     paths = " ".join(_quote(p) for p in dict.fromkeys([home, *writable]))
     lines = [
-        "# Written by `chatgate service install`; `chatgate service uninstall` removes it.",
+        header,
         "[Unit]",
         "Description=chatgate - one AI agent in your chats",
         "After=network-online.target",
@@ -66,12 +75,15 @@ def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: 
     ]
     if not user:
         name = account or getpass.getuser()
-        lines += [f"User={name}", f"Group={grp.getgrgid(pwd.getpwnam(name).pw_gid).gr_name}"]
+        lines += [f"User={name}", f"Group={group or grp.getgrgid(pwd.getpwnam(name).pw_gid).gr_name}"]
+        if home.parent == Path("/var/lib"):  # systemd makes it, owned by User=
+            lines += [f"StateDirectory={home.name}", "StateDirectoryMode=0700"]
     lines += [
         f'Environment="CHATGATE_HOME={home}"',
         f"EnvironmentFile=-{_quote(home / 'env')}",  # optional: KEY=value lines (tokens, keys), mode 0600
         f"WorkingDirectory={_quote(home)}",
         f"ExecStart={' '.join(_quote(part) for part in command)}",
+        "SyslogIdentifier=chatgate",
         "# SIGTERM drains: running turns finish (gateway.drain_seconds), the outbox is flushed.",
         "KillSignal=SIGTERM",
         "KillMode=mixed",
@@ -83,6 +95,8 @@ def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: 
         "RestartSec=2",
         "# Another chatgate holds this home (e.g. one started by hand): stay stopped, say so, no loop.",
         f"RestartPreventExitStatus={EXIT_HOME_IN_USE}",
+        "# Every platform refused for good (a revoked token): restarting cannot help until the config changes.",
+        f"RestartPreventExitStatus={EXIT_REFUSED}",
         "UMask=0077",
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",
@@ -108,3 +122,12 @@ def render_unit(*, home: Path, writable: list[Path], user: bool, drain_seconds: 
         ]
     lines += ["", "[Install]", f"WantedBy={'default.target' if user else 'multi-user.target'}", ""]
     return "\n".join(lines)
+
+
+def shipped_unit() -> str:
+    """`deploy/chatgate.service`: the unit for the paths the README's manual install uses."""
+    from gateway.config import GatewayConfig
+
+    return render_unit(home=Path("/var/lib/chatgate"), writable=[], user=False, account="chatgate",
+                       group="chatgate", python=Path("/opt/chatgate/.venv/bin/python"), header=SHIPPED,
+                       drain_seconds=GatewayConfig.model_fields["drain_seconds"].default)
