@@ -10,6 +10,7 @@ The database must then pass SQLite's `PRAGMA integrity_check` and be one chatgat
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sqlite3
 import tarfile
@@ -129,8 +130,6 @@ def _write_all(fd: int, data: memoryview) -> None:
 
 def check_database(path: Path) -> None:
     """BadArchive unless `path` passes SQLite's integrity check and this chatgate can open it."""
-    from gateway.storage.schema import migrations
-
     try:
         db = sqlite3.connect(path, isolation_level=None)
         try:
@@ -142,9 +141,18 @@ def check_database(path: Path) -> None:
         raise BadArchive(f"its {DATABASE} cannot be read: {exc}") from None
     if found != ["ok"]:
         raise BadArchive(f"its {DATABASE} is damaged: {'; '.join(found)[:300]}")
-    latest = migrations()[-1][0]
+    latest = _latest_schema()
     if version < 1:
         raise BadArchive(f"its {DATABASE} is not chatgate's (no schema version)")
     if version > latest:
         raise BadArchive(f"its {DATABASE} was made by a newer chatgate (schema version {version}; this one knows up "
                          f"to {latest}): restore it with that version")
+
+
+def _latest_schema() -> int:
+    """The number of the last migration this chatgate has (gateway.storage.schema applies them), read
+    from their file names without loading the storage and its event loop."""
+    spec = importlib.util.find_spec("gateway.storage")
+    assert spec is not None and spec.submodule_search_locations
+    folder = Path(next(iter(spec.submodule_search_locations))) / "migrations"
+    return max(int(file.name.split("_", 1)[0]) for file in folder.glob("*.sql"))
