@@ -180,7 +180,7 @@ def test_no_unit_no_systemctl_or_a_failing_one_is_one_line(tmp_path: Path):
 
 
 def test_service_status_shows_systemds_view_then_chatgates(tmp_path: Path):
-    calls = fake_systemctl(tmp_path, "echo '● chatgate.service - chatgate'; echo '     Active: inactive (dead)'; exit 3")
+    calls = fake_systemctl(tmp_path, "echo '● chatgate.service - chatgate'\necho '     Active: inactive (dead)'\nexit 3")
     units = installed(tmp_path)
     done = chatgate(tmp_path / "home", "service", "status", "--unit-dir", str(units),
                     env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})

@@ -79,7 +79,6 @@ def _exec(argv: list[str]) -> int:
         return 1
     sys.stdout.flush()
     os.execv(found, argv)
-    raise AssertionError("unreachable")  # (execv returns only by raising)
 
 
 def line_priority(line: str) -> int | None:

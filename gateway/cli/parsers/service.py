@@ -22,7 +22,7 @@ def add_parsers(sub: Any) -> None:
         controls.append(service_sub.add_parser(action, help=what))
         handled_by(controls[-1], "gateway.cli.systemctl:control", config=False)
     status = service_sub.add_parser("status", help="systemd's status of the unit, then `chatgate status`")
-    status.add_argument("--json", action="store_true", help="chatgate's part as JSON")
+    status.set_defaults(json=False)  # (`chatgate status --json` is chatgate's part alone, for a script)
     handled_by(status, "gateway.cli.systemctl:status")
     for parser in (install, uninstall, *controls, status):
         parser.add_argument("--user", action="store_true", help="a user service (systemctl --user), no root needed")
