@@ -44,13 +44,16 @@ def tree(home: Path) -> dict[str, tuple[int, bytes | None]]:
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A backup of a home with a scheduled job, a config, a note in memory and a skill."""
+    """A backup of a home with a scheduled job, a config (a link to the file, as some operators keep it),
+    a note in memory (and a link there, which the backup leaves out) and a skill."""
     home = tmp_path_factory.mktemp("source") / "home"
     done = chatgate(home, "cron", "add", "standup", "every 30m", "say hello", "--to", "none")
     assert done.returncode == 0, done.stderr
-    (home / "config.yaml").write_text("gateway: {tick_seconds: 60}\n")
+    (home.parent / "chatgate.yaml").write_text("gateway: {tick_seconds: 60}\n")
+    (home / "config.yaml").symlink_to(home.parent / "chatgate.yaml")
     (home / "memory").mkdir()
     (home / "memory" / "MEMORY.md").write_text("the user likes short answers\n")
+    (home / "memory" / "passwords").symlink_to("/etc/passwd")
     (home / "skills" / "deploy").mkdir(parents=True)
     (home / "skills" / "deploy" / "SKILL.md").write_text("# deploy\n")
     target = home.parent / "backup.tar.gz"
@@ -77,6 +80,8 @@ def test_a_backup_comes_back_whole_into_a_new_home(archive: Path, tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert f"restored config.yaml, memory, skills, state.db from {archive} into {home}" in done.stdout
     assert (home / "memory" / "MEMORY.md").read_text() == "the user likes short answers\n"
+    assert (home / "config.yaml").read_text() == "gateway: {tick_seconds: 60}\n"
+    assert not os.path.lexists(home / "memory" / "passwords")
     for path in home.rglob("*"):
         assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
     assert not [p for p in home.iterdir() if p.name.startswith(".")]  # its unpacking folder is gone
