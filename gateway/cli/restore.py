@@ -56,13 +56,13 @@ def _restore(archive: Path, home: Path, *, force: bool) -> tuple[list[str], Path
     lock = _hold(home)
     done = False
     try:
+        present = [name for name in REPLACED if os.path.lexists(home / name)]
+        if present and not force:  # (before the archive is read: it may be large)
+            raise Refused(f"{home} already holds chatgate's state ({', '.join(present)}): add --force to restore "
+                          "over it (what it replaces is moved aside, not deleted)")
         staging = _unpacked(archive, home)
         try:
-            present = [name for name in REPLACED if os.path.lexists(home / name)]
-            if present and not force:
-                raise Refused(f"{home} already holds chatgate's state ({', '.join(present)}): add --force to restore "
-                              "over it (what it replaces is moved aside, not deleted)")
-            aside = _move_in(staging, home, present)
+            aside = _move_in(staging, home, [name for name in REPLACED if os.path.lexists(home / name)])
             done = True
             return sorted(entry.name for entry in home.iterdir() if entry.name in REPLACED), aside
         finally:
