@@ -1,7 +1,8 @@
 """The command line loads only what the chosen command uses (issue 34): `--help`, `--version`, a bare
 `chatgate`, `approvals check` and `completion` load no event loop, configuration, database, HTTP
 or LLM client; `status` and `cron list` load the configuration and the database but never the
-HTTP client, the LLM client or a platform's SDK, even with every platform configured. Each command
+HTTP client, the LLM client or a platform's SDK, even with every platform configured; the operators'
+`logs`, `service start|stop|restart` and `restore` read no configuration either. Each command
 runs as a user runs it (the console script's entry point, in a process of its own); what is pinned
 is the set of modules loaded when it ends, not a time. Also: every command names a handler that
 exists, and the shell completion scripts complete in bash and zsh.
@@ -52,11 +53,13 @@ def clean_env(home: Path) -> dict[str, str]:
     return {**kept, "CHATGATE_HOME": str(home)}
 
 
-def chatgate(home: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def chatgate(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str],
+                                                                                dict[str, Any]]:
     """`chatgate ARGS` in a process of its own: its output, exit status and the modules it had loaded."""
     report = home.parent / f"modules-{os.getpid()}.json"
+    report.unlink(missing_ok=True)
     done = subprocess.run([sys.executable, "-c", RUN_AND_LIST_MODULES, str(report), *args], capture_output=True,
-                          text=True, env=clean_env(home), timeout=60)
+                          text=True, env={**clean_env(home), **(env or {})}, timeout=60)
     assert report.exists(), done.stderr
     return done, json.loads(report.read_text())
 
@@ -89,6 +92,30 @@ def test_a_command_loads_only_what_it_uses(home: Path, args: list[str], status: 
     assert prints in done.stdout, done.stdout + done.stderr
     loaded = sorted(forbidden & set(report["modules"]))  # (a submodule loads its package)
     assert not loaded, f"chatgate {' '.join(args)} loaded {loaded}"
+
+
+def test_the_operators_commands_load_only_what_they_use(home: Path, tmp_path: Path):
+    """`logs` (here: the home's log file, by priority — without -p it becomes `tail`), `service
+    restart` and `restore` read no configuration; `service status` reads it, and loads no SDK."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "systemctl").write_text("#!/bin/sh\necho '● chatgate.service'\n")
+    (tmp_path / "bin" / "systemctl").chmod(0o755)
+    (tmp_path / "units").mkdir()
+    (tmp_path / "units" / "chatgate.service").write_text("[Service]\n")
+    (home / "logs").mkdir(exist_ok=True)
+    (home / "logs" / "chatgate.log").write_text("2026-11-29 01:00:00,001 WARNING chatgate: look\n")
+    done, _ = chatgate(home, "backup", str(tmp_path / "backup.tar.gz"))
+    assert done.returncode == 0, done.stderr
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    for args, status, prints, forbidden, where in [
+            (["logs", "-p", "warning"], 0, "WARNING chatgate: look", LIGHT, home),
+            (["service", "restart", "--unit-dir", str(tmp_path / "units")], 0, "chatgate restarted", LIGHT, home),
+            (["service", "status", "--unit-dir", str(tmp_path / "units")], 3, "chatgate is not running", SDKS, home),
+            (["restore", str(tmp_path / "backup.tar.gz")], 0, "restored", LIGHT, tmp_path / "restored")]:
+        done, report = chatgate(home, *args, env={**env, "CHATGATE_HOME": str(where)})
+        assert report["status"] == status and prints in done.stdout, done.stdout + done.stderr
+        loaded = sorted(forbidden & set(report["modules"]))
+        assert not loaded, f"chatgate {' '.join(args)} loaded {loaded}"
 
 
 def test_every_command_names_a_handler_that_exists():

@@ -126,3 +126,67 @@ def test_no_notify_socket_means_nothing_is_sent(monkeypatch):
     assert systemd.watchdog_interval() is None
     monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
     assert systemd.watchdog_interval() == 15.0
+
+
+def fake_systemctl(tmp_path: Path, script: str = "") -> Path:
+    """A `systemctl` first on PATH that appends its arguments to the returned file, then runs `script`."""
+    calls = tmp_path / "calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "systemctl"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n{script}\n')
+    fake.chmod(0o755)
+    return calls
+
+
+def installed(tmp_path: Path) -> Path:
+    units = tmp_path / "units"
+    units.mkdir(exist_ok=True)
+    (units / "chatgate.service").write_text("[Service]\n")
+    return units
+
+
+def test_start_stop_and_restart_go_through_systemctl_and_read_no_config(tmp_path: Path):
+    calls = fake_systemctl(tmp_path)
+    units = installed(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("llm: [this is not a mapping\n")  # (being repaired: stop must still work)
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    said = [chatgate(home, "service", action, *user, "--unit-dir", str(units), env=env)
+            for action, user in (("restart", []), ("stop", ["--user"]), ("start", ["--user"]))]
+    assert [(d.returncode, d.stdout, d.stderr) for d in said] == [
+        (0, "chatgate restarted; follow it: chatgate logs -f\n", ""),
+        (0, "chatgate stopped (running turns finished first)\n", ""),
+        (0, "chatgate started; follow it: chatgate logs --user -f\n", "")]
+    assert calls.read_text().splitlines() == ["restart chatgate.service", "--user stop chatgate.service",
+                                              "--user start chatgate.service"]
+
+
+def test_no_unit_no_systemctl_or_a_failing_one_is_one_line(tmp_path: Path):
+    calls = fake_systemctl(tmp_path, "echo 'Job for chatgate.service failed.' >&2; exit 1")
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    home = tmp_path / "home"
+    done = chatgate(home, "service", "restart", "--unit-dir", str(tmp_path / "nothing"), env=env)
+    assert (done.returncode, done.stderr) == (1, f"chatgate service restart: no chatgate unit is installed (no "
+                                                 f"{tmp_path}/nothing/chatgate.service): `chatgate service install` "
+                                                 "makes one\n")
+    assert not calls.exists()  # (nothing asked of systemd for a unit that is not there)
+    units = installed(tmp_path)
+    done = chatgate(home, "service", "start", "--unit-dir", str(units), env=env)
+    assert (done.returncode, done.stderr) == (1, "chatgate service start: systemctl start chatgate.service failed: "
+                                                 "Job for chatgate.service failed.\n")
+    done = chatgate(home, "service", "stop", "--unit-dir", str(units), env={"PATH": str(tmp_path / "nothing")})
+    assert (done.returncode, done.stderr) == (1, "chatgate service stop: systemctl is not here: this machine does not "
+                                                 "run systemd (use Docker, see the README)\n")
+
+
+def test_service_status_shows_systemds_view_then_chatgates(tmp_path: Path):
+    calls = fake_systemctl(tmp_path, "echo '● chatgate.service - chatgate'\necho '     Active: inactive (dead)'\nexit 3")
+    units = installed(tmp_path)
+    done = chatgate(tmp_path / "home", "service", "status", "--unit-dir", str(units),
+                    env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
+    assert done.returncode == 3, done.stderr  # chatgate's own: not running
+    assert done.stdout == ("● chatgate.service - chatgate\n     Active: inactive (dead)\n\n"
+                           f"chatgate is not running (home {tmp_path / 'home'})\n")
+    assert calls.read_text() == "status --no-pager chatgate.service\n"

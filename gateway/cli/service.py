@@ -1,25 +1,17 @@
-"""`chatgate service install|uninstall [--user] [--print]`: chatgate as a systemd service."""
+"""`chatgate service install|uninstall [--user] [--print]`: chatgate as a systemd service (start, stop,
+restart and status of the installed unit: gateway/cli/systemctl.py)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+from gateway.cli.systemctl import systemctl
 from gateway.config import Config
 from gateway.ops.unit import UNIT_NAME, render_unit, service_account, unit_dir
-
-
-def _systemctl(user: bool, *args: str) -> None:
-    command = ["systemctl", *(["--user"] if user else []), *args]
-    if shutil.which("systemctl") is None:
-        raise RuntimeError("systemctl is not here: this machine does not run systemd (use Docker, see the README)")
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed: {(done.stderr or done.stdout).strip()}")
 
 
 async def service(config: Config, args: argparse.Namespace) -> int:
@@ -43,16 +35,16 @@ async def service(config: Config, args: argparse.Namespace) -> int:
                     shutil.chown(folder_, account)
             folder.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-            _systemctl(args.user, "daemon-reload")
-            _systemctl(args.user, "enable", "--now", UNIT_NAME)
+            systemctl(args.user, "daemon-reload")
+            systemctl(args.user, "enable", "--now", UNIT_NAME)
             print(f"installed {path}; chatgate is starting and restarts if it fails.\nfollow it: {journal}")
             if args.user:
                 print("to keep it running after you log out: loginctl enable-linger $USER")
             return 0
         if path.exists():
-            _systemctl(args.user, "disable", "--now", UNIT_NAME)
+            systemctl(args.user, "disable", "--now", UNIT_NAME)
             path.unlink()
-            _systemctl(args.user, "daemon-reload")
+            systemctl(args.user, "daemon-reload")
             print(f"removed {path}; the state is kept")
         else:
             print(f"no unit at {path}: nothing to remove")

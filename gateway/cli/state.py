@@ -156,26 +156,28 @@ def _when(at: float) -> str:
 @with_store
 async def backup(config: Config, store: Any, args: argparse.Namespace) -> int:
     """The database (SQLite's online backup: consistent while the daemon writes), the config, the
-    agent's memory and skills, in one archive readable by its owner only. Restore: see the README."""
+    agent's memory and skills, in one archive readable by its owner only (`chatgate restore` reads it)."""
     import asyncio
     import os
     import tarfile
     import tempfile
     from pathlib import Path
 
+    from gateway.ops.archive import DATABASE, FILES, FOLDERS, files_and_folders
+
     target = Path(args.file).expanduser().resolve()
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-        snapshot = Path(scratch) / "state.db"
+        snapshot = Path(scratch) / DATABASE
         await store.backup(snapshot)
 
         def archive() -> None:
             partial = Path(scratch) / "partial.tar.gz"
             fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
-                tar.add(snapshot, arcname="state.db")
-                for name in ("config.yaml", "memory", "skills", "webchat-token", "env"):
-                    if (config.home / name).exists():
-                        tar.add(config.home / name, arcname=name)
+                tar.add(snapshot, arcname=DATABASE)
+                for name in (*FILES[1:], *FOLDERS):
+                    if (config.home / name).exists():  # (a config.yaml that is a link: the file it names)
+                        tar.add((config.home / name).resolve(), arcname=name, filter=files_and_folders)
             os.replace(partial, target)
 
         await asyncio.to_thread(archive)

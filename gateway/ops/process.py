@@ -44,6 +44,12 @@ def dumpable() -> bool:
 
 # -- one daemon per home ------------------------------------------------------------------------
 
+def home_from_env() -> Path:
+    """The home a command that reads no configuration works on: `$CHATGATE_HOME`, else ~/.chatgate
+    (what `gateway.config.default_home` says, without loading the configuration's libraries)."""
+    return Path(os.environ.get("CHATGATE_HOME") or "~/.chatgate").expanduser()
+
+
 LOCK_NAME = "chatgate.pid"  # in CHATGATE_HOME: the running daemon's pid, for `chatgate status`
 EXIT_HOME_IN_USE = 75  # `chatgate run` beside another daemon (EX_TEMPFAIL; the unit does not restart on it)
 # every platform refused chatgate for good (a revoked token, a missing intent): EX_CONFIG — restarting

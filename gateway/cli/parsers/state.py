@@ -1,4 +1,4 @@
-"""`chatgate sessions|approvals|inbox|usage|backup|pair`: the daemon's database, with or without it running."""
+"""`chatgate sessions|approvals|inbox|usage|backup|restore|pair`: the daemon's database, with or without it running."""
 
 from __future__ import annotations
 
@@ -39,6 +39,11 @@ def add_parsers(sub: Any) -> None:
     backup = sub.add_parser("backup", help="a consistent copy of the state while it runs (a .tar.gz)")
     a_path(backup.add_argument("file", help="where to write it, e.g. chatgate-2026-11-24.tar.gz"))
     handled_by(backup, "gateway.cli.state:backup")
+    restore = sub.add_parser("restore", help="put back the state a backup holds (chatgate stopped)")
+    a_path(restore.add_argument("archive", help="a file made by `chatgate backup`"))
+    restore.add_argument("--force", action="store_true",
+                         help="restore over the state the home holds (it is moved aside first, not deleted)")
+    handled_by(restore, "gateway.cli.restore:restore", config=False)
     pair = sub.add_parser("pair", help="admit people who asked for access in a DM")
     handled_by(pair, "gateway.cli.state:pair")
     pair_sub = pair.add_subparsers(dest="action", required=True)
