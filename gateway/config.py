@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from gateway.config_env import read_environment
 from gateway.config_sources import ConfigError, Environment, EnvironmentAliases, YamlFile, describe
+from gateway.ops.process import home_from_env
 from platforms.config import PlatformConfig, section
 from platforms.config import Section as _Section
 from platforms.registry import AdapterEnv, build, specs
@@ -333,8 +334,7 @@ class Config(BaseSettings):
 
 
 def default_home(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    return Path(env.get("CHATGATE_HOME") or "~/.chatgate").expanduser()
+    return home_from_env(env)
 
 
 def _aliases() -> dict[str, tuple[str, ...]]:

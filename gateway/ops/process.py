@@ -11,6 +11,7 @@ import logging
 import os
 import stat
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -44,10 +45,11 @@ def dumpable() -> bool:
 
 # -- one daemon per home ------------------------------------------------------------------------
 
-def home_from_env() -> Path:
-    """The home a command that reads no configuration works on: `$CHATGATE_HOME`, else ~/.chatgate
-    (what `gateway.config.default_home` says, without loading the configuration's libraries)."""
-    return Path(os.environ.get("CHATGATE_HOME") or "~/.chatgate").expanduser()
+def home_from_env(env: Mapping[str, str] | None = None) -> Path:
+    """`$CHATGATE_HOME`, else ~/.chatgate: the home of every command (`gateway.config` reads it here
+    too, so that commands that read no configuration need none of its libraries)."""
+    env = os.environ if env is None else env
+    return Path(env.get("CHATGATE_HOME") or "~/.chatgate").expanduser()
 
 
 LOCK_NAME = "chatgate.pid"  # in CHATGATE_HOME: the running daemon's pid, for `chatgate status`
