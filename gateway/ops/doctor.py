@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Callable
 
@@ -9,6 +10,7 @@ from agent.endpoint import redacted
 from agent.llm import LLMClient, LLMSettings
 from agent.safety.sandbox import Sandbox
 from gateway.config import Config
+from gateway.ops.probes import PROBE_SECONDS, probe
 from gateway.ops.safety import safety_report
 from platforms.registry import PlatformUnavailable
 
@@ -41,8 +43,36 @@ async def _trouble(config: Config, line: Callable[[str, str], None]) -> dict[str
         await store.close()
 
 
-async def run_doctor(config: Config, out: list[str]) -> bool:
-    """Append report lines to `out`; return True when nothing is wrong."""
+async def _platforms(config: Config, line: Callable[[str, str], None], timeout: float) -> bool:
+    """A line per enabled platform, with whether it takes its token (all asked at once); False when one
+    does not, or none is enabled."""
+    try:
+        adapters = config.adapters()
+    except PlatformUnavailable as exc:
+        line("FAIL", str(exc))
+        return False
+    if not adapters:
+        line("FAIL", "platforms: none enabled")
+        return False
+    sections = config.platforms.sections()
+    verdicts = await asyncio.gather(*(probe(a.name, sections[a.name], timeout) for a in adapters))
+    for adapter, verdict in zip(adapters, verdicts):
+        if verdict is None:
+            line("info", f"platform: {adapter.name}")
+        else:
+            line(" ok " if verdict.ok else "FAIL", f"{adapter.name}: {verdict.text}")
+    if any(a.capabilities.local for a in adapters):
+        where = f"http://{config.http.host}:{config.http.port}/"
+        if _port_free(config.http.host, config.http.port):
+            line(" ok ", f"web chat will listen on {where}")
+        else:
+            line("warn", f"{config.http.host}:{config.http.port} is in use (a running chatgate, or another program)")
+    return all(verdict is None or verdict.ok for verdict in verdicts)
+
+
+async def run_doctor(config: Config, out: list[str], timeout: float = PROBE_SECONDS) -> bool:
+    """Append report lines to `out`; return True when nothing is wrong. `timeout`: each platform's token
+    check's (`gateway.ops.probes`)."""
     ok = True
 
     def line(status: str, text: str) -> None:
@@ -85,20 +115,4 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
     for status, text in safety_report(config, box):
         line(status, text)
         ok = ok and status != "FAIL"
-    try:
-        adapters = config.adapters()
-    except PlatformUnavailable as exc:
-        line("FAIL", str(exc))
-        return False
-    if not adapters:
-        line("FAIL", "platforms: none enabled")
-        ok = False
-    for adapter in adapters:
-        line("info", f"platform: {adapter.name}")
-    if any(a.capabilities.local for a in adapters):
-        where = f"http://{config.http.host}:{config.http.port}/"
-        if _port_free(config.http.host, config.http.port):
-            line(" ok ", f"web chat will listen on {where}")
-        else:
-            line("warn", f"{config.http.host}:{config.http.port} is in use (a running chatgate, or another program)")
-    return ok
+    return await _platforms(config, line, timeout) and ok
