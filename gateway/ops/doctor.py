@@ -7,10 +7,9 @@ import socket
 from typing import Callable
 
 from agent.endpoint import redacted
-from agent.llm import LLMClient, LLMSettings
 from agent.safety.sandbox import Sandbox
 from gateway.config import Config
-from gateway.ops.probes import PROBE_SECONDS, probe
+from gateway.ops.probes import PROBE_SECONDS, check_llm, probe
 from gateway.ops.safety import safety_report
 from platforms.registry import PlatformUnavailable
 
@@ -86,20 +85,10 @@ async def run_doctor(config: Config, out: list[str], timeout: float = PROBE_SECO
     else:
         line("info", f"llm: {redacted(llm.base_url or 'https://api.openai.com/v1')}, model {llm.model}, "
                      f"api key {'set' if llm.api_key else 'not set'}")
-        client = LLMClient(LLMSettings(model=llm.model, base_url=llm.base_url,
-                                       api_key=llm.api_key.get_secret_value() if llm.api_key else None))
-        try:
-            problem = await client.probe()
-            if problem is None:
-                models = await client.models()
-                line(" ok ", "llm endpoint answers")
-                if models and llm.model not in models:
-                    line("warn", f"llm: model {llm.model!r} is not in the endpoint's list ({', '.join(models[:8])}…)")
-            else:
-                line("FAIL", f"llm endpoint: {problem}")
-                ok = False
-        finally:
-            await client.aclose()
+        for status, text in await check_llm(llm.base_url, llm.api_key.get_secret_value() if llm.api_key else None,
+                                            llm.model):
+            line(status, text)
+            ok = ok and status != "FAIL"
     counts = await _trouble(config, line) if config.db_path.exists() else {}
     ok = ok and counts is not None
     if counts:

@@ -7,6 +7,7 @@ proxy is asked instead), within a time limit. `chatgate doctor` and `chatgate se
   token (the check Slack documents for an `xapp-` token), through slack_sdk's `AsyncWebClient`.
 - Discord: GET /users/@me with the bot token, over aiohttp (discord.py reaches another address only
   through a class attribute shared by the whole process; its login also asks for the application).
+- The model endpoint (`check_llm`): a model listing through chatgate's LLM client.
 
 A platform's SDK is imported only when its token is tested. Platforms without a token (the web chat)
 have no probe.
@@ -156,3 +157,22 @@ async def probe(platform: str, section: Any, timeout: float = PROBE_SECONDS) -> 
         return Verdict(platform, False, f"cannot reach {host}: {_said(exc, found.secrets(section))} — check "
                                         f"{found.address(section)} and the network")
     return Verdict(platform, True, who, username)
+
+
+async def check_llm(base_url: str | None, api_key: str | None, model: str) -> list[tuple[str, str]]:
+    """Whether the model endpoint answers a model listing with this key, and lists the model: report
+    lines as (" ok "|"warn"|"FAIL", text). (A listing costs nothing; a chat completion would be billed.)"""
+    from agent.llm import LLMClient, LLMSettings
+
+    client = LLMClient(LLMSettings(model=model, base_url=base_url, api_key=api_key))
+    try:
+        problem = await client.probe()
+        if problem is not None:
+            return [("FAIL", f"llm endpoint: {problem}")]
+        models = await client.models()
+    finally:
+        await client.aclose()
+    lines = [(" ok ", "llm endpoint answers")]
+    if models and model not in models:
+        lines.append(("warn", f"llm: model {model!r} is not in the endpoint's list ({', '.join(models[:8])}…)"))
+    return lines
