@@ -206,7 +206,7 @@ async def rerun_offers_what_is_there_and_replaces_only_when_asked(home: Path, tg
         await term.answer("Model (e.g. gpt-4o-mini; on Ollama e.g. llama3.1) [fake-model]: ", "")
         await term.answer("Platform (telegram, discord, slack, webchat) [telegram]: ", "")
         await term.answer("API Token) (Enter keeps the current one): ", "")
-        await term.answer("Your telegram user id, to make you chatgate's admin [4242]: ", "5151")
+        await term.answer("Your Telegram user id, to make you chatgate's admin [4242]: ", "5151")
         await term.answer(f"Replace {home / 'config.yaml'}? (the current one is kept as config.yaml.bak) [y/N]: ", "")
         await term.wait_for("left as it was; nothing written")
         assert await term.exit_status() == 1

@@ -26,7 +26,7 @@ from typing import Any, Callable, TypeVar
 
 from gateway.cli.setup_files import Stop, install_service, merged, read_config, write_config
 from gateway.cli.setup_platforms import (PLATFORMS, SETUPS, SLACK_APP_TOKEN_QUESTION, configured_platform, id_problem,
-                                         section_of)
+                                         platform_env, section_model, section_of)
 
 T = TypeVar("T")
 ADMIN_WAIT = 300.0  # s: how long the Telegram setup waits for the person's message to the bot
@@ -145,7 +145,7 @@ def _platform(ask: Asker, data: dict[str, Any]) -> dict[str, Any]:
             return {"platform": None}
         if name not in SETUPS:  # the web chat
             return {"platform": name, "enabled": True}
-        setup, env = SETUPS[name], _platform_env(name)
+        setup, env = SETUPS[name], platform_env(name)
         current = section_of(data, name)
         if last and last.get("platform") == name:  # (asked again: what was typed is the default)
             current = {**current, **last}
@@ -161,28 +161,6 @@ def _platform(ask: Asker, data: dict[str, Any]) -> dict[str, Any]:
         return values
 
     return ask.until_it_works(answer, lambda values: _platform_problem(values, data))
-
-
-def _platform_env(name: str) -> dict[str, str]:
-    """The section's keys the platform's usual variables set now (TELEGRAM_BOT_TOKEN → token…)."""
-    from platforms.registry import specs
-
-    return {key: os.environ[var] for var, key in specs()[name].env.items() if os.environ.get(var)}
-
-
-def section_model(values: dict[str, Any], data: dict[str, Any]) -> Any:
-    """The platform's config model of the section as it will be written (raises Stop when it is not valid)."""
-    from pydantic import ValidationError
-
-    from platforms.registry import specs
-
-    name = values["platform"]
-    section = {**section_of(data, name), **{k: v for k, v in values.items() if k not in ("platform", "username")}}
-    try:
-        return specs()[name].config.model_validate(section)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        raise Stop(f"chatgate setup: platforms.{name}.{'.'.join(map(str, error['loc']))}: {error['msg']}", 2) from None
 
 
 def _platform_problem(values: dict[str, Any], data: dict[str, Any]) -> str | None:
@@ -210,13 +188,13 @@ def _admin(ask: Asker, data: dict[str, Any], platform: dict[str, Any]) -> str | 
     current = admins.get(name) if isinstance(admins, dict) else None
     default = str(current[0]) if isinstance(current, list) and current else None
     check = lambda value: id_problem(name, value)  # noqa: E731
-    question = f"Your {name} user id, to make you chatgate's admin"
-    if ask.interactive and name == "telegram" and default is None and "--admin" not in ask.given:
-        found = ask.text("--admin", f"{question} (Enter: find it by sending the bot a message)", required=False,
-                         check=check)
-        if found is not None or (found := _telegram_id(ask, platform, data)) is not None:
-            return found
-    elif ask.interactive and "--admin" not in ask.given:
+    question = f"Your {SETUPS[name].title} user id, to make you chatgate's admin"
+    if ask.interactive and default is None and "--admin" not in ask.given:
+        if name == "telegram":  # (it can be read from a message to the bot)
+            found = ask.text("--admin", f"{question} (Enter: find it by sending the bot a message)",
+                             required=False, check=check)
+            if found is not None or (found := _telegram_id(ask, platform, data)) is not None:
+                return found
         print(f"  to find it — {SETUPS[name].find_id}")
     return ask.text("--admin", question, default, check=check)
 
@@ -306,7 +284,7 @@ def _service(args: argparse.Namespace, ask: Asker, path: Path, platform: str) ->
     status = install_service(config, args.unit_dir) if agreed else 0
     if status:
         print("the service was not installed (see above); the configuration is written", file=sys.stderr)
-    where = "open the link it prints" if platform == "webchat" else f"write to the bot on {platform}"
+    where = f"write to the bot on {SETUPS[platform].title}" if platform in SETUPS else "open the link it prints"
     run = "chatgate status shows it" if agreed and not status else "chatgate run starts it (chatgate service install " \
         "runs it as a service)"
     print(f"next: {run}; then {where}. chatgate doctor checks everything again.")

@@ -4,15 +4,19 @@ the person sends the bot. Its tokens are tested by `gateway.ops.probes`."""
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.cli.setup_files import Stop
+
 
 @dataclass(frozen=True, slots=True)
 class PlatformSetup:
     name: str
+    title: str  # as people write it
     token: str  # the section's key for the (bot) token
     token_question: str
     address: str  # the section's key for the API's address (a self-hosted server, a proxy, a test double)
@@ -23,15 +27,15 @@ class PlatformSetup:
 
 SETUPS = {
     "telegram": PlatformSetup(
-        "telegram", "token", "Bot token (from @BotFather: /newbot, or /mybots → your bot → API Token)", "base_url",
-        "your numeric Telegram user id", r"[0-9]{3,20}", "111111111"),
+        "telegram", "Telegram", "token", "Bot token (from @BotFather: /newbot, or /mybots → your bot → API Token)", "base_url",
+        "Telegram: send @userinfobot a message; it answers with your numeric id", r"[0-9]{3,20}", "111111111"),
     "discord": PlatformSetup(
-        "discord", "token", "Bot token (https://discord.com/developers/applications → your app → Bot → Reset Token; "
+        "discord", "Discord", "token", "Bot token (https://discord.com/developers/applications → your app → Bot → Reset Token; "
         "switch on Message Content Intent there too)", "api_base",
         "Discord: Settings → Advanced → Developer Mode on, then right-click your name → Copy User ID",
         r"[0-9]{15,21}", "123456789012345678"),
     "slack": PlatformSetup(
-        "slack", "bot_token", "Bot User OAuth Token (xoxb-…: https://api.slack.com/apps → your app → OAuth & "
+        "slack", "Slack", "bot_token", "Bot User OAuth Token (xoxb-…: https://api.slack.com/apps → your app → OAuth & "
         "Permissions; make the app from deploy/slack-app-manifest.yaml)", "api_base",
         "Slack: your profile picture → Profile → ⋮ → Copy member ID", r"[UW][A-Z0-9]{2,20}", "U0123ABCD"),
 }
@@ -45,7 +49,7 @@ def id_problem(platform: str, user_id: str) -> str | None:
     setup = SETUPS[platform]
     if re.fullmatch(setup.id_pattern, user_id):
         return None
-    return f"{user_id!r} does not look like a {platform} user id (e.g. {setup.id_example})"
+    return f"{user_id!r} does not look like a {setup.title} user id (e.g. {setup.id_example})"
 
 
 def section_of(data: dict[str, Any], platform: str) -> dict[str, Any]:
@@ -60,6 +64,28 @@ def configured_platform(data: dict[str, Any]) -> str | None:
         if section_of(data, name).get(SETUPS[name].token):
             return name
     return "webchat" if section_of(data, "webchat").get("enabled") is True else None
+
+
+def platform_env(name: str) -> dict[str, str]:
+    """The section's keys the platform's usual variables set now (TELEGRAM_BOT_TOKEN → token…)."""
+    from platforms.registry import specs
+
+    return {key: os.environ[var] for var, key in specs()[name].env.items() if os.environ.get(var)}
+
+
+def section_model(values: dict[str, Any], data: dict[str, Any]) -> Any:
+    """The platform's config model of the section as it will be written (raises Stop when it is not valid)."""
+    from pydantic import ValidationError
+
+    from platforms.registry import specs
+
+    name = values["platform"]
+    section = {**section_of(data, name), **{k: v for k, v in values.items() if k not in ("platform", "username")}}
+    try:
+        return specs()[name].config.model_validate(section)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise Stop(f"chatgate setup: platforms.{name}.{'.'.join(map(str, error['loc']))}: {error['msg']}", 2) from None
 
 
 def start_code() -> str:
