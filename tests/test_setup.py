@@ -31,10 +31,11 @@ def environment(home: Path) -> dict[str, str]:
     return {**kept, "CHATGATE_HOME": str(home)}
 
 
-async def setup(home: Path, *args: str) -> tuple[int, str, str]:
+async def setup(home: Path, *args: str, **variables: str) -> tuple[int, str, str]:
     """`chatgate setup ARGS` without a terminal (the fakes go on answering meanwhile)."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "setup", *args, env=environment(home), stdin=asyncio.subprocess.DEVNULL,
+        sys.executable, "-m", "gateway", "setup", *args, env={**environment(home), **variables},
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert b"Traceback" not in err, err.decode()
@@ -74,6 +75,20 @@ async def test_every_answer_as_an_option(tmp_path: Path, llm: FakeLLM, tg: FakeT
     assert load_config(env={"CHATGATE_HOME": str(home)}).access.admins == {"telegram": ["4242", "5151"]}
     assert (home / "config.yaml.bak").read_text() == first
     assert stat.S_IMODE((home / "config.yaml.bak").stat().st_mode) == 0o600
+
+
+async def test_secrets_from_the_usual_variables(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram):
+    """The key and the token need not be options (seen in the process list): the variables chatgate
+    reads are the defaults where the file has none."""
+    home = tmp_path / "home"
+    given = [part for part in options(llm, tg) if part not in ("--token", tg.token, "--llm-api-key", "sk-test")]
+    status, _, err = await setup(home, *given, TELEGRAM_BOT_TOKEN="123:other", OPENAI_API_KEY="sk-env")
+    assert status == 1 and "Telegram refused the bot token" in err  # (the variable's token is the one tested)
+    status, _, err = await setup(home, *given, TELEGRAM_BOT_TOKEN=tg.token, OPENAI_API_KEY="sk-env")
+    assert status == 0, err
+    config = load_config(env={"CHATGATE_HOME": str(home)})  # (written in the file: read without the variables)
+    assert (config.platforms.telegram.token.get_secret_value(), config.llm.api_key.get_secret_value()) == \
+        (tg.token, "sk-env")
 
 
 async def test_missing_answers_without_a_terminal_are_listed(tmp_path: Path):
