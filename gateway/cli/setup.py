@@ -11,8 +11,8 @@ terminal), and a copy of it is kept beside it.
 
 The keys and tokens go in `config.yaml` itself, not in `$CHATGATE_HOME/env`: it is the one file every
 command reads (`chatgate run` by hand, `doctor`, the service), a rerun finds them there as defaults,
-and it is written 0600 in a 0700 home, which the agent's tools never see. The heavy clients (the LLM
-client, the platform's SDK) are imported only to test an answer.
+and it is written 0600 in the home (0700 when setup makes it), which the agent's tools never see.
+The heavy clients (the LLM client, the platform's SDK) are imported only to test an answer.
 """
 
 from __future__ import annotations
@@ -110,8 +110,9 @@ def _llm(ask: Asker, data: dict[str, Any]) -> dict[str, Any]:
         was = last or {"base_url": current.get("base_url") or _env("OPENAI_BASE_URL"),
                        "api_key": current.get("api_key") or _env("OPENAI_API_KEY"),
                        "model": current.get("model") or _env("CHATGATE_MODEL")}
-        return {"base_url": ask.text("--llm-base-url", "Model endpoint, OpenAI-compatible (e.g. https://api.openai.com/v1;"
-                                     " Ollama: http://localhost:11434/v1)", was["base_url"], check=_url_problem),
+        return {"base_url": ask.text("--llm-base-url", "Model endpoint, OpenAI-compatible (e.g. "
+                                     "https://api.openai.com/v1; Ollama: http://localhost:11434/v1)", was["base_url"],
+                                     check=_url_problem),
                 "api_key": ask.text("--llm-api-key", "API key (Enter: none, for a local server)", was["api_key"],
                                     secret=True, required=False),
                 "model": ask.text("--model", "Model (e.g. gpt-4o-mini; on Ollama e.g. llama3.1)", was["model"])}
@@ -122,9 +123,10 @@ def _llm(ask: Asker, data: dict[str, Any]) -> dict[str, Any]:
 def _llm_problem(values: dict[str, Any]) -> str | None:
     import asyncio
 
+    from agent.endpoint import redacted
     from gateway.ops.probes import check_llm
 
-    print(f"testing {values['base_url']} …")
+    print(f"testing {redacted(values['base_url'])} …")
     lines = asyncio.run(check_llm(values["base_url"], values["api_key"], values["model"]))
     for status, text in lines:
         print(f"  {'ok' if status == ' ok ' else 'note' if status == 'warn' else 'FAIL'}: {text}")
@@ -279,8 +281,12 @@ def _setup(args: argparse.Namespace, ask: Asker, home: Path, path: Path) -> int:
 
 def _service(args: argparse.Namespace, ask: Asker, path: Path, platform: str) -> int:
     config = path if args.config else None
-    agreed = not args.no_service and (args.yes or ask.interactive and ask.confirm(
-        "Install chatgate as a systemd service now (started at boot, restarted if it fails)?", False))
+    try:  # (the configuration is written: stopping here only declines)
+        agreed = not args.no_service and (args.yes or ask.interactive and ask.confirm(
+            "Install chatgate as a systemd service now (started at boot, restarted if it fails)?", False))
+    except (KeyboardInterrupt, EOFError):
+        print()
+        agreed = False
     status = install_service(config, args.unit_dir) if agreed else 0
     if status:
         print("the service was not installed (see above); the configuration is written", file=sys.stderr)

@@ -86,4 +86,7 @@ def install_service(config: Path | None, unit_dir: str | None) -> int:
     """`chatgate service install` (a user service unless run as root), its output shown; its exit status."""
     command = [sys.executable, "-m", "gateway", *(["--config", str(config)] if config else []), "service", "install",
                *(["--user"] if os.geteuid() != 0 else []), *(["--unit-dir", unit_dir] if unit_dir else [])]
-    return subprocess.run(command, check=False).returncode
+    try:
+        return subprocess.run(command, check=False).returncode
+    except KeyboardInterrupt:  # (it stopped too)
+        return 130

@@ -27,11 +27,12 @@ class PlatformSetup:
 
 SETUPS = {
     "telegram": PlatformSetup(
-        "telegram", "Telegram", "token", "Bot token (from @BotFather: /newbot, or /mybots → your bot → API Token)", "base_url",
-        "Telegram: send @userinfobot a message; it answers with your numeric id", r"[0-9]{3,20}", "111111111"),
+        "telegram", "Telegram", "token", "Bot token (from @BotFather: /newbot, or /mybots → your bot → API Token)",
+        "base_url", "Telegram: send @userinfobot a message; it answers with your numeric id", r"[0-9]{3,20}",
+        "111111111"),
     "discord": PlatformSetup(
-        "discord", "Discord", "token", "Bot token (https://discord.com/developers/applications → your app → Bot → Reset Token; "
-        "switch on Message Content Intent there too)", "api_base",
+        "discord", "Discord", "token", "Bot token (https://discord.com/developers/applications → your app → Bot → "
+        "Reset Token; switch on Message Content Intent there too)", "api_base",
         "Discord: Settings → Advanced → Developer Mode on, then right-click your name → Copy User ID",
         r"[0-9]{15,21}", "123456789012345678"),
     "slack": PlatformSetup(
