@@ -17,7 +17,9 @@ from pathlib import Path
 import yaml
 
 from gateway.config import load_config
+from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM
+from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import free_port
 
@@ -89,6 +91,34 @@ async def test_secrets_from_the_usual_variables(tmp_path: Path, llm: FakeLLM, tg
     config = load_config(env={"CHATGATE_HOME": str(home)})  # (written in the file: read without the variables)
     assert (config.platforms.telegram.token.get_secret_value(), config.llm.api_key.get_secret_value()) == \
         (tg.token, "sk-env")
+
+
+async def test_slack_discord_and_the_web_chat(tmp_path: Path, llm: FakeLLM):
+    llm_options = ["--llm-base-url", llm.base_url, "--model", "fake-model", "--no-service"]
+    async with FakeSlack() as slack, FakeDiscord() as discord:
+        status, out, err = await setup(tmp_path / "slack", *llm_options, "--platform", "slack", "--token",
+                                       slack.bot_token, "--slack-app-token", slack.app_token, "--api-url",
+                                       slack.api_base, "--admin", "U1001")
+        assert status == 0, err
+        assert "ok: chatgate in Fake Team (bot user UBOT)" in out
+        config = load_config(env={"CHATGATE_HOME": str(tmp_path / "slack")})
+        assert (config.platforms.slack.mode, config.platforms.slack.app_token.get_secret_value()) == \
+            ("socket", slack.app_token)
+        assert config.access.admins == {"slack": ["U1001"]}
+
+        discord_options = [*llm_options, "--platform", "discord", "--token", discord.token, "--api-url",
+                           discord.api_base]
+        status, out, err = await setup(tmp_path / "discord", *discord_options, "--admin", "ann")
+        assert (status, out) == (2, "")
+        assert err == "chatgate setup: --admin: 'ann' does not look like a Discord user id (e.g. 123456789012345678)\n"
+        status, out, err = await setup(tmp_path / "discord", *discord_options, "--admin", "123456789012345678")
+        assert status == 0 and "ok: chatgate (id 9000)" in out, err
+
+    status, out, err = await setup(tmp_path / "web", *llm_options, "--platform", "webchat")
+    assert status == 0, err
+    assert "then open the link it prints" in out
+    config = load_config(env={"CHATGATE_HOME": str(tmp_path / "web")})
+    assert config.platforms.webchat.enabled is True and config.access.admins == {}
 
 
 async def test_missing_answers_without_a_terminal_are_listed(tmp_path: Path):

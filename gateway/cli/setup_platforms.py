@@ -116,7 +116,8 @@ async def telegram_sender(section: Any, code: str, wait: float) -> tuple[str, st
                     message = update.message
                     if message and message.from_user and message.text and code in message.text.split():
                         user = message.from_user
-                        return str(user.id), user.full_name + (f" (@{user.username})" if user.username else "")
+                        who = user.full_name + (f" (@{user.username})" if user.username else "")
+                        return str(user.id), "".join(c for c in who if c.isprintable())  # (no terminal escapes)
                 if updates:  # (others' messages, not marked read: the next poll would return them at once)
                     await asyncio.sleep(1.0)
     except TimeoutError:
