@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import os
 import pty
+import pwd
 import re
 import stat
 import sys
 from pathlib import Path
 
-import yaml
+import pytest
 
 from gateway.config import load_config
 from tests.fakes.discord import FakeDiscord
@@ -119,6 +120,17 @@ async def test_slack_discord_and_the_web_chat(tmp_path: Path, llm: FakeLLM):
     assert "then open the link it prints" in out
     config = load_config(env={"CHATGATE_HOME": str(tmp_path / "web")})
     assert config.platforms.webchat.enabled is True and config.access.admins == {}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sudo's case: root writing for another account")
+async def test_under_sudo_the_file_is_the_person_behind_sudos(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram):
+    """`sudo chatgate setup` writes for the account `service install` will run the service as."""
+    home = tmp_path / "home"
+    status, _, err = await setup(home, *options(llm, tg), SUDO_USER="nobody")
+    assert status == 0, err
+    for written in (home, home / "config.yaml"):
+        assert written.stat().st_uid == pwd.getpwnam("nobody").pw_uid, written
+    assert stat.S_IMODE((home / "config.yaml").stat().st_mode) == 0o600
 
 
 async def test_missing_answers_without_a_terminal_are_listed(tmp_path: Path):

@@ -7,7 +7,8 @@ default what the config file already holds (else the usual environment variable:
 TELEGRAM_BOT_TOKEN…); a secret is read without echo and never shown. Without a terminal (or with
 `--yes`) nothing is asked: a missing answer is an error that lists the options to give, before
 anything is tested. An existing file is replaced only when the person says so (`--force` without a
-terminal), and a copy of it is kept beside it.
+terminal), and a copy of it is kept beside it. Under sudo it is written for the person behind sudo
+(in their home unless CHATGATE_HOME says otherwise, and owned by them), as `service install` runs it.
 
 The keys and tokens go in `config.yaml` itself, not in `$CHATGATE_HOME/env`: it is the one file every
 command reads (`chatgate run` by hand, `doctor`, the service), a rerun finds them there as defaults,
@@ -230,13 +231,16 @@ def _telegram_id(ask: Asker, platform: dict[str, Any], data: dict[str, Any]) -> 
 
 
 def setup(args: argparse.Namespace) -> int:
-    interactive = sys.stdin.isatty() and not args.yes
     from gateway.config import default_home
+    from gateway.ops.unit import service_account
 
-    home = default_home()
+    interactive = sys.stdin.isatty() and not args.yes
+    account, invoker_home = service_account()  # under sudo: the person behind it, as `service install` takes it
+    owner = account if invoker_home else None
+    home = invoker_home if invoker_home and "CHATGATE_HOME" not in os.environ else default_home()
     path = Path(args.config).expanduser().absolute() if args.config else home / "config.yaml"
     try:
-        return _setup(args, Asker(_given(args), interactive), home, path)
+        return _setup(args, Asker(_given(args), interactive), home, path, owner)
     except Stop as exc:
         print(exc, file=sys.stderr)
         return exc.status
@@ -252,7 +256,7 @@ def _given(args: argparse.Namespace) -> dict[str, str]:
     return {option: value for option, value in options.items() if value is not None}
 
 
-def _setup(args: argparse.Namespace, ask: Asker, home: Path, path: Path) -> int:
+def _setup(args: argparse.Namespace, ask: Asker, home: Path, path: Path, owner: str | None) -> int:
     exists = path.exists()
     if exists and not ask.interactive and not args.force:
         raise Stop(f"chatgate setup: {path} exists: --force replaces it (a copy is kept as {path.name}.bak)", 2)
@@ -274,7 +278,7 @@ def _setup(args: argparse.Namespace, ask: Asker, home: Path, path: Path) -> int:
         if exists and ask.interactive and not args.force and not ask.confirm(
                 f"Replace {path}? (the current one is kept as {path.name}.bak)", False):
             raise Stop(f"chatgate setup: {path} left as it was; nothing written")
-        write_config(path, home, new)
+        write_config(path, home, new, owner)
         print(f"wrote {path} (mode 0600: it holds the keys and tokens)")
     return _service(args, ask, path, platform["platform"])
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,11 +64,13 @@ def _private(path: Path, text: str) -> None:
         out.write(text)
 
 
-def write_config(path: Path, home: Path, data: dict[str, Any]) -> None:
+def write_config(path: Path, home: Path, data: dict[str, Any], owner: str | None = None) -> None:
     """Write `data` to `path` once it reads as a valid configuration; the file it replaces is kept as
-    `<name>.bak` (0600)."""
+    `<name>.bak` (0600). `owner`: the account the service will run as, when root writes for the person
+    behind sudo (the files, and the folder when made here, become theirs)."""
     from gateway.config import ConfigError, load_config
 
+    made = not path.parent.exists()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     new = path.with_name(f"{path.name}.new")
     _private(new, "# written by `chatgate setup`; every key is described in the README\n"
@@ -77,9 +80,13 @@ def write_config(path: Path, home: Path, data: dict[str, Any]) -> None:
     except ConfigError as exc:
         new.unlink()
         raise Stop(f"chatgate setup: nothing written: {str(exc).replace(str(new), str(path))}") from None
+    backup = path.with_name(f"{path.name}.bak")
     if path.exists():
-        _private(path.with_name(f"{path.name}.bak"), path.read_text(encoding="utf-8"))
+        _private(backup, path.read_text(encoding="utf-8"))
     os.replace(new, path)
+    if owner is not None:
+        for written in [path, *([backup] if backup.exists() else []), *([path.parent] if made else [])]:
+            shutil.chown(written, owner)
 
 
 def install_service(config: Path | None, unit_dir: str | None) -> int:
