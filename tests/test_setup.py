@@ -270,3 +270,15 @@ async def rerun_offers_what_is_there_and_replaces_only_when_asked(home: Path, tg
     finally:
         term.close()
     assert (home / "config.yaml").read_text() == before and not (home / "config.yaml.bak").exists()
+
+
+async def test_ctrl_c_stops_and_writes_nothing(tmp_path: Path):
+    term = Terminal(tmp_path / "home")
+    try:
+        await term.wait_for("Model endpoint, OpenAI-compatible")
+        os.write(term.fd, b"\x03")  # Ctrl-C, as the terminal sends it
+        await term.wait_for("chatgate setup stopped: nothing written")
+        assert await term.exit_status() == 130
+    finally:
+        term.close()
+    assert "Traceback" not in term.transcript and not (tmp_path / "home").exists()
