@@ -22,7 +22,7 @@ from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import free_port
+from tests.harness import eventually, free_port
 
 SYSTEMCTL = "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/systemctl.calls\"\n"  # a machine's systemctl, recording
 
@@ -276,6 +276,10 @@ async def test_ctrl_c_stops_and_writes_nothing(tmp_path: Path):
     term = Terminal(tmp_path / "home")
     try:
         await term.wait_for("Model endpoint, OpenAI-compatible")
+        # (once it waits for the answer, as a person's Ctrl-C finds it: Python's input() misses a SIGINT that
+        # comes between writing its prompt and reading)
+        await eventually(lambda: Path(f"/proc/{term.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "S",
+                         what="setup waiting for the answer")
         os.write(term.fd, b"\x03")  # Ctrl-C, as the terminal sends it
         await term.wait_for("chatgate setup stopped: nothing written")
         assert await term.exit_status() == 130
