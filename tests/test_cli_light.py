@@ -59,7 +59,8 @@ def chatgate(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple
     report = home.parent / f"modules-{os.getpid()}.json"
     report.unlink(missing_ok=True)
     done = subprocess.run([sys.executable, "-c", RUN_AND_LIST_MODULES, str(report), *args], capture_output=True,
-                          text=True, env={**clean_env(home), **(env or {})}, timeout=60)
+                          text=True, env={**clean_env(home), **(env or {})}, timeout=60,
+                          stdin=subprocess.DEVNULL)  # (no terminal)
     assert report.exists(), done.stderr
     return done, json.loads(report.read_text())
 
@@ -82,6 +83,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.param(["approvals", "check", "ls -la"], 0, '{"verdict": "safe", "reasons": []}', LIGHT, id="check"),
     pytest.param(["completion", "bash"], 0, "complete -o bashdefault -F _shtab_chatgate chatgate", LIGHT,
                  id="completion"),
+    pytest.param(["setup", "--help"], 0, "usage: chatgate setup", LIGHT, id="setup --help"),
     pytest.param(["status"], 3, "chatgate is not running", SDKS, id="status"),
     pytest.param(["cron", "list"], 0, "standup", SDKS, id="cron list"),
 ])
@@ -116,6 +118,17 @@ def test_the_operators_commands_load_only_what_they_use(home: Path, tmp_path: Pa
         assert report["status"] == status and prints in done.stdout, done.stdout + done.stderr
         loaded = sorted(forbidden & set(report["modules"]))
         assert not loaded, f"chatgate {' '.join(args)} loaded {loaded}"
+
+
+def test_setup_loads_no_client_before_it_tests_an_answer(home: Path):
+    """Missing answers (no terminal to ask on) are found before any test: no LLM client, no SDK."""
+    before = (home / "config.yaml").read_text()
+    done, report = chatgate(home, "setup", "--force")
+    assert report["status"] == 2
+    assert done.stderr == ("chatgate setup: no terminal to ask on, and no answer for: --model, --admin (give them as "
+                           "options; chatgate setup --help)\n")
+    assert not sorted(SDKS & set(report["modules"]))
+    assert (home / "config.yaml").read_text() == before
 
 
 def test_every_command_names_a_handler_that_exists():

@@ -108,11 +108,11 @@ def _where(config: Config, runner: Any) -> str:
     return f": open {urls[0].split('?', 1)[0]} (`chatgate status` prints the link with its token)"
 
 
-async def doctor(config: Config, _: argparse.Namespace) -> int:
+async def doctor(config: Config, args: argparse.Namespace) -> int:
     from gateway.ops.doctor import run_doctor
 
     lines: list[str] = []
-    ok = await run_doctor(config, lines)
+    ok = await run_doctor(config, lines, args.timeout)
     print("\n".join(lines))
     print("all good" if ok else "problems found")
     return 0 if ok else 1

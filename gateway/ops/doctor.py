@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Callable
 
 from agent.endpoint import redacted
-from agent.llm import LLMClient, LLMSettings
 from agent.safety.sandbox import Sandbox
 from gateway.config import Config
+from gateway.ops.probes import PROBE_SECONDS, check_llm, probe
 from gateway.ops.safety import safety_report
 from platforms.registry import PlatformUnavailable
 
@@ -41,8 +42,36 @@ async def _trouble(config: Config, line: Callable[[str, str], None]) -> dict[str
         await store.close()
 
 
-async def run_doctor(config: Config, out: list[str]) -> bool:
-    """Append report lines to `out`; return True when nothing is wrong."""
+async def _platforms(config: Config, line: Callable[[str, str], None], timeout: float) -> bool:
+    """A line per enabled platform, with whether it takes its token (all asked at once); False when one
+    does not, or none is enabled."""
+    try:
+        adapters = config.adapters()
+    except PlatformUnavailable as exc:
+        line("FAIL", str(exc))
+        return False
+    if not adapters:
+        line("FAIL", "platforms: none enabled")
+        return False
+    sections = config.platforms.sections()
+    verdicts = await asyncio.gather(*(probe(a.name, sections[a.name], timeout) for a in adapters))
+    for adapter, verdict in zip(adapters, verdicts):
+        if verdict is None:
+            line("info", f"platform: {adapter.name}")
+        else:
+            line(" ok " if verdict.ok else "FAIL", f"{adapter.name}: {verdict.text}")
+    if any(a.capabilities.local for a in adapters):
+        where = f"http://{config.http.host}:{config.http.port}/"
+        if _port_free(config.http.host, config.http.port):
+            line(" ok ", f"web chat will listen on {where}")
+        else:
+            line("warn", f"{config.http.host}:{config.http.port} is in use (a running chatgate, or another program)")
+    return all(verdict is None or verdict.ok for verdict in verdicts)
+
+
+async def run_doctor(config: Config, out: list[str], timeout: float = PROBE_SECONDS) -> bool:
+    """Append report lines to `out`; return True when nothing is wrong. `timeout`: each platform's token
+    check's (`gateway.ops.probes`)."""
     ok = True
 
     def line(status: str, text: str) -> None:
@@ -56,20 +85,10 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
     else:
         line("info", f"llm: {redacted(llm.base_url or 'https://api.openai.com/v1')}, model {llm.model}, "
                      f"api key {'set' if llm.api_key else 'not set'}")
-        client = LLMClient(LLMSettings(model=llm.model, base_url=llm.base_url,
-                                       api_key=llm.api_key.get_secret_value() if llm.api_key else None))
-        try:
-            problem = await client.probe()
-            if problem is None:
-                models = await client.models()
-                line(" ok ", "llm endpoint answers")
-                if models and llm.model not in models:
-                    line("warn", f"llm: model {llm.model!r} is not in the endpoint's list ({', '.join(models[:8])}…)")
-            else:
-                line("FAIL", f"llm endpoint: {problem}")
-                ok = False
-        finally:
-            await client.aclose()
+        for status, text in await check_llm(llm.base_url, llm.api_key.get_secret_value() if llm.api_key else None,
+                                            llm.model):
+            line(status, text)
+            ok = ok and status != "FAIL"
     counts = await _trouble(config, line) if config.db_path.exists() else {}
     ok = ok and counts is not None
     if counts:
@@ -85,20 +104,4 @@ async def run_doctor(config: Config, out: list[str]) -> bool:
     for status, text in safety_report(config, box):
         line(status, text)
         ok = ok and status != "FAIL"
-    try:
-        adapters = config.adapters()
-    except PlatformUnavailable as exc:
-        line("FAIL", str(exc))
-        return False
-    if not adapters:
-        line("FAIL", "platforms: none enabled")
-        ok = False
-    for adapter in adapters:
-        line("info", f"platform: {adapter.name}")
-    if any(a.capabilities.local for a in adapters):
-        where = f"http://{config.http.host}:{config.http.port}/"
-        if _port_free(config.http.host, config.http.port):
-            line(" ok ", f"web chat will listen on {where}")
-        else:
-            line("warn", f"{config.http.host}:{config.http.port} is in use (a running chatgate, or another program)")
-    return ok
+    return await _platforms(config, line, timeout) and ok

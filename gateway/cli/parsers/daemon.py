@@ -1,5 +1,5 @@
-"""`chatgate run`, `doctor`, `status` and `logs`: the daemon, the check before it, whether it is up,
-and what it wrote."""
+"""`chatgate setup`, `run`, `doctor`, `status` and `logs`: the first configuration, the daemon,
+the check before it, whether it is up, and what it wrote."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ PRIORITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "deb
 
 def add_parsers(sub: Any) -> None:
     handled_by(sub.add_parser("run", help="run the gateway in the foreground"), "gateway.cli.daemon:run")
-    handled_by(sub.add_parser("doctor", help="check the configuration, the LLM endpoint and the tokens"),
-               "gateway.cli.daemon:doctor")
+    doctor = sub.add_parser("doctor", help="check the configuration, the LLM endpoint and each platform's token")
+    doctor.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                        help="how long each platform may take to answer (default 10)")
+    handled_by(doctor, "gateway.cli.daemon:doctor")
+    _setup(sub)
     status = sub.add_parser("status", help="is the daemon running, is it ready, what waits, what failed")
     status.add_argument("--json", action="store_true", help="print it as JSON")
     handled_by(status, "gateway.cli.status:status")
@@ -42,3 +45,40 @@ def _priority(text: str) -> int:
     if text.lower() in PRIORITIES:
         return PRIORITIES.index(text.lower())
     raise argparse.ArgumentTypeError(f"{text!r} is not a priority: one of {', '.join(PRIORITIES)} or 0-7")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds between 0 and 600")
+    return value
+
+
+def _setup(sub: Any) -> None:
+    setup = sub.add_parser(
+        "setup", help="write config.yaml: the model endpoint, a platform and its token, you as admin (each tested)",
+        description="Asks for what it needs on a terminal (what config.yaml already holds is the default), or takes "
+                    "every answer as an option. Tests the model endpoint and the token, writes config.yaml (0600) and "
+                    "offers to install the service. A key given as an option is seen by other local users while it "
+                    "runs; OPENAI_API_KEY, TELEGRAM_BOT_TOKEN, DISCORD_BOT_TOKEN, SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
+                    "are taken as defaults instead.")
+    handled_by(setup, "gateway.cli.setup:setup", config=False)  # (the config may not exist yet, or be wrong)
+    setup.add_argument("--llm-base-url", metavar="URL", help="the OpenAI-compatible endpoint, e.g. "
+                                                              "https://api.openai.com/v1")
+    setup.add_argument("--llm-api-key", metavar="KEY", help="its API key (none for a local server)")
+    setup.add_argument("--model", help="the model, e.g. gpt-4o-mini")
+    setup.add_argument("--platform", metavar="NAME", help="telegram, discord, slack or webchat")
+    setup.add_argument("--token", help="the bot token (Slack: the xoxb- bot token)")
+    setup.add_argument("--slack-app-token", metavar="TOKEN", help="Slack's xapp- app-level token (Socket Mode)")
+    setup.add_argument("--api-url", metavar="URL", help="the platform's API address, when not its own (a "
+                                                         "self-hosted Bot API server, a proxy)")
+    setup.add_argument("--admin", metavar="ID", help="your user id on the platform: you become admin")
+    setup.add_argument("--yes", action="store_true", help="ask nothing: what is not given is the current "
+                                                          "config's, and the service is installed")
+    setup.add_argument("--no-service", action="store_true", help="do not install the service")
+    setup.add_argument("--force", action="store_true", help="replace an existing config file without asking "
+                                                            "(a copy is kept as config.yaml.bak)")
+    setup.add_argument("--unit-dir", help=argparse.SUPPRESS)  # tests: where `service install` writes the unit
