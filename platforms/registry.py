@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import platforms
 from platforms.base import PlatformAdapter
@@ -37,6 +37,10 @@ class PlatformSpec:
     env: Mapping[str, str] = field(default_factory=dict)  # environment variable → key of the section
     install: str | None = None  # the pip requirement that brings the SDK, e.g. "chatgate[telegram]"
     sdk: tuple[str, ...] = ()  # top-level modules of the SDK, to recognise a missing install
+    # "module:function": async (section, timeout) → (who the bot is, its user name), one cheap call that
+    # says whether the platform takes the token (`PlatformRefused` when not); None: no token to test
+    probe: str | None = None
+    address: str = "base_url"  # the section's key holding the API address the probe asks
 
 
 class PlatformUnavailable(Exception):
@@ -54,6 +58,14 @@ def specs() -> dict[str, PlatformSpec]:
         if isinstance(spec, PlatformSpec):
             found[spec.name] = spec
     return dict(sorted(found.items()))
+
+
+def token_probe(spec: PlatformSpec) -> Callable[[Any, float], Awaitable[tuple[str, str | None]]] | None:
+    """The platform's token check (`PlatformSpec.probe`), its module imported now; None without one."""
+    if spec.probe is None:
+        return None
+    module, _, name = spec.probe.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
 def create(spec: PlatformSpec, section: PlatformConfig, env: AdapterEnv) -> PlatformAdapter:

@@ -20,4 +20,5 @@ def create(config: DiscordConfig, env: AdapterEnv) -> "DiscordAdapter":
 
 
 SPEC = PlatformSpec("discord", DiscordConfig, create, env={"DISCORD_BOT_TOKEN": "token"},
-                    install="chatgate[discord]", sdk=("discord",))
+                    install="chatgate[discord]", sdk=("discord",),
+                    probe="platforms.discord.probe:probe", address="api_base")

@@ -27,4 +27,5 @@ def create(config: SlackConfig, env: AdapterEnv) -> "SlackAdapter":
 SPEC = PlatformSpec("slack", SlackConfig, create,
                     env={"SLACK_BOT_TOKEN": "bot_token", "SLACK_APP_TOKEN": "app_token",
                          "SLACK_SIGNING_SECRET": "signing_secret"},
-                    install="chatgate[slack]", sdk=("slack_bolt", "slack_sdk", "markdown_it"))
+                    install="chatgate[slack]", sdk=("slack_bolt", "slack_sdk", "markdown_it"),
+                    probe="platforms.slack.probe:probe", address="api_base")

@@ -23,4 +23,5 @@ def create(config: TelegramConfig, env: AdapterEnv) -> "TelegramAdapter":
 
 
 SPEC = PlatformSpec("telegram", TelegramConfig, create, env={"TELEGRAM_BOT_TOKEN": "token"},
-                    install="chatgate[telegram]", sdk=("telegram", "markdown_it", "httpx"))
+                    install="chatgate[telegram]", sdk=("telegram", "markdown_it", "httpx"),
+                    probe="platforms.telegram.probe:probe")
