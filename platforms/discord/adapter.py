@@ -11,9 +11,9 @@
   thread. With `auto_thread`, a mention in a channel becomes a thread started from that message —
   whose id Discord makes equal to the message's, so the session is known at intake without a
   network call, and the thread is created on the first send into it.
-* **Buttons** (a `discord.ui.View` of `client.Choice`s) carry the gateway's data as `custom_id`
-  (nothing kept in memory, so a press after a restart works); a press is deferred (the 3-second
-  deadline) and answered with an ephemeral follow-up. **Slash commands** (an `app_commands` tree)
+* **Buttons** (a `discord.ui.View`) carry the gateway's data as `custom_id` (nothing kept in memory,
+  so a press after a restart works); a press, taken in `on_interaction` (`platforms.discord.client` says
+  why), is deferred (the 3-second deadline) and answered with an ephemeral follow-up. **Slash commands** (an `app_commands` tree)
   become the same text commands as typed ones, acknowledged with an ephemeral line once stored; they
   are registered at start only when they changed.
 * **Sending** goes through the channel (`get_channel`, else `get_partial_messageable`: a DM or a thread
