@@ -20,7 +20,8 @@ EDIT = "PATCH /channels/{channel_id}/messages/{message_id}"
 
 @pytest.fixture
 async def dc(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
-    # the adapter points discord.py's class attributes at the fake; put them back afterwards
+    # the adapter points discord.py's class attributes at the fake while it runs and puts them back when it
+    # stops (`test_discord_py_is_pointed_at_the_fake_only_while_the_adapter_runs`); this covers a test that fails first
     monkeypatch.setattr(discord.http.Route, "BASE", discord.http.Route.BASE)
     monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY",
                         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY)
@@ -241,6 +242,34 @@ async def test_slash_commands_are_acknowledged_and_answered_and_registered_once(
     runner = await discord_gateway(tmp_path, llm, dc)
     await runner.stop()
     assert puts == 1 and len(dc.calls_to("PUT /applications/{application_id}/commands")) == 1  # unchanged: kept
+
+
+async def test_a_slash_command_the_bot_no_longer_registers_is_still_taken(tmp_path, llm: FakeLLM, dc: FakeDiscord):
+    """A person's Discord may still offer a command an earlier version registered: it is acknowledged and
+    answered like a typed unknown command, not left to fail ("This interaction failed")."""
+    runner = await discord_gateway(tmp_path, llm, dc)
+    try:
+        dc.slash_command("frobnicate", {"text": "now"})
+        [ack] = await dc.wait_for(CALLBACK)
+        assert ack.json["type"] == 4 and ack.json["data"]["content"] == "`/frobnicate now`"
+        await dc.wait_until(lambda: any(m.content.startswith("Unknown command /frobnicate") for m in dc.sent_messages()))
+    finally:
+        await runner.stop()
+
+
+async def test_discord_py_is_pointed_at_the_fake_only_while_the_adapter_runs(tmp_path, llm: FakeLLM,
+                                                                              dc: FakeDiscord):
+    """discord.py has no per-client address: the two class attributes it reads are set while the adapter
+    runs, and what was there before is back once it stops (nothing else in the process is left pointed)."""
+    before = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    runner = await discord_gateway(tmp_path, llm, dc)
+    try:
+        assert discord.http.Route.BASE == dc.api_base
+        assert str(discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY) == dc.gateway_url
+    finally:
+        await runner.stop()
+    assert (discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY) == before
+    assert before[0] == "https://discord.com/api/v10"
 
 
 async def test_attachments_in_and_files_out(tmp_path, llm: FakeLLM, dc: FakeDiscord):

@@ -8,6 +8,7 @@ import asyncio
 import os
 import stat
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -78,6 +79,30 @@ async def test_on_loopback_too_a_local_program_without_the_token_cannot_open_the
         assert await status(f"{base}/ws?chat={CHAT}&token={token}x") == 401
         async with aiohttp.ClientSession() as http, http.ws_connect(f"{base}/ws?chat={CHAT}&token={token}") as ws:
             assert (await ws.receive_json())["type"] == "hello"
+    finally:
+        await runner.stop()
+
+
+async def test_the_page_without_its_token_says_how_to_get_the_link_and_nothing_more(tmp_path, llm: FakeLLM):
+    runner = await start_gateway(tmp_path, llm.base_url)
+    base = f"http://127.0.0.1:{runner.http.port}"
+    token = runner.adapters["webchat"].gate.token
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/?token={token}") as chat:
+                chat_headers = chat.headers
+            for address in (f"{base}/", f"{base}/?token={token[:-1]}", f"{base}/?token={token}x"):
+                async with http.get(address) as locked:
+                    shown = await locked.text()
+                    assert locked.status == 401 and locked.content_type == "text/html", address
+                    for header in ("Content-Security-Policy", "X-Frame-Options", "Cache-Control",
+                                   "X-Content-Type-Options", "Referrer-Policy"):
+                        assert locked.headers[header] == chat_headers[header], header
+                assert "<code>chatgate status</code>" in shown and "<script" not in shown
+                for secret in (token, token[:8], str(tmp_path), os.path.expanduser("~"), version("chatgate")):
+                    assert secret not in shown
+            async with http.get(f"{base}/ws?chat={CHAT}") as socket:  # (a program, not a person: one line)
+                assert socket.status == 401 and socket.content_type == "text/plain"
     finally:
         await runner.stop()
 

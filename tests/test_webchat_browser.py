@@ -232,3 +232,17 @@ async def test_tool_activity_shows_while_the_turn_runs(tmp_path, llm: FakeLLM):
         await adapter.send(chat, OutReply(text="the **answer**"))  # returns once the page confirmed it
         assert await browser.evaluate("document.getElementById('activity').hidden")
         assert (await bot_reply(browser, "the answer"))["html"] == "the <strong>answer</strong>"
+
+
+async def test_without_its_token_the_page_is_styled_like_the_chat_and_names_the_command(tmp_path, llm: FakeLLM):
+    look = "(() => { const b = getComputedStyle(document.body), h = getComputedStyle(document.querySelector('header'));" \
+           " return [b.backgroundColor, b.fontFamily, h.backgroundColor, h.borderBottomColor]; })()"
+    async with chat_page(tmp_path, llm) as (runner, browser):
+        chat_look = await browser.evaluate(look)
+        await browser.navigate(f"http://127.0.0.1:{runner.http.port}/?token=wrong")
+        await browser.wait_for("document.querySelector('.bubble h2') !== null")
+        assert await browser.evaluate(look) == chat_look
+        shown = await browser.evaluate("document.body.innerText")
+        assert "chatgate status" in shown and runner.adapters["webchat"].gate.token not in shown
+        assert await browser.evaluate("getComputedStyle(document.querySelector('.bubble')).borderTopLeftRadius") \
+            == "14px"  # the chat's bubble

@@ -1,4 +1,4 @@
-"""Discord, on discord.py: the gateway for events, its HTTP client for everything sent.
+"""Discord, on discord.py's public API: its gateway for events, its messageables for everything sent.
 
 * **Intake.** Each gateway event runs in a task of its own (discord.py's dispatch), so a slow one
   holds up no other. A message is described (attachments by URL, fetched when the turn starts)
@@ -11,11 +11,14 @@
   thread. With `auto_thread`, a mention in a channel becomes a thread started from that message —
   whose id Discord makes equal to the message's, so the session is known at intake without a
   network call, and the thread is created on the first send into it.
-* **Buttons** carry the gateway's data as `custom_id` (nothing kept in memory, so a press after a
-  restart works); a press is deferred (the 3-second deadline) and answered with an ephemeral
-  follow-up. **Slash commands** become the same text commands as typed ones, acknowledged with an
-  ephemeral line once stored; they are registered at start only when they changed.
-* **Sending** never pings: `allowed_mentions` is empty except for the user a reply answers. Every
+* **Buttons** (a `discord.ui.View`) carry the gateway's data as `custom_id` (nothing kept in memory,
+  so a press after a restart works); a press, taken in `on_interaction` (`platforms.discord.client` says
+  why), is deferred (the 3-second deadline) and answered with an ephemeral follow-up. **Slash commands** (an `app_commands` tree)
+  become the same text commands as typed ones, acknowledged with an ephemeral line once stored; they
+  are registered at start only when they changed.
+* **Sending** goes through the channel (`get_channel`, else `get_partial_messageable`: a DM or a thread
+  the cache lacks) and never pings: the client's `allowed_mentions` is none, and a reply mentions only
+  the user it answers. Every
   part, and a turn's draft, carries its key as a nonce with `enforce_nonce`, so a send made again
   (after an unclear failure, or by a turn run again after a crash that came before chatgate heard
   the message's id) is answered with the message Discord already made, which then shows the new
@@ -29,12 +32,11 @@ import asyncio
 import logging
 import re
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import aiohttp
 import discord
-import yarl
-from discord.http import handle_message_parameters
+from discord import app_commands
 
 from platforms.base import (
     Attachment,
@@ -52,6 +54,7 @@ from platforms.base import (
     failure_text,
     shown_url,
 )
+from platforms.discord.client import ChatgateClient, Endpoints, buttons_view, command_shape, slash_command
 from platforms.discord.render import DISCORD_LIMIT, render_for_discord
 from platforms.loops import start_supervised
 
@@ -65,7 +68,7 @@ INTENT_HELP = ("Discord refused the Message Content intent: enable it in the Dev
 RATE_WAIT = 30.0  # discord.py waits out 429s up to this long itself; longer ones go back to the outbox
 UNKNOWN_CHANNEL = 10003
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-_BUTTON_STYLE = {0: 1, 1: 2}  # first button of a row primary, the rest secondary
+_DOWNLOAD_CHUNK = 64 * 1024
 
 
 class _FirstConnection(logging.Filter):
@@ -100,9 +103,11 @@ class DiscordAdapter(PlatformAdapter):
         self._token = token
         self.api_base = api_base.rstrip("/")
         self.gateway_url = gateway_url
+        self._endpoints = Endpoints(self.api_base, gateway_url)
+        self._commands: dict[str, str] = {}  # the chat commands, as slash commands (`set_commands`)
         self.auto_thread = auto_thread
         self.max_file_bytes = max_file_bytes
-        self.client: discord.Client | None = None
+        self.client: ChatgateClient | None = None
         self._gateway: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._lost = asyncio.Event()  # the first connection to the gateway failed before READY
@@ -110,27 +115,27 @@ class DiscordAdapter(PlatformAdapter):
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def _new_client(self) -> discord.Client:
-        discord.http.Route.BASE = self.api_base  # class attributes: one Discord bot per process
-        if self.gateway_url:
-            discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.gateway_url)
+    def _new_client(self) -> ChatgateClient:
         intents = discord.Intents.none()
         intents.guilds = intents.guild_messages = intents.dm_messages = intents.message_content = True
-        client = discord.Client(intents=intents, max_messages=None, chunk_guilds_at_startup=False,
+        client = ChatgateClient(intents=intents, max_messages=None, chunk_guilds_at_startup=False,
                                 member_cache_flags=discord.MemberCacheFlags.none(), max_ratelimit_timeout=RATE_WAIT,
-                                guild_ready_timeout=0.5)
+                                guild_ready_timeout=0.5, allowed_mentions=discord.AllowedMentions.none())
         client.event(self.on_ready)
         client.event(self.on_resumed)
         client.event(self.on_disconnect)
         client.event(self.on_message)
         client.event(self.on_interaction)
+        client.tree.error(self._on_command_error)
+        self._fill(client)
         return client
 
     def connection_settings(self) -> str:
         gateway = f" and platforms.discord.gateway_url ({shown_url(self.gateway_url)})" if self.gateway_url else ""
         return f"platforms.discord.api_base ({shown_url(self.api_base)}){gateway}"
 
-    async def _login(self) -> discord.Client:
+    async def _login(self) -> ChatgateClient:
+        self._endpoints.use()
         client = self.client = self._new_client()
         try:
             await client.login(self._token)
@@ -184,6 +189,7 @@ class DiscordAdapter(PlatformAdapter):
             self._gateway = None
         if client is not None:
             await client.close()
+        self._endpoints.release()
 
     async def on_ready(self) -> None:
         self._ready.set()
@@ -207,20 +213,26 @@ class DiscordAdapter(PlatformAdapter):
 
     async def set_commands(self, commands: dict[str, str]) -> None:
         """Register the chat commands as application commands, only when they changed."""
+        self._commands = dict(commands)
         client = self.client
         if client is None or client.application_id is None:
             return
-        wanted = [{"name": name, "type": 1, "description": text[:100],
-                   "options": [{"type": 3, "name": "text", "description": "what follows the command",
-                                "required": False}] if f"/{name} " in text else []}
-                  for name, text in commands.items()]
+        self._fill(client)
+        wanted = [command.to_dict(client.tree) for command in client.tree.get_commands()]
         try:
-            current = await client.http.get_global_commands(client.application_id)
-            if _shape(current) != _shape(wanted):
-                await client.http.bulk_upsert_global_commands(client.application_id, wanted)
+            current = [command.to_dict() for command in await client.tree.fetch_commands()]
+            if command_shape(current) != command_shape(wanted):
+                await client.tree.sync()
                 log.info("discord: registered %d slash commands", len(wanted))
         except discord.HTTPException as exc:
             log.warning("discord: could not register slash commands: %s", exc)
+
+    def _fill(self, client: ChatgateClient) -> None:
+        """The client's command tree holds the chat commands (those known so far: a new client after a
+        reconnect has them before the gateway names them again)."""
+        client.tree.clear_commands(guild=None)
+        for name, description in self._commands.items():
+            client.tree.add_command(slash_command(name, description, self._command))
 
     # -- receiving ------------------------------------------------------------------------
 
@@ -270,27 +282,27 @@ class DiscordAdapter(PlatformAdapter):
         return Attachment(_kind(mime), a.filename, mime, a.size, ref=a.url)
 
     async def fetch(self, attachment: Attachment, folder: Path) -> Attachment:
-        if attachment.ref is None or attachment.error or attachment.path or self.client is None:
+        if attachment.ref is None or attachment.error or attachment.path:
             return attachment
         path = folder / _SAFE_NAME.sub("_", attachment.name)
         try:
-            data = await self.client.http.get_from_cdn(attachment.ref)
-            if len(data) > self.max_file_bytes:
-                raise ValueError(f"it is {len(data) / 1e6:.1f} MB; the limit is {self.max_file_bytes / 1e6:.0f} MB")
+            data = await _download(attachment.ref, self.max_file_bytes)
             await asyncio.to_thread(_write, path, data)
-        except (discord.HTTPException, aiohttp.ClientError, OSError, ValueError) as exc:
+        except (aiohttp.ClientError, OSError, ValueError, asyncio.TimeoutError) as exc:
+            if isinstance(exc, aiohttp.ClientResponseError):  # (its text would carry the signed address)
+                exc = ValueError(f"HTTP {exc.status}")
             log.warning("discord: could not download %s: %s", attachment.name, exc)
             return Attachment(attachment.kind, attachment.name, attachment.mime_type, attachment.size,
                               error=f"{attachment.name} could not be downloaded ({exc})")
         return Attachment(attachment.kind, attachment.name, attachment.mime_type, len(data), str(path))
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """A button press (slash commands go to the command tree)."""
         if interaction.type == discord.InteractionType.component:
-            await self.take(str(interaction.id), lambda: self._press(interaction), lambda: repr(interaction.data))
-        elif interaction.type == discord.InteractionType.application_command:
-            await self._command(interaction)
+            data = str((interaction.data or {}).get("custom_id", ""))
+            await self.take(str(interaction.id), lambda: self._press(interaction, data), lambda: repr(interaction.data))
 
-    def _press(self, interaction: discord.Interaction) -> ButtonPress:
+    def _press(self, interaction: discord.Interaction, data: str) -> ButtonPress:
         chat_id, thread_id, _ = self._place(interaction.channel, interaction.guild_id)
 
         async def ack() -> None:  # within Discord's 3 seconds: "received", the message stays as it is
@@ -302,21 +314,28 @@ class DiscordAdapter(PlatformAdapter):
                 await interaction.followup.send(text[:DISCORD_LIMIT], ephemeral=True)
 
         return ButtonPress(platform=self.name, chat_id=chat_id, user_id=str(interaction.user.id),
-                           user_name=interaction.user.display_name, data=str((interaction.data or {}).get("custom_id", "")),
+                           user_name=interaction.user.display_name, data=data,
                            message_id=str(interaction.message.id) if interaction.message else "", thread_id=thread_id,
                            on_ack=ack, on_answer=answer)
 
-    async def _command(self, interaction: discord.Interaction) -> None:
+    async def _on_command_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        """A command Discord lists that the tree does not know yet (it came before `set_commands` after a
+        start) is taken all the same; any other failure is logged."""
+        if isinstance(error, app_commands.CommandNotFound):
+            data: Any = interaction.data or {}
+            words = [str(o.get("value", "")) for o in data.get("options", []) if o.get("value") not in (None, "")]
+            await self._command(interaction, " ".join([f"/{error.name}", *words]))
+        else:
+            log.warning("discord: the command %s failed: %s", getattr(interaction.command, "name", "?"), error)
+
+    async def _command(self, interaction: discord.Interaction, text: str) -> None:
         """A slash command: the same text command a person could type, acknowledged once stored."""
-        data = interaction.data or {}
-        args = " ".join(str(o.get("value", "")) for o in data.get("options", []) if o.get("value") not in (None, ""))
-        text = f"/{data.get('name', '')} {args}".strip()
         chat_id, thread_id, chat_type = self._place(interaction.channel, interaction.guild_id)
         msg = InboundMessage(platform=self.name, chat_id=chat_id, chat_type=chat_type,  # type: ignore[arg-type]
                              user_id=str(interaction.user.id), user_name=interaction.user.display_name, text=text,
                              message_id=f"i{interaction.id}", thread_id=thread_id, bot_mentioned=True)
         try:  # (not held while the gateway cannot store: Discord wants its answer within 3 s)
-            intake = await self.take(str(interaction.id), lambda: msg, lambda: repr(data), hold=False)
+            intake = await self.take(str(interaction.id), lambda: msg, lambda: repr(interaction.data), hold=False)
             shown = {Intake.STORED: f"`{text}`", Intake.DUPLICATE: f"`{text}` (already received)",
                      Intake.REFUSED: f"`{text}` was not taken (see the reply)",
                      Intake.IGNORED: "This bot does not answer you here."}.get(intake, "That did not work; try again.")
@@ -325,12 +344,21 @@ class DiscordAdapter(PlatformAdapter):
         try:
             await interaction.response.send_message(shown, ephemeral=True)
         except discord.HTTPException as exc:
-            log.warning("discord: could not acknowledge /%s: %s", data.get("name"), exc)
+            log.warning("discord: could not acknowledge %s: %s", text.split(" ", 1)[0], exc)
 
     # -- sending --------------------------------------------------------------------------
 
     def render(self, markdown: str) -> list[Reply]:
         return render_for_discord(markdown)
+
+    def _channel(self, channel_id: str | int) -> Any:
+        """A channel to send into: the cached one, else one known by its id alone (a DM, a thread the cache
+        lacks, one still to be opened); either sends, edits and types the same."""
+        if self.client is None:
+            raise DeliveryError("discord is not connected")
+        cached = self.client.get_channel(int(channel_id))
+        return cached if isinstance(cached, discord.abc.Messageable) else \
+            self.client.get_partial_messageable(int(channel_id))
 
     async def _rest(self, chat: ChatRef, call: Callable[[], Awaitable[T]]) -> T:
         """One REST call; errors become `DeliveryError`. A send into a thread that is still to be
@@ -360,12 +388,14 @@ class DiscordAdapter(PlatformAdapter):
         assert self.client is not None and chat.thread_id is not None
         name = self._thread_names.pop(chat.thread_id, None)
         try:
+            parent = self.client.get_channel(int(chat.chat_id)) or await self.client.fetch_channel(int(chat.chat_id))
+            if not isinstance(parent, discord.TextChannel):
+                return False
+            start = parent.get_partial_message(int(chat.thread_id))
             if name is None:  # (after a restart: name it from the message)
-                message = await self.client.http.get_message(int(chat.chat_id), int(chat.thread_id))
-                name = (str(message.get("content") or "").splitlines() or ["Conversation"])[0][:90] or "Conversation"
+                name = ((await start.fetch()).content.splitlines() or ["Conversation"])[0][:90]
             name = re.sub(rf"<@!?{self._me}>", "", name).strip() or "Conversation"
-            await self.client.http.start_thread_with_message(int(chat.chat_id), int(chat.thread_id), name=name,
-                                                             auto_archive_duration=1440)
+            await start.create_thread(name=name, auto_archive_duration=1440)
         except discord.HTTPException as exc:
             log.warning("discord: could not open a thread for message %s: %s", chat.thread_id, exc)
             return False
@@ -375,85 +405,77 @@ class DiscordAdapter(PlatformAdapter):
     def _target(chat: ChatRef) -> int:
         return int(chat.thread_id or chat.chat_id)
 
-    def _params(self, reply: Reply, *, reference: bool) -> Any:
-        params = handle_message_parameters(
-            content=reply.text, nonce=reply.key,
-            allowed_mentions=discord.AllowedMentions.none(),
-            mention_author=True if reply.reply_to and reference else None,
-            message_reference={"message_id": int(reply.reply_to), "fail_if_not_exists": False}
-            if reply.reply_to and reference else discord.utils.MISSING)
-        params.payload["components"] = [
-            {"type": 1, "components": [{"type": 2, "style": _BUTTON_STYLE.get(i, 2), "label": b.text[:80],
-                                        "custom_id": b.data[:100]} for i, b in enumerate(row)]}
-            for row in reply.buttons]
-        return params
-
     async def send(self, chat: ChatRef, reply: Reply) -> str:
-        assert self.client is not None
-        http = self.client.http
+        channel = self._channel(self._target(chat))
+
+        def post(answering: bool) -> Awaitable[discord.Message]:  # (a new View each time: one per message)
+            reference = discord.MessageReference(message_id=int(reply.reply_to), channel_id=channel.id,
+                                                 fail_if_not_exists=False) if answering and reply.reply_to else None
+            return channel.send(reply.text, nonce=reply.key, view=buttons_view(reply.buttons), reference=reference,
+                                mention_author=True if reference else None)
+
         try:
-            data = await self._rest(chat, lambda: http.send_message(self._target(chat), params=self._params(
-                reply, reference=True)))
+            message = await self._rest(chat, lambda: post(True))
         except discord.HTTPException as exc:  # 400: e.g. the message it answers is gone; send it plainly
             log.info("discord rejected a message (%s); sending it without the reply reference", exc.text)
             try:
-                data = await self._rest(chat, lambda: http.send_message(self._target(chat), params=self._params(
-                    reply, reference=False)))
+                message = await self._rest(chat, lambda: post(False))
             except discord.HTTPException as again:
                 raise DeliveryError(f"discord rejected the message: {again.text}", retryable=False) from again
-        if str(data.get("content") or "").strip() != reply.text.strip():  # the message an earlier send with
-            await self.edit(chat, str(data["id"]), reply)  # this nonce made: it shows this reply now
-        return str(data["id"])
+        if message.content.strip() != reply.text.strip():  # the message an earlier send with this nonce
+            await self.edit(chat, str(message.id), reply)  # made: it shows this reply now
+        return str(message.id)
 
     async def edit(self, chat: ChatRef, message_id: str, reply: Reply) -> None:
-        assert self.client is not None
-        http = self.client.http
-        params = handle_message_parameters(content=reply.text, allowed_mentions=discord.AllowedMentions.none())
-        params.payload["components"] = self._params(reply, reference=False).payload["components"]
+        message = self._channel(self._target(chat)).get_partial_message(int(message_id))
         try:
-            await self._rest(chat, lambda: http.edit_message(self._target(chat), int(message_id), params=params))
+            await self._rest(chat, lambda: message.edit(content=reply.text, view=buttons_view(reply.buttons)))
         except discord.HTTPException as exc:
             raise DeliveryError(f"discord rejected the edit: {exc.text}", retryable=False) from exc
 
     async def send_file(self, chat: ChatRef, path: Path, caption: str = "") -> str:
-        assert self.client is not None
-        http = self.client.http
+        channel = self._channel(self._target(chat))
         if path.stat().st_size > self.max_file_bytes:
             raise DeliveryError(f"{path.name} is larger than the {self.max_file_bytes / 1e6:.0f} MB upload limit",
                                 retryable=False)
 
-        async def upload() -> Any:
+        async def upload() -> discord.Message:
             file = discord.File(path)  # (opened anew for each try)
             try:
-                params = handle_message_parameters(content=caption or None, file=file,
-                                                   allowed_mentions=discord.AllowedMentions.none())
-                return await http.send_message(self._target(chat), params=params)
+                return await channel.send(caption or None, file=file)
             finally:
                 file.close()
 
         try:
-            data = await self._rest(chat, upload)
+            message = await self._rest(chat, upload)
         except discord.HTTPException as exc:
             raise DeliveryError(f"discord rejected the file: {exc.text}", retryable=False) from exc
-        return str(data["id"])
+        return str(message.id)
 
     async def typing(self, chat: ChatRef, active: bool) -> None:
         if not active or self.client is None:
             return  # Discord clears it with the next message, or after 10 s
         try:
-            await self.client.http.send_typing(self._target(chat))
+            await self._channel(self._target(chat)).typing()
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             log.debug("discord: typing failed: %s", exc)
 
     async def open_dm(self, user_id: str) -> ChatRef:
         assert self.client is not None
-        data = await self.client.http.start_private_message(int(user_id))
-        return ChatRef(self.name, str(data["id"]))
+        channel = await self.client.create_dm(discord.Object(int(user_id)))
+        return ChatRef(self.name, str(channel.id))
 
 
-def _shape(commands: Sequence[dict[str, Any]]) -> list[tuple[str, str, int]]:
-    """What of a command list decides whether it must be registered again."""
-    return sorted((str(c.get("name")), str(c.get("description")), len(c.get("options") or [])) for c in commands)
+async def _download(url: str, limit: int) -> bytes:
+    """A file from Discord's CDN (its signed address needs no token), read no further than `limit` bytes
+    (discord.py's `Attachment.read` reads all of it first)."""
+    async with aiohttp.ClientSession() as http, http.get(url, raise_for_status=True) as response:
+        data = bytearray()
+        async for chunk in response.content.iter_chunked(_DOWNLOAD_CHUNK):
+            data += chunk
+            if len(data) > limit:
+                raise ValueError(f"it is over the {limit / 1e6:.0f} MB limit")
+        return bytes(data)
 
 
 def _write(path: Path, data: bytes) -> None:

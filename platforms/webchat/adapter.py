@@ -18,7 +18,6 @@ import json
 import logging
 import re
 import secrets
-from importlib import resources
 from typing import Any, Sequence
 
 from aiohttp import WSMsgType, web
@@ -35,6 +34,7 @@ from platforms.base import (
     Reply,
 )
 from platforms.webchat.access import Gate, entry_url
+from platforms.webchat.pages import chat_page, locked_page
 from platforms.webchat.render import to_html_or_none
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,6 @@ class WebChatAdapter(PlatformAdapter):
         self.ack_timeout = ack_timeout
         self._sockets: dict[str, set[web.WebSocketResponse]] = {}
         self._acks: dict[tuple[str, str], asyncio.Future[None]] = {}  # (chat, message id) → the page's receipt
-        self._page: bytes | None = None
 
     def http_routes(self) -> Sequence[Any]:
         return [web.get("/", self._serve_page), web.get("/ws", self._serve_socket)]
@@ -92,26 +91,26 @@ class WebChatAdapter(PlatformAdapter):
     def entry_url(self, base_url: str) -> str | None:
         return entry_url(base_url, self.gate.token)
 
-    def _refusal(self, request: web.Request) -> web.Response | None:
+    def _refusal(self, request: web.Request, *, page: bool = False) -> web.Response | None:
         """Why a request may not reach the chat (None: it may). Another site's page (a cross-site
-        websocket, DNS rebinding) and a missing or wrong token are refused."""
+        websocket, DNS rebinding) and a missing or wrong token are refused; the page without its token
+        says how to get the link."""
         if not self.gate.host_allowed(request.host):
             return web.Response(status=421, text=f"This web chat is not served as {request.host!r}; to reach it "
                                 "under that name, set http.public_url.\n")
         if not self.gate.origin_allowed(request.headers.get("Origin"), request.host):
             return web.Response(status=403, text="Pages of other sites may not use this web chat.\n")
         if not self.gate.token_ok(request.query.get("token", "")):
+            if page:
+                return locked_page()
             return web.Response(status=401, text="This web chat needs ?token=… in the address.\n")
         return None
 
     async def _serve_page(self, request: web.Request) -> web.StreamResponse:
-        refusal = self._refusal(request)
+        refusal = self._refusal(request, page=True)
         if refusal is not None:
             return refusal
-        if self._page is None:
-            self._page = (resources.files("platforms.webchat") / "static" / "webchat.html").read_bytes()
-        return web.Response(body=self._page, content_type="text/html", charset="utf-8",
-                            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"})
+        return chat_page()
 
     async def _serve_socket(self, request: web.Request) -> web.StreamResponse:
         refusal = self._refusal(request)
