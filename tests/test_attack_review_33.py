@@ -1,0 +1,64 @@
+"""Attack review of what issue 33 built: classifier-only mode (`agent.sandbox.unconfined: classifier`).
+
+Each command here read the config from `~/.chatgate`, or deleted the folder D, with no prompt, though
+the state check and the words reader called its paths checkable: bash changed folder or ran text the
+reader never saw as code (a `trap`, an option after `command`, a `.` of the shell's input, an array
+subscript bash evaluates as arithmetic, a `mapfile` callback, a `sh -c {}` that xargs fills in), or a
+path led through `/proc/self`, which the daemon resolved as its own folder, not the command's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.safety.shell_words import read
+from tests.fakes.llm import FakeLLM
+from tests.test_attack_review_classifier_only import asks_and_nothing_happens, home  # noqa: F401 (fixture)
+
+CHANGES_FOLDER_UNSEEN = [
+    "trap cd DEBUG; cat .chatgate/config.yaml",
+    ". /dev/stdin <<< cd; cat .chatgate/config.yaml",
+    "source /dev/stdin <<< cd; cat .chatgate/config.yaml",
+    "command -p cd; cat .chatgate/config.yaml",
+    "time -p cd; cat .chatgate/config.yaml",
+    "builtin -- cd; cat .chatgate/config.yaml",
+]
+RUNS_TEXT_UNSEEN = [
+    "x='a[$(rm -rf D)]'; ((x))",
+    "x=a[; x+='$'; x+='(rm -rf D)]'; ((x))",
+    "x='a[$(rm -rf D)]'; [[ x -eq 0 ]]",
+    "x='a[$(rm -rf D)]'; let x",
+    "x='a[$(rm -rf D)]'; declare -i y=x",
+    "x='a[$(rm -rf D)]'; for ((;x;)); do :; done",
+    "x='a[$(rm -rf D)]'; a[x]=1",
+    "printf -v 'a[$(rm -rf D)]' x",
+    "read 'a[$(rm -rf D)]' <<< x",
+    "test -v 'a[$(rm -rf D)]'",
+    "declare -n r='a[$(rm -rf D)]'; r=1",
+    "mapfile -C 'rm -rf D; :' -c 1 a <<< x",
+    "printf '%s\\n' 'rm -rf D' | xargs -I{} sh -c {}",
+    "printf '%s\\n' 'rm -rf D' | xargs -I% bash -c %",
+]
+
+
+@pytest.mark.parametrize("command", [
+    CHANGES_FOLDER_UNSEEN[0], CHANGES_FOLDER_UNSEEN[1], CHANGES_FOLDER_UNSEEN[3], RUNS_TEXT_UNSEEN[0],
+    RUNS_TEXT_UNSEEN[1], RUNS_TEXT_UNSEEN[-2],
+])
+async def test_each_ran_unasked_and_now_asks(home: Path, llm: FakeLLM, command: str):  # noqa: F811
+    await asks_and_nothing_happens(home, llm, command)
+
+
+@pytest.mark.parametrize("command", CHANGES_FOLDER_UNSEEN + RUNS_TEXT_UNSEEN)
+def test_what_bash_runs_or_where_it_goes_is_named_as_unknown(command: str):
+    assert read(command, "/home/u").unknown, read(command, "/home/u")
+
+
+@pytest.mark.parametrize("command", [
+    "command -v git", "time make", "printf '%s\\n' a b", "read -r line < notes.txt", "test -f x",
+    "[[ -f x ]]", "declare x=1", "trap - EXIT", "find . -name '*.py' -exec wc -l {} +", "xargs -0 sh -c 'wc -l'",
+])
+def test_plain_uses_of_the_same_builtins_stay_checkable(command: str):
+    assert read(command, "/home/u").unknown == [], read(command, "/home/u")
