@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.safety.reach import through_a_process
 from agent.safety.shell_words import read
 from tests.fakes.llm import FakeLLM
 from tests.test_attack_review_classifier_only import asks_and_nothing_happens, home  # noqa: F401 (fixture)
@@ -45,7 +46,7 @@ RUNS_TEXT_UNSEEN = [
 
 @pytest.mark.parametrize("command", [
     CHANGES_FOLDER_UNSEEN[0], CHANGES_FOLDER_UNSEEN[1], CHANGES_FOLDER_UNSEEN[3], RUNS_TEXT_UNSEEN[0],
-    RUNS_TEXT_UNSEEN[1], RUNS_TEXT_UNSEEN[-2],
+    RUNS_TEXT_UNSEEN[1], RUNS_TEXT_UNSEEN[-2], "cat /proc/self/cwd/../config.yaml", "cat /dev/fd/../cwd/../config.yaml",
 ])
 async def test_each_ran_unasked_and_now_asks(home: Path, llm: FakeLLM, command: str):  # noqa: F811
     await asks_and_nothing_happens(home, llm, command)
@@ -62,3 +63,11 @@ def test_what_bash_runs_or_where_it_goes_is_named_as_unknown(command: str):
 ])
 def test_plain_uses_of_the_same_builtins_stay_checkable(command: str):
     assert read(command, "/home/u").unknown == [], read(command, "/home/u")
+
+
+def test_a_link_in_the_workspace_to_proc_self_leads_where_the_command_is_not_where_the_daemon_is(tmp_path: Path):
+    """The daemon resolved `w/..` with `w` -> /proc/self/cwd as its own folder's parent; cat opens it from
+    the workspace, so `w/../config.yaml` is chatgate's config."""
+    (tmp_path / "w").symlink_to("/proc/self/cwd")
+    assert "/proc" in (through_a_process("cat w/../config.yaml", tmp_path) or "")
+    assert through_a_process("cat /proc/cpuinfo notes.txt", tmp_path) is None

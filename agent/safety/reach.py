@@ -27,6 +27,8 @@ from agent.safety.workspace_code import fingerprint
 MAX_MATCHES = 200  # of each glob, resolved
 MAX_FOLDERS = 16  # folders named by the line that relative words are also read from
 _UP_AND_OUT = re.compile(r"(^|[\s'\"=:<>|;&(])\.\.(/|$|[\s'\";&|)])")  # a path that starts by leaving the workspace
+MAX_LINKS = 40  # followed while resolving a path, as the kernel does
+_PROCESS_ENTRY = re.compile(r"/proc/(self|thread-self|\d+)/[^/]+")
 _PIECES = re.compile(r"[^\s'\"=:,;&|()<>`]+")  # the path-like pieces of a command line, as near as text allows
 _HOME_SPELLINGS = re.compile(r"(?:^|(?<=[\s'\"=:(]))(?:~|\$HOME|\$\{HOME\})(?=/|$|[\s'\";&|)])")
 
@@ -98,6 +100,44 @@ def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]
             if real.is_relative_to(folder):
                 return f"{folder} (through {word})"
     return _another_name(reached, protected)
+
+
+def through_a_process(command: str, workspace: Path) -> str | None:
+    """A word that leads through a process's own entry in /proc (`/proc/self/cwd`, `/dev/fd/…`, a link to
+    them): the daemon would resolve it as its own folder or files, the command as its own."""
+    workspace = Path(os.path.realpath(workspace))
+    candidates = path_words(command, reading(command))
+    for base in _folders(workspace, candidates):
+        for word in candidates:
+            if _enters_a_process(os.path.join(base, word)):
+                return f"`{word}` leads through /proc to the folder or files of the process that opens it"
+    return None
+
+
+def _enters_a_process(path: str) -> bool:
+    """Whether resolving `path` (links followed one by one, `..` after them) enters /proc/PID/…, with PID
+    `self`, `thread-self` or a number, beyond that entry itself."""
+    parts, current, hops = list(reversed(Path(path).parts)), "/", 0
+    while parts:
+        part = parts.pop()
+        if part in ("/", ".", ""):
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        current = os.path.join(current, part)
+        if _PROCESS_ENTRY.match(current):
+            return True
+        try:
+            target = os.readlink(current)
+        except (OSError, ValueError):
+            continue
+        hops += 1
+        if hops > MAX_LINKS:
+            return False  # a loop: the program's open fails too
+        current = "/" if os.path.isabs(target) else os.path.dirname(current)
+        parts += reversed(Path(target).parts)
+    return False
 
 
 def _another_name(reached: list[tuple[str, Path]], protected: tuple[Path, ...]) -> str | None:
