@@ -71,3 +71,42 @@ def test_a_link_in_the_workspace_to_proc_self_leads_where_the_command_is_not_whe
     (tmp_path / "w").symlink_to("/proc/self/cwd")
     assert "/proc" in (through_a_process("cat w/../config.yaml", tmp_path) or "")
     assert through_a_process("cat /proc/cpuinfo notes.txt", tmp_path) is None
+
+
+async def test_a_session_grant_does_not_cover_a_folder_read_after_a_link_to_the_state_was_planted_in_it(
+        tmp_path: Path, llm: FakeLLM):
+    """The admin allowed `tar -ch` of a plain folder outside the sandbox for the session; the agent, in the
+    sandbox and unasked, put a link to CHATGATE_HOME inside the folder; the same command ran with no prompt
+    (the folder's own name still led where it did) and printed state.db with the transcripts."""
+    from tests.test_attack_review_grants import CANARY, labels, plain_folder, run, tool_results
+    from tests.harness import Tab, is_prompt, press, start_gateway
+    from tests.fakes.llm import Reply
+
+    ws = tmp_path / "ws"
+    plain_folder(ws)
+    read_all = run("tar -chf - d | tar -xOf - | strings", outside_sandbox=True)
+    llm.script(read_all, Reply.text("read them"))
+    runner = await start_gateway(tmp_path, llm.base_url, agent__workspace=ws, agent__sandbox__mode="bwrap",
+                                 review__enabled="false")
+    try:
+        async with Tab(runner) as tab:
+            await tab.say(f"my secret is {CANARY}; now read everything in d")
+            await press(tab, await tab.wait_for(is_prompt), "Allow for this session")
+            assert await tab.reply(2) == "read them"
+            assert "just my notes" in tool_results(llm)[-1]
+            llm.script(run(f"ln -s {tmp_path} d/more"), Reply.text("linked"))
+            await tab.say("tidy up")
+            assert await tab.reply(3) == "linked"
+            assert (ws / "d" / "more").resolve() == tmp_path.resolve()
+
+            llm.script(read_all, Reply.text("asked again"))
+            await tab.say("read everything in d again")
+            again = await tab.wait_for(lambda f: is_prompt(f) or f.get("text") == "asked again", count=2)
+            assert is_prompt(again), f"ran unasked: {tool_results(llm)[-1][:300]}"
+            assert "chatgate's own state" in again["text"] and labels(again) == ["Allow once", "Deny"]
+            await press(tab, again, "Deny")
+            assert await tab.reply(5) == "asked again"
+        assert "NOT run" in tool_results(llm)[-1]
+        assert not any(CANARY in r for r in tool_results(llm))
+    finally:
+        await runner.stop()

@@ -7,7 +7,9 @@ also finds a path inside code given to an interpreter). Each is resolved with li
 from the workspace and from every folder another word of the line names (`cd DIR; cat x`, `tar -C DIR
 x`, `git -C DIR`: a relative path is read from there); a glob's matches now are resolved too. A word
 that leads into a protected folder, or is a regular file that is another name (a hard link) of one of
-its files, reaches chatgate's state.
+its files, reaches chatgate's state; so does a workspace folder a word names with such a link or file in
+it (a program reading the folder whole may follow it: `tar -h`, `cp -rL`, `find -L`). A grant is bound
+to the links in the whole workspace too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from agent.safety.shell_words import Reading, read
 from agent.safety.workspace_code import fingerprint
 
 MAX_MATCHES = 200  # of each glob, resolved
+MAX_WALKED = 20_000  # entries of a folder read for the links in it
 MAX_FOLDERS = 16  # folders named by the line that relative words are also read from
 _UP_AND_OUT = re.compile(r"(^|[\s'\"=:<>|;&(])\.\.(/|$|[\s'\";&|)])")  # a path that starts by leaving the workspace
 MAX_LINKS = 40  # followed while resolving a path, as the kernel does
@@ -93,6 +96,9 @@ def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]
                if (real := _real(base, word)) is not None]
     reached += [(match, Path(os.path.realpath(match))) for pattern in words.patterns
                 for match in _matches(pattern, workspace)]
+    tops = {top: word for word, top in reversed(reached) if top.is_relative_to(workspace) and top.is_dir()}
+    reached += [(f"{os.path.relpath(path, workspace)}, in {word}", Path(real))
+                for top, word in tops.items() for path, real, _ in within(top)]
     for word, real in reached:
         if real.is_relative_to(workspace):
             continue
@@ -100,6 +106,30 @@ def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]
             if real.is_relative_to(folder):
                 return f"{folder} (through {word})"
     return _another_name(reached, protected)
+
+
+def within(top: Path, limit: int = MAX_WALKED) -> list[tuple[str, str, str]]:
+    """What in the folder `top` may lead elsewhere, for a program that reads it whole and follows links
+    (`tar -h`, `cp -rL`, `find -L`, `du -L`): each link (resolved) and each file that is not plainly its own
+    (another hard link, a FIFO…), as (path, resolved path, `kind`), sorted; past `limit` entries, a last
+    row saying the rest was not read. Nothing for a file. Links are not followed, git's own folder is."""
+    found: list[tuple[str, str, str]] = []
+    folders, seen = [str(top)], 0
+    while folders and os.path.isdir(top):
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:  # (unreadable: the command cannot read it either)
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > limit:
+                return [*sorted(found), (str(top), f"more than {limit:,} entries", "not read")]
+            path = Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.is_symlink() or kind(path) != "plain":
+                found.append((entry.path, os.path.realpath(path), kind(Path(os.path.realpath(path)))))
+    return sorted(found)
 
 
 def through_a_process(command: str, workspace: Path) -> str | None:
@@ -179,7 +209,8 @@ def reach_digest(command: str, workspace: Path, code: list[Path]) -> str:
     leads = [(word, str(real), kind(real)) for word in path_words(command, words)
              if (real := _real(workspace, word)) is not None]
     runs = [(str(path), _content(path, workspace)) for path in code]
-    seen = repr((str(workspace), leads, glob_matches(words, workspace), runs)).encode("utf-8", "surrogatepass")
+    inside = within(workspace)  # a link planted anywhere in it may be followed by a program reading a folder
+    seen = repr((str(workspace), leads, glob_matches(words, workspace), runs, inside)).encode("utf-8", "surrogatepass")
     return hashlib.sha256(seen).hexdigest()
 
 
