@@ -4,8 +4,9 @@ before it runs without a sandbox — and, where that cannot be known before it r
 The classifier (`agent.safety.classifier`) reads a line for what it does; this reads it for where it
 goes. Each word is taken after quote removal, with `~` and `~/…` as the home folder the command gets.
 What makes a word mean something that is only known when it runs is named instead (`Reading.unknown`):
-an expansion or a substitution (`$x`, `${x@P}`, `$(…)`, backticks, `<(…)`), a glob (kept as a pattern
-as well: the names it matches now can be checked, but it may match others then), a brace expansion,
+an expansion or a substitution (`$x`, `${x@P}`, `$(…)`, backticks, `<(…)`), a `$"…"` string (bash may
+translate it), a glob (kept as a pattern as well: the names it matches now can be checked, but it may
+match others then), a brace expansion,
 another user's `~`, a change of folder (`cd`, `pushd`, `popd`: the relative words after it lead
 elsewhere; also after `command -p`, `time -p`), `.`/`source` (what it reads may do either), `hash -p` or
 `BASH_CMDS[…]=` (a name that then runs another program), a here-document that expands, a prompt string
@@ -134,6 +135,9 @@ class _Reader:
                 self.i = end + 1
             elif c == '"':
                 self.double_quoted(self.i + 1)
+            elif c == "$" and s[self.i + 1:self.i + 2] == '"':  # a string bash translates: its words, and asks
+                self.out.why('`$"…"` (translated when it runs)')
+                self.i += 1
             elif c in "$`":
                 self.expansion()
             elif c in "<>" and s[self.i + 1:self.i + 2] == "(":
