@@ -112,13 +112,17 @@ async def test_a_session_grant_does_not_cover_a_folder_read_after_a_link_to_the_
         await runner.stop()
 
 
-async def test_a_locale_string_spelling_the_state_s_path_asks(tmp_path: Path, llm: FakeLLM):
+async def test_a_locale_string_or_an_extended_glob_spelling_the_state_s_path_asks(tmp_path: Path, llm: FakeLLM):
     """`$"…"` is a string bash translates (the same text with no catalogue): the reader took its `$` as a
-    letter of the word, so `cat $"/…/sta"te/config.yaml` read a file it thought was elsewhere."""
+    letter of the word, so `cat $"/…/sta"te/config.yaml` read a file it thought was elsewhere; and it took
+    the `(` of an extended glob (`sta@(te)`, after `shopt -s extglob`) as the end of the word."""
     from tests.test_attack_review_classifier_only import CONFIG
 
     state = tmp_path / "state"  # CHATGATE_HOME somewhere the classifier has no name for
     (state / "workspace" / "D").mkdir(parents=True)
     (state / "config.yaml").write_text(CONFIG)
     await asks_and_nothing_happens(state, llm, f'cat $"{tmp_path}/sta"te/config.yaml')
+    await asks_and_nothing_happens(state, llm, f"shopt -s extglob\ncat {tmp_path}/sta@(te)/config.yaml")
     assert any("translated" in why for why in read('ls $"/srv/sta"te', "/home/u").unknown)
+    for glob in ("sta@(te)", "sta+(te)", "st!(x)", "sta?(te)", "sta*(te)"):
+        assert any("extended glob" in why for why in read(f"cat /srv/{glob}/x", "/home/u").unknown), glob

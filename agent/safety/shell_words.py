@@ -6,7 +6,7 @@ goes. Each word is taken after quote removal, with `~` and `~/…` as the home f
 What makes a word mean something that is only known when it runs is named instead (`Reading.unknown`):
 an expansion or a substitution (`$x`, `${x@P}`, `$(…)`, backticks, `<(…)`), a `$"…"` string (bash may
 translate it), a glob (kept as a pattern as well: the names it matches now can be checked, but it may
-match others then), a brace expansion,
+match others then; an extended one, `@(…)`, too), a brace expansion,
 another user's `~`, a change of folder (`cd`, `pushd`, `popd`: the relative words after it lead
 elsewhere; also after `command -p`, `time -p`), `.`/`source` (what it reads may do either), `hash -p` or
 `BASH_CMDS[…]=` (a name that then runs another program), a here-document that expands, a prompt string
@@ -143,6 +143,12 @@ class _Reader:
             elif c in "<>" and s[self.i + 1:self.i + 2] == "(":
                 end = matching(s, self.i + 2)
                 self.nested(s[self.i + 2:end], "a process substitution `<(…)`")
+                self.i = end + 1
+            elif c == "(" and self.word and self.word[-1] in "@+!?*":  # `@(a|b)`: a glob with `shopt -s extglob`
+                end = matching(s, self.i + 1)
+                self.out.why(f"an extended glob (`{''.join(self.word)}{s[self.i:end + 1]}`: the names it matches "
+                             "when it runs)")
+                self.add(s[self.i:end + 1], quoted=True)
                 self.i = end + 1
             elif c in "|&;()<>":
                 self.operator()
