@@ -26,6 +26,11 @@ CHANGES_FOLDER_UNSEEN = [
     "time -p cd; cat .chatgate/config.yaml",
     "builtin -- cd; cat .chatgate/config.yaml",
 ]
+HIDDEN_IN_A_HERE_DOCUMENT = [  # `<<` that bash reads as a shift: the reader took the lines after it as input
+    "echo $[1<<2]\ncd\ncat .chatgate/config.yaml\n2]",
+    "a[1<<2]=5\ncd\ncat .chatgate/config.yaml\n2]=5",
+    "x=1 a[1<<2]=5\ncd\ncat .chatgate/config.yaml\n2]=5",
+]
 RUNS_TEXT_UNSEEN = [
     "x='a[$(rm -rf D)]'; ((x))",
     "x=a[; x+='$'; x+='(rm -rf D)]'; ((x))",
@@ -46,13 +51,14 @@ RUNS_TEXT_UNSEEN = [
 
 @pytest.mark.parametrize("command", [
     CHANGES_FOLDER_UNSEEN[0], CHANGES_FOLDER_UNSEEN[1], CHANGES_FOLDER_UNSEEN[3], RUNS_TEXT_UNSEEN[0],
-    RUNS_TEXT_UNSEEN[1], RUNS_TEXT_UNSEEN[-2], "cat /proc/self/cwd/../config.yaml", "cat /dev/fd/../cwd/../config.yaml",
+    RUNS_TEXT_UNSEEN[1], RUNS_TEXT_UNSEEN[-2], *HIDDEN_IN_A_HERE_DOCUMENT[:2], "cat /proc/self/cwd/../config.yaml",
+    "cat /dev/fd/../cwd/../config.yaml",
 ])
 async def test_each_ran_unasked_and_now_asks(home: Path, llm: FakeLLM, command: str):  # noqa: F811
     await asks_and_nothing_happens(home, llm, command)
 
 
-@pytest.mark.parametrize("command", CHANGES_FOLDER_UNSEEN + RUNS_TEXT_UNSEEN)
+@pytest.mark.parametrize("command", CHANGES_FOLDER_UNSEEN + HIDDEN_IN_A_HERE_DOCUMENT + RUNS_TEXT_UNSEEN)
 def test_what_bash_runs_or_where_it_goes_is_named_as_unknown(command: str):
     assert read(command, "/home/u").unknown, read(command, "/home/u")
 

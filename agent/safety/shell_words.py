@@ -150,6 +150,11 @@ class _Reader:
                              "when it runs)")
                 self.add(s[self.i:end + 1], quoted=True)
                 self.i = end + 1
+            elif c == "[" and self.subscript_here():  # `a[1<<2]=5`: one word to bash, `<<` and spaces too
+                end = matching(s, self.i + 1, "[", "]")
+                self.out.why(ARITHMETIC)
+                self.add(s[self.i:end + 1], quoted=True)
+                self.i = end + 1
             elif c in "|&;()<>":
                 self.operator()
             elif c == "~" and self.tilde_here():
@@ -200,6 +205,14 @@ class _Reader:
         if not redirect:
             self.command.words.append(word)
 
+    def subscript_here(self) -> bool:
+        """A `[` bash reads to its `]` as a subscript: after a name where an assignment may stand (first in a
+        command, or after assignments), with its `]` in the text."""
+        return self.word is not None and not self.quoted and not self.redirect \
+            and re.fullmatch(r"[A-Za-z_]\w*", "".join(self.word)) is not None \
+            and all(w in BEFORE_COMMAND or _ASSIGNMENT.match(w) for w in self.command.words) \
+            and matching(self.s, self.i + 1, "[", "]") < len(self.s)
+
     def tilde_here(self) -> bool:
         """An unquoted `~` bash expands: at a word's start, or after `=` or `:` in an assignment."""
         if self.word is None:
@@ -245,6 +258,10 @@ class _Reader:
             while end < len(s) and s[end] != "`":
                 end += 2 if s[end] == "\\" else 1
             self.nested(re.sub(r"\\([`\\$])", r"\1", s[i + 1:end]), "backticks (a command substitution)")
+            self.i = end + 1
+        elif nxt == "[":  # `$[…]`: the old spelling of `$((…))`
+            end = matching(s, i + 2, "[", "]")
+            self.nested(s[i + 2:end], "an arithmetic expansion `$[…]`")
             self.i = end + 1
         elif s.startswith("$((", i):
             end = matching(s, i + 3)
