@@ -132,3 +132,43 @@ async def test_a_locale_string_or_an_extended_glob_spelling_the_state_s_path_ask
     assert any("translated" in why for why in read('ls $"/srv/sta"te', "/home/u").unknown)
     for glob in ("sta@(te)", "sta+(te)", "st!(x)", "sta?(te)", "sta*(te)"):
         assert any("extended glob" in why for why in read(f"cat /srv/{glob}/x", "/home/u").unknown), glob
+
+
+async def test_a_session_grant_for_a_command_that_runs_the_workspace_s_code_ends_when_that_code_changes(
+        tmp_path: Path, llm: FakeLLM):
+    """The admin allowed, outside the sandbox for the session, a command that imports a module of the
+    workspace (as a test runner or a build tool runs its files); the agent rewrote the module in the sandbox,
+    unasked, and the same command ran the new code with chatgate's rights and no prompt."""
+    from tests.fakes.llm import Reply
+    from tests.harness import Tab, is_prompt, press, start_gateway
+    from tests.test_attack_review_grants import labels, run, tool_results
+
+    (tmp_path / "config.yaml").write_text("# canary-config-9071\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "helper.py").write_text("print('helped')\n")
+    command = run("python3 -c 'import helper'", outside_sandbox=True)
+    llm.script(command, Reply.text("ran it"))
+    runner = await start_gateway(tmp_path, llm.base_url, agent__workspace=ws, agent__sandbox__mode="bwrap",
+                                 review__enabled="false")
+    try:
+        async with Tab(runner) as tab:
+            await tab.say("run the helper outside")
+            await press(tab, await tab.wait_for(is_prompt), "Allow for this session")
+            assert await tab.reply(2) == "ran it"
+            assert "helped" in tool_results(llm)[-1]
+            llm.script(run(f"echo \"print(open('{tmp_path}/config.yaml').read())\" > helper.py"), Reply.text("edited"))
+            await tab.say("improve the helper")
+            assert await tab.reply(3) == "edited"
+            assert "config.yaml" in (ws / "helper.py").read_text()
+
+            llm.script(command, Reply.text("asked again"))
+            await tab.say("run it again")
+            again = await tab.wait_for(lambda f: is_prompt(f) or f.get("text") == "asked again", count=2)
+            assert is_prompt(again), f"ran unasked: {tool_results(llm)[-1][:300]}"
+            assert "Allow once" in labels(again)
+            await press(tab, again, "Deny")
+            assert await tab.reply(5) == "asked again"
+        assert not any("canary-config-9071" in r for r in tool_results(llm))
+    finally:
+        await runner.stop()

@@ -24,9 +24,15 @@ from pathlib import Path
 
 from agent.safety.beneath import identities
 from agent.safety.shell_words import Reading, read
-from agent.safety.workspace_code import fingerprint
+from agent.safety.workspace_code import BUILD_FILES, INTERPRETERS, fingerprint
 
 MAX_MATCHES = 200  # of each glob, resolved
+# programs that run code the workspace holds beyond the files the command names (a test runner, a build
+# tool, an interpreter importing its modules): a grant for them is bound to every file of the workspace
+RUNNERS = INTERPRETERS | frozenset(BUILD_FILES) | frozenset(
+    "pytest py.test go jest vitest mocha rspec phpunit ctest meson ninja bazel sbt dotnet mix bundle poetry uv "
+    "hatch pdm python2 pip3 pipx ansible-playbook terraform".split())
+CACHES = frozenset({".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"})  # data a run rewrites, not code
 MAX_WALKED = 20_000  # entries of a folder read for the links in it
 MAX_FOLDERS = 16  # folders named by the line that relative words are also read from
 _UP_AND_OUT = re.compile(r"(^|[\s'\"=:<>|;&(])\.\.(/|$|[\s'\";&|)])")  # a path that starts by leaving the workspace
@@ -201,17 +207,47 @@ def kind(path: Path) -> str:
 
 def reach_digest(command: str, workspace: Path, code: list[Path]) -> str:
     """A digest of where the command's words lead now (each resolved path and its `kind`, a glob's
-    matches), and of the content of the workspace code it runs: what a grant for it is bound to. A file
-    it only names may change, or come to be (`cat notes.txt` stays allowed); a link elsewhere, or another
-    hard link, changes this."""
+    matches), of the content of the workspace code it runs, and of every link in the workspace: what a
+    grant for it is bound to. A file it only names may change, or come to be (`cat notes.txt` stays
+    allowed); a link elsewhere, or another hard link, changes this — and for a program that runs the
+    workspace's code beyond what it names (`RUNNERS`: `pytest`, `python3 -c 'import mod'`), any change of
+    any file in the workspace."""
     workspace = Path(os.path.realpath(workspace))
     words = reading(command)
     leads = [(word, str(real), kind(real)) for word in path_words(command, words)
              if (real := _real(workspace, word)) is not None]
     runs = [(str(path), _content(path, workspace)) for path in code]
     inside = within(workspace)  # a link planted anywhere in it may be followed by a program reading a folder
+    if RUNNERS.intersection(os.path.basename(w) for w in words.words):  # it may run any file of the workspace
+        inside += [("every file", *_files(workspace))]
     seen = repr((str(workspace), leads, glob_matches(words, workspace), runs, inside)).encode("utf-8", "surrogatepass")
     return hashlib.sha256(seen).hexdigest()
+
+
+def _files(workspace: Path, limit: int = MAX_WALKED) -> tuple[str, str]:
+    """Every file of the workspace as it is now (name, size, change times, identity: a content rewritten
+    with its old modification time back still changes its ctime), as one digest, but for the caches of
+    data a test run rewrites each time (`CACHES`; `__pycache__` is code and counts); past `limit` entries,
+    what was read and that the rest was not."""
+    seen, folders, count = hashlib.sha256(), [str(workspace)], 0
+    while folders and count <= limit:
+        try:
+            entries = sorted(os.scandir(folders.pop()), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            count += 1
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode) and entry.name in CACHES:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                folders.append(entry.path)
+            seen.update(repr((entry.path, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
+                              info.st_ino)).encode("utf-8", "surrogatepass"))
+    return seen.hexdigest(), "all read" if count <= limit else f"the first {limit:,} entries"
 
 
 def glob_matches(words: Reading, workspace: Path) -> list[tuple[str, list[tuple[str, str]]]]:
