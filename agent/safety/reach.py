@@ -118,7 +118,7 @@ def within(top: Path, limit: int = MAX_WALKED) -> list[tuple[str, str, str]]:
     """What in the folder `top` may lead elsewhere, for a program that reads it whole and follows links
     (`tar -h`, `cp -rL`, `find -L`, `du -L`): each link (resolved) and each file that is not plainly its own
     (another hard link, a FIFO…), as (path, resolved path, `kind`), sorted; past `limit` entries, a last
-    row saying the rest was not read. Nothing for a file. Links are not followed, git's own folder is."""
+    row saying the rest was not read. Nothing for a file. Links are not followed."""
     found: list[tuple[str, str, str]] = []
     folders, seen = [str(top)], 0
     while folders and os.path.isdir(top):
