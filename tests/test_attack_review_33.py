@@ -26,6 +26,13 @@ CHANGES_FOLDER_UNSEEN = [
     "time -p cd; cat .chatgate/config.yaml",
     "builtin -- cd; cat .chatgate/config.yaml",
 ]
+HOME_MOVED = [  # `~` is the home the command sets, not the daemon's
+    "HOME=/srv; cat ~/sta''te/config.yaml",
+    "export HOME=/srv; cat ~/sta''te/config.yaml",
+    "HOME=/srv bash -c 'cat ~/sta\"\"te/config.yaml'",
+    "env HOME=/srv bash -c 'cat ~/sta\"\"te/config.yaml'",
+    "read HOME <<< /srv; cat ~/sta''te/config.yaml",
+]
 HIDDEN_IN_A_HERE_DOCUMENT = [  # `<<` that bash reads as a shift: the reader took the lines after it as input
     "echo $[1<<2]\ncd\ncat .chatgate/config.yaml\n2]",
     "a[1<<2]=5\ncd\ncat .chatgate/config.yaml\n2]=5",
@@ -58,7 +65,7 @@ async def test_each_ran_unasked_and_now_asks(home: Path, llm: FakeLLM, command: 
     await asks_and_nothing_happens(home, llm, command)
 
 
-@pytest.mark.parametrize("command", CHANGES_FOLDER_UNSEEN + HIDDEN_IN_A_HERE_DOCUMENT + RUNS_TEXT_UNSEEN)
+@pytest.mark.parametrize("command", CHANGES_FOLDER_UNSEEN + HOME_MOVED + HIDDEN_IN_A_HERE_DOCUMENT + RUNS_TEXT_UNSEEN)
 def test_what_bash_runs_or_where_it_goes_is_named_as_unknown(command: str):
     assert read(command, "/home/u").unknown, read(command, "/home/u")
 
@@ -118,10 +125,11 @@ async def test_a_session_grant_does_not_cover_a_folder_read_after_a_link_to_the_
         await runner.stop()
 
 
-async def test_a_locale_string_or_an_extended_glob_spelling_the_state_s_path_asks(tmp_path: Path, llm: FakeLLM):
+async def test_a_locale_string_an_extended_glob_or_a_home_of_its_own_spelling_the_state_s_path_asks(tmp_path: Path, llm: FakeLLM):
     """`$"…"` is a string bash translates (the same text with no catalogue): the reader took its `$` as a
     letter of the word, so `cat $"/…/sta"te/config.yaml` read a file it thought was elsewhere; and it took
-    the `(` of an extended glob (`sta@(te)`, after `shopt -s extglob`) as the end of the word."""
+    the `(` of an extended glob (`sta@(te)`, after `shopt -s extglob`) as the end of the word, and `~` as
+    the daemon's home after the command had set HOME to the state's parent."""
     from tests.test_attack_review_classifier_only import CONFIG
 
     state = tmp_path / "state"  # CHATGATE_HOME somewhere the classifier has no name for
@@ -129,6 +137,7 @@ async def test_a_locale_string_or_an_extended_glob_spelling_the_state_s_path_ask
     (state / "config.yaml").write_text(CONFIG)
     await asks_and_nothing_happens(state, llm, f'cat $"{tmp_path}/sta"te/config.yaml')
     await asks_and_nothing_happens(state, llm, f"shopt -s extglob\ncat {tmp_path}/sta@(te)/config.yaml")
+    await asks_and_nothing_happens(state, llm, f"HOME={tmp_path}; cat ~/sta''te/config.yaml")
     assert any("translated" in why for why in read('ls $"/srv/sta"te', "/home/u").unknown)
     for glob in ("sta@(te)", "sta+(te)", "st!(x)", "sta?(te)", "sta*(te)"):
         assert any("extended glob" in why for why in read(f"cat /srv/{glob}/x", "/home/u").unknown), glob

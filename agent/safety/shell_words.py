@@ -7,7 +7,7 @@ What makes a word mean something that is only known when it runs is named instea
 an expansion or a substitution (`$x`, `${x@P}`, `$(…)`, backticks, `<(…)`), a `$"…"` string (bash may
 translate it), a glob (kept as a pattern as well: the names it matches now can be checked, but it may
 match others then; an extended one, `@(…)`, too), a brace expansion,
-another user's `~`, a change of folder (`cd`, `pushd`, `popd`: the relative words after it lead
+another user's `~` (or HOME set by the command), a change of folder (`cd`, `pushd`, `popd`: the relative words after it lead
 elsewhere; also after `command -p`, `time -p`), `.`/`source` (what it reads may do either), `hash -p` or
 `BASH_CMDS[…]=` (a name that then runs another program), a here-document that expands, a prompt string
 (`PS4=…`) that runs what it holds, arithmetic on a name (`((x))`, `let`, `[[ x -eq 0 ]]`, `declare -i`/`-n`,
@@ -38,6 +38,7 @@ ARITHMETIC = "arithmetic on a name (`((…))`, `let`, `[[ -eq ]]`, `declare -i`/
              "a `$(…)` in the value)"
 _ARITHMETIC_TESTS = frozenset("-eq -ne -lt -le -gt -ge".split())
 _SUBSCRIPT = re.compile(r"[A-Za-z_]\w*\[(?!\d*\])")  # name[…] with more than a number inside
+_SETS_HOME = re.compile(r"HOME(\+?=|$)")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^]]*\])?\+?=")
 _ENDS_WORD = frozenset(" \t\n|&;()<>")
 _REDIRECTIONS = ("<<<", "<<-", "&>>", "<<", "<>", "<&", ">>", ">|", ">&", "&>", "<", ">")
@@ -199,6 +200,8 @@ class _Reader:
         if opaque:
             return
         self.out.words.append(word)
+        if _SETS_HOME.match(word):  # `HOME=/x`, `export HOME=…`, `read HOME`, `env HOME=… bash -c '~'`
+            self.out.why("HOME set by the command (`~` then leads elsewhere)")
         if globbed:
             self.out.patterns.append(pattern)
             self.out.why(f"a glob (`{word}`: the names it matches when it runs)")
