@@ -53,12 +53,15 @@ RUNS_TEXT_UNSEEN = [
     "mapfile -C 'rm -rf D; :' -c 1 a <<< x",
     "printf '%s\\n' 'rm -rf D' | xargs -I{} sh -c {}",
     "printf '%s\\n' 'rm -rf D' | xargs -I% bash -c %",
+    "env 'BASH_FUNC_cat%%=() { rm -rf D; }' bash -c 'cat x'",
+    "env 'BASH_FUNC_cat%%=() { cd; command cat \"$@\"; }' bash -c 'cat .chatgate/config.yaml'",
 ]
 
 
 @pytest.mark.parametrize("command", [
     CHANGES_FOLDER_UNSEEN[0], CHANGES_FOLDER_UNSEEN[1], CHANGES_FOLDER_UNSEEN[3], RUNS_TEXT_UNSEEN[0],
-    RUNS_TEXT_UNSEEN[1], RUNS_TEXT_UNSEEN[-2], *HIDDEN_IN_A_HERE_DOCUMENT[:2], "cat /proc/self/cwd/../config.yaml",
+    RUNS_TEXT_UNSEEN[1], RUNS_TEXT_UNSEEN[-4], RUNS_TEXT_UNSEEN[-2], RUNS_TEXT_UNSEEN[-1],
+    *HIDDEN_IN_A_HERE_DOCUMENT[:2], "cat /proc/self/cwd/../config.yaml",
     "cat /dev/fd/../cwd/../config.yaml",
 ])
 async def test_each_ran_unasked_and_now_asks(home: Path, llm: FakeLLM, command: str):  # noqa: F811

@@ -9,7 +9,8 @@ translate it), a glob (kept as a pattern as well: the names it matches now can b
 match others then; an extended one, `@(…)`, too), a brace expansion,
 another user's `~` (or HOME set by the command), a change of folder (`cd`, `pushd`, `popd`: the relative words after it lead
 elsewhere; also after `command -p`, `time -p`), `.`/`source` (what it reads may do either), `hash -p` or
-`BASH_CMDS[…]=` (a name that then runs another program), a here-document that expands, a prompt string
+`BASH_CMDS[…]=` (a name that then runs another program), `BASH_FUNC_…=` (a function for a bash started
+with it), a here-document that expands, a prompt string
 (`PS4=…`) that runs what it holds, arithmetic on a name (`((x))`, `let`, `[[ x -eq 0 ]]`, `declare -i`/`-n`,
 `a[x]`, `printf -v 'a[…]'`: bash expands a `$(…)` in the value's subscript), a `mapfile -C` callback, a
 shell whose text xargs or find fills in, a shell that reads its commands from its input. A word built from an expansion is left out (what it is, is not known) — but for `$$`, `$!`, `$?`,
@@ -200,6 +201,9 @@ class _Reader:
         if opaque:
             return
         self.out.words.append(word)
+        if word.startswith("BASH_FUNC_") and "=" in word:  # a function a bash started with it defines and runs
+            self.out.why("`BASH_FUNC_…=` (a function given to a shell through its environment)")
+            self.script(word.partition("=")[2])
         if _SETS_HOME.match(word):  # `HOME=/x`, `export HOME=…`, `read HOME`, `env HOME=… bash -c '~'`
             self.out.why("HOME set by the command (`~` then leads elsewhere)")
         if globbed:
