@@ -128,7 +128,8 @@ async def test_a_session_grant_does_not_cover_a_folder_read_after_a_link_to_the_
         await runner.stop()
 
 
-async def test_a_locale_string_an_extended_glob_or_a_home_of_its_own_spelling_the_state_s_path_asks(tmp_path: Path, llm: FakeLLM):
+async def test_a_locale_string_an_extended_glob_or_a_home_of_its_own_spelling_the_state_s_path_asks(
+        tmp_path: Path, llm: FakeLLM):
     """`$"…"` is a string bash translates (the same text with no catalogue): the reader took its `$` as a
     letter of the word, so `cat $"/…/sta"te/config.yaml` read a file it thought was elsewhere; and it took
     the `(` of an extended glob (`sta@(te)`, after `shopt -s extglob`) as the end of the word, and `~` as

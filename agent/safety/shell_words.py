@@ -6,18 +6,18 @@ goes. Each word is taken after quote removal, with `~` and `~/…` as the home f
 What makes a word mean something that is only known when it runs is named instead (`Reading.unknown`):
 an expansion or a substitution (`$x`, `${x@P}`, `$(…)`, backticks, `<(…)`), a `$"…"` string (bash may
 translate it), a glob (kept as a pattern as well: the names it matches now can be checked, but it may
-match others then; an extended one, `@(…)`, too), a brace expansion,
-another user's `~` (or HOME set by the command), a change of folder (`cd`, `pushd`, `popd`: the relative words after it lead
-elsewhere; also after `command -p`, `time -p`), `.`/`source` (what it reads may do either), `hash -p` or
+match others then; an extended one, `@(…)`, too), a brace expansion, another user's `~` (or HOME set by
+the command), a change of folder (`cd`, `pushd`, `popd`: the relative words after it lead elsewhere;
+also after `command -p`, `time -p`), `.`/`source` (what it reads may do either), `hash -p` or
 `BASH_CMDS[…]=` (a name that then runs another program), `BASH_FUNC_…=` (a function for a bash started
-with it), a here-document that expands, a prompt string
-(`PS4=…`) that runs what it holds, arithmetic on a name (`((x))`, `let`, `[[ x -eq 0 ]]`, `declare -i`/`-n`,
-`a[x]`, `printf -v 'a[…]'`: bash expands a `$(…)` in the value's subscript), a `mapfile -C` callback, a
-shell whose text xargs or find fills in, a shell that reads its commands from its input. A word built from an expansion is left out (what it is, is not known) — but for `$$`, `$!`, `$?`,
-`$#` and `$-`, which are numbers or flags, never a folder; what a substitution runs is read as words
-of its own. The text given to a shell with `-c`, to `eval` or to `alias` is read the
-same way, and so is the code of a `trap`; code given to any other interpreter (`python3 -c`, awk) stays one word: where it goes is
-not known here.
+with it), a here-document that expands, a prompt string (`PS4=…`) that runs what it holds, arithmetic on
+a name (`((x))`, `let`, `[[ x -eq 0 ]]`, `declare -i`/`-n`, `a[x]`, `printf -v 'a[…]'`: bash expands a
+`$(…)` in the value's subscript), a `mapfile -C` callback, a shell whose text xargs or find fills in, a
+shell that reads its commands from its input. A word built from an expansion is left out (what it is, is
+not known) — but for `$$`, `$!`, `$?`, `$#` and `$-`, which are numbers or flags, never a folder; what a
+substitution runs is read as words of its own. The text given to a shell with `-c`, to `eval` or to
+`alias` is read the same way, and so is the code of a `trap`; code given to any other interpreter
+(`python3 -c`, awk) stays one word: where it goes is not known here.
 """
 
 from __future__ import annotations
