@@ -25,6 +25,7 @@ CHANGES_FOLDER_UNSEEN = [
     "command -p cd; cat .chatgate/config.yaml",
     "time -p cd; cat .chatgate/config.yaml",
     "builtin -- cd; cat .chatgate/config.yaml",
+    "function f { cd; }; f; cat .chatgate/config.yaml",
 ]
 HOME_MOVED = [  # `~` is the home the command sets, not the daemon's
     "HOME=/srv; cat ~/sta''te/config.yaml",
@@ -59,7 +60,7 @@ RUNS_TEXT_UNSEEN = [
 
 
 @pytest.mark.parametrize("command", [
-    CHANGES_FOLDER_UNSEEN[0], CHANGES_FOLDER_UNSEEN[1], CHANGES_FOLDER_UNSEEN[3], RUNS_TEXT_UNSEEN[0],
+    CHANGES_FOLDER_UNSEEN[0], CHANGES_FOLDER_UNSEEN[1], CHANGES_FOLDER_UNSEEN[3], CHANGES_FOLDER_UNSEEN[-1], RUNS_TEXT_UNSEEN[0],
     RUNS_TEXT_UNSEEN[1], RUNS_TEXT_UNSEEN[-4], RUNS_TEXT_UNSEEN[-2], RUNS_TEXT_UNSEEN[-1],
     *HIDDEN_IN_A_HERE_DOCUMENT[:2], "cat /proc/self/cwd/../config.yaml",
     "cat /dev/fd/../cwd/../config.yaml",

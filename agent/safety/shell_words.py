@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 MAX_DEPTH = 8  # shell strings within shell strings
 SHELLS = frozenset("sh bash dash zsh ksh mksh ash yash busybox".split())
 CHANGES_FOLDER = frozenset({"cd", "pushd", "popd"})
-BEFORE_COMMAND = frozenset("! { ( if then else elif do while until time builtin command exec nohup".split())
+BEFORE_COMMAND = frozenset("! { ( if then else elif do while until time builtin command exec nohup coproc".split())
 PROMPTS = frozenset({"PS0", "PS1", "PS2", "PS4"})  # bash expands them (PS4 with `set -x`), running $(…) in them
 WRAPPERS = frozenset({"command", "builtin", "time", "exec"})  # which take options before the command
 DECLARES = frozenset("declare typeset local export readonly".split())
@@ -94,9 +94,9 @@ def _command_at(words: list[str]) -> int:
     """Where the command's name is: after assignments, keywords and wrappers with their options
     (`command -p cd`, `time -p`, `exec -a NAME`)."""
     k = 0
-    while k < len(words) and (words[k] in BEFORE_COMMAND or _ASSIGNMENT.match(words[k])):
+    while k < len(words) and (words[k] in BEFORE_COMMAND or _ASSIGNMENT.match(words[k]) or words[k] == "function"):
         wrapper = words[k] in WRAPPERS
-        k += 1
+        k += 2 if words[k] == "function" else 1  # `function f { cd; }`: its body's first command
         while wrapper and k < len(words) and words[k].startswith("-") and len(words[k]) > 1:
             k += 2 if words[k] == "-a" else 1
     return k
