@@ -186,3 +186,20 @@ async def test_a_session_grant_for_a_command_that_runs_the_workspace_s_code_ends
         assert not any("canary-config-9071" in r for r in tool_results(llm))
     finally:
         await runner.stop()
+
+
+def test_a_command_naming_more_folders_than_are_read_from_is_taken_to_reach_the_state(tmp_path: Path):
+    """The state check reads a relative word from each folder the line names (`tar -C DIR`), but from 16 at
+    most: sixteen folders named first, and `tar -C PARENT -cf - state/config.yaml` read the config unasked."""
+    from agent.safety.reach import touches_protected
+
+    state, ws = tmp_path / "state", tmp_path / "state" / "workspace"
+    ws.mkdir(parents=True)
+    (state / "config.yaml").write_text("x")
+    folders = [tmp_path / f"f{n}" for n in range(17)]
+    for folder in folders:
+        folder.mkdir()
+    padding = " ".join(map(str, folders))
+    command = f"ls -d {padding} >/dev/null; tar -C {tmp_path} -cf - state/config.yaml | tar -xO"
+    assert str(state) in (touches_protected(command, ws, (state,)) or "")
+    assert touches_protected(f"ls -d {' '.join(map(str, folders[:15]))}", ws, (state,)) is None

@@ -67,13 +67,14 @@ def _real(base: Path, word: str) -> Path | None:
 
 
 def _folders(workspace: Path, words: list[str]) -> list[Path]:
-    """The workspace, then the folders the words name (resolved): where a relative word may be read from."""
+    """The workspace, then the folders the words name (resolved): where a relative word may be read from;
+    at most `MAX_FOLDERS` + 1 (one more than that: there were more)."""
     found = [workspace]
     for word in words:
         real = _real(workspace, word)
         if real is not None and real not in found and real.is_dir():
             found.append(real)
-            if len(found) > MAX_FOLDERS:
+            if len(found) > MAX_FOLDERS + 1:
                 break
     return found
 
@@ -98,6 +99,9 @@ def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]
     words = reading(command)
     candidates = path_words(command, words)
     folders = _folders(workspace, candidates)
+    if len(folders) > MAX_FOLDERS + 1:  # (a relative word may be read from one not looked at)
+        return f"{protected[0] if len(protected) == 1 else 'its folders'}, perhaps (the command names more than " \
+               f"{MAX_FOLDERS} folders, too many to read each of its paths from)"
     reached = [(word, real) for word in candidates for base in (folders if not word.startswith("/") else folders[:1])
                if (real := _real(base, word)) is not None]
     reached += [(match, Path(os.path.realpath(match))) for pattern in words.patterns
