@@ -203,3 +203,58 @@ def test_a_command_naming_more_folders_than_are_read_from_is_taken_to_reach_the_
     command = f"ls -d {padding} >/dev/null; tar -C {tmp_path} -cf - state/config.yaml | tar -xO"
     assert str(state) in (touches_protected(command, ws, (state,)) or "")
     assert touches_protected(f"ls -d {' '.join(map(str, folders[:15]))}", ws, (state,)) is None
+
+
+async def test_an_unasked_command_runs_before_any_other_command_checked_after_it(tmp_path: Path, monkeypatch):
+    """Classifier-only mode: a command let through unasked gave up the workspace gate between its check and
+    its run; another of the same step, queued for the gate meanwhile (`ln -sfn ../../.chatgate a/d`, its own
+    check passing where the workspace is ~/work), was checked, ran beside it and made the link the first
+    (`cat big a/d/config.yaml`) then read through, its check already done. An unasked command now runs
+    before the gate is given up."""
+    import asyncio
+    import threading
+
+    from agent.tools import terminal as terminal_module
+    from agent.tools.contract import ToolContext
+    from agent.safety.workspace_gate import gate_for
+    from tests.harness import eventually
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    events: list[str] = []
+    first_check = threading.Event()
+    checked = terminal_module._unconfined
+
+    def slow_first_check(command: str, *args: object):
+        events.append(f"checks {command}")
+        if command == "cat a":
+            first_check.wait(30)
+        return checked(command, *args)
+
+    class Sandbox:
+        required = False
+
+        async def ready(self) -> bool:
+            return False
+
+    class Shell:
+        workspace, timeout, sandbox = ws, 5.0, Sandbox()
+
+        @staticmethod
+        def redact(text: str) -> str:
+            return text
+
+        async def run(self, command: str, seconds: float, *, confined: bool = True) -> str:
+            events.append(f"runs {command}")
+            return "exit code 0"
+
+    monkeypatch.setattr(terminal_module, "_unconfined", slow_first_check)
+    terminal = terminal_module.terminal_tool(Shell(), protected=(tmp_path / "state",),  # type: ignore[arg-type]
+                                             unconfined="classifier")
+    first = asyncio.create_task(terminal(ToolContext(), "cat a"))
+    await eventually(lambda: events == ["checks cat a"], what="the first check to start")
+    second = asyncio.create_task(terminal(ToolContext(), "ls b"))
+    await eventually(lambda: gate_for(ws)._queued == 1, what="the second command to wait for the gate")
+    first_check.set()
+    await asyncio.gather(first, second)
+    assert events == ["checks cat a", "runs cat a", "checks ls b", "runs ls b"], events

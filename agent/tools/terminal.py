@@ -78,7 +78,8 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
     `unconfined`: what lets a command run unasked without a sandbox — "allowlist" (only the
     read-only list, `agent.safety.readonly_commands`) or "classifier" (whatever the classifier calls safe).
     A command run unconfined holds the workspace still (`agent.safety.workspace_gate`) while it is checked
-    and shown, and from the check after the person's yes to its end; what changed in between (the
+    and shown, and from the check after the person's yes to its end (one let through unasked: from its
+    check to its end, so no command queued meanwhile runs between them); what changed in between (the
     code it runs, where its paths lead) makes it refused, not run.
     """
     if unconfined not in UNCONFINED:
@@ -128,16 +129,13 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
                           "with chatgate's own rights"] if unlisted else []),
                        *([f"its paths cannot be checked before it runs ({shell.redact(unknown)}): with no sandbox "
                           "it would run with chatgate's own rights"] if unknown else []))
-            subject, shown, reach = None, (), ""
-            if reasons:
-                subject = command
-                if code:  # the code a script holds is what runs, not the harmless-looking command line
-                    subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
-                shown = await asyncio.to_thread(_snapshot, command, shell.workspace)
-                reach = await asyncio.to_thread(reach_digest, command, shell.workspace, code)
-        if subject is None:  # plainly read-only (or, opted into, safe to the classifier): the file tools'
-            async with gate.shared():  # writes cannot make it run code (what is git's own asks), so others go on
-                return await shell.run(command, seconds)
+            if not reasons:  # plainly read-only (or, opted into, safe to the classifier): it runs before the
+                return await shell.run(command, seconds)  # gate is given up — what was checked is what it opens
+            subject = command
+            if code:  # the code a script holds is what runs, not the harmless-looking command line
+                subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
+            shown = await asyncio.to_thread(_snapshot, command, shell.workspace)
+            reach = await asyncio.to_thread(reach_digest, command, shell.workspace, code)
         # A grant covers only this command leading where it leads now; one that reaches the state, none.
         approved, said = await _ask(ctx, subject, reasons, "unconfined", reach=reach, each_time=bool(state))
         if not approved:
