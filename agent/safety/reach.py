@@ -154,6 +154,18 @@ def through_a_process(command: str, workspace: Path) -> str | None:
     return None
 
 
+def out_through_a_link(command: str, workspace: Path) -> str | None:
+    """A word naming a path in the workspace that a link there leads out of it (`rc` → ~/.bashrc): the
+    classifier judges a path by its name, and this one's name is not where it goes."""
+    workspace = Path(os.path.realpath(workspace))
+    for word in path_words(command, reading(command)):
+        named = Path(os.path.normpath(os.path.join(workspace, word)))
+        real = _real(workspace, word)
+        if named.is_relative_to(workspace) and real is not None and not real.is_relative_to(workspace):
+            return f"`{word}` leads out of the workspace through a link (to {real})"
+    return None
+
+
 def _enters_a_process(path: str) -> bool:
     """Whether resolving `path` (links followed one by one, `..` after them) enters /proc/PID/…, with PID
     `self`, `thread-self` or a number, beyond that entry itself."""

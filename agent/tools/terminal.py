@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent.safety.reach import (glob_matches, path_words, reach_digest, reading, through_a_process,
-                                touches_protected)
+from agent.safety.reach import (glob_matches, out_through_a_link, path_words, reach_digest, reading,
+                                through_a_process, touches_protected)
 from agent.safety.readonly_commands import not_read_only
 from agent.safety.workspace_code import files_run, fingerprint, show_code
 from agent.safety.workspace_gate import gate_for
@@ -43,8 +43,9 @@ def _unconfined(command: str, workspace: Path, protected: tuple[Path, ...],
     """What running `command` with chatgate's own rights would reach: a protected folder, workspace
     code, and why it is not on the read-only list (with `allowlist`) or, without it, why its paths cannot
     be checked before it runs. Reads the disk: run in a thread."""
-    unknown = None if allowlist else "; ".join([*filter(None, [through_a_process(command, workspace)]),
-                                                *reading(command).unknown][:MAX_UNKNOWN]) or None
+    unknown = None if allowlist else "; ".join([
+        *filter(None, [through_a_process(command, workspace), out_through_a_link(command, workspace)]),
+        *reading(command).unknown][:MAX_UNKNOWN]) or None
     return (touches_protected(command, workspace, protected), files_run(command, workspace),
             not_read_only(command, workspace, protected) if allowlist else None, unknown)
 
