@@ -9,6 +9,7 @@ path led through `/proc/self`, which the daemon resolved as its own folder, not 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -260,14 +261,17 @@ async def test_an_unasked_command_runs_before_any_other_command_checked_after_it
     assert events == ["checks cat a", "runs cat a", "checks ls b", "runs ls b"], events
 
 
-async def test_a_write_through_a_link_out_of_the_workspace_asks(home: Path, llm: FakeLLM):  # noqa: F811
+async def test_a_write_through_a_link_out_of_the_workspace_or_a_hard_link_asks(home: Path, llm: FakeLLM):  # noqa: F811
     """The classifier asks for a write to ~/.bashrc by its name; `ln -s ~ h` (a link in the workspace) and
-    then `echo … >> h/.bashrc` ran unasked and put a command in the user's shell start-up file."""
+    then `echo … >> h/.bashrc` ran unasked and put a command in the user's shell start-up file; so did
+    `ln ~/.bashrc rc` and `echo … >> rc`."""
     from agent.safety.reach import out_through_a_link
 
     rc = home.parent / ".bashrc"
     rc.write_text("# mine\n")
     (home / "workspace" / "h").symlink_to(home.parent)
     await asks_and_nothing_happens(home, llm, "echo 'touch /tmp/pwned' >> h/.bashrc")
+    os.link(rc, home / "workspace" / "rc")  # (`ln ~/.bashrc rc`, unasked too)
+    await asks_and_nothing_happens(home, llm, "echo 'touch /tmp/pwned' >> rc")
     assert rc.read_text() == "# mine\n"
     assert out_through_a_link("cat notes.txt /usr/bin/env", home / "workspace") is None

@@ -155,14 +155,19 @@ def through_a_process(command: str, workspace: Path) -> str | None:
 
 
 def out_through_a_link(command: str, workspace: Path) -> str | None:
-    """A word naming a path in the workspace that a link there leads out of it (`rc` → ~/.bashrc): the
-    classifier judges a path by its name, and this one's name is not where it goes."""
+    """A word naming a path in the workspace that a link there leads out of it (`rc` → ~/.bashrc), or a
+    file there with another hard link (perhaps ~/.bashrc itself): the classifier judges a path by its
+    name, and this one's name is not where it goes."""
     workspace = Path(os.path.realpath(workspace))
     for word in path_words(command, reading(command)):
         named = Path(os.path.normpath(os.path.join(workspace, word)))
         real = _real(workspace, word)
-        if named.is_relative_to(workspace) and real is not None and not real.is_relative_to(workspace):
+        if not named.is_relative_to(workspace) or real is None:
+            continue
+        if not real.is_relative_to(workspace):
             return f"`{word}` leads out of the workspace through a link (to {real})"
+        if kind(real) == "linked file":
+            return f"`{word}` has other hard links (it may be a file from elsewhere)"
     return None
 
 
