@@ -287,3 +287,16 @@ def test_a_write_to_the_session_environment_or_pip_config_is_dangerous(command: 
     from agent.safety.classifier import classify
 
     assert classify(command).verdict == "dangerous", classify(command)
+
+
+def test_a_path_through_proc_self_is_taken_to_reach_the_state_with_the_read_only_list_too(tmp_path: Path):
+    """With the read-only list (the default) `cat /proc/self/cwd/../config.yaml` asked, as a path outside
+    the workspace, but resolved in the daemon (its own folder's parent) it did not reach the state: the
+    prompt offered a lasting yes and did not say it reads chatgate's config."""
+    from agent.safety.reach import touches_protected
+
+    state, ws = tmp_path / "state", tmp_path / "state" / "workspace"
+    ws.mkdir(parents=True)
+    for command in ("cat /proc/self/cwd/../config.yaml", "cat /dev/fd/../cwd/../config.yaml"):
+        assert str(state) in (touches_protected(command, ws, (state,)) or ""), command
+    assert touches_protected("cat /proc/cpuinfo", ws, (state,)) is None

@@ -99,9 +99,12 @@ def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]
     words = reading(command)
     candidates = path_words(command, words)
     folders = _folders(workspace, candidates)
+    state = protected[0] if len(protected) == 1 else "its folders"
     if len(folders) > MAX_FOLDERS + 1:  # (a relative word may be read from one not looked at)
-        return f"{protected[0] if len(protected) == 1 else 'its folders'}, perhaps (the command names more than " \
-               f"{MAX_FOLDERS} folders, too many to read each of its paths from)"
+        return f"{state}, perhaps (the command names more than {MAX_FOLDERS} folders, too many to read each of " \
+               "its paths from)"
+    if why := through_a_process(command, workspace):  # (resolved here, it would be the daemon's folder)
+        return f"{state}, perhaps ({why})"
     reached = [(word, real) for word in candidates for base in (folders if not word.startswith("/") else folders[:1])
                if (real := _real(base, word)) is not None]
     reached += [(match, Path(os.path.realpath(match))) for pattern in words.patterns
