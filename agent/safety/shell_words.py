@@ -4,16 +4,20 @@ before it runs without a sandbox — and, where that cannot be known before it r
 The classifier (`agent.safety.classifier`) reads a line for what it does; this reads it for where it
 goes. Each word is taken after quote removal, with `~` and `~/…` as the home folder the command gets.
 What makes a word mean something that is only known when it runs is named instead (`Reading.unknown`):
-an expansion or a substitution (`$x`, `${x@P}`, `$(…)`, backticks, `<(…)`), a glob (kept as a pattern
-as well: the names it matches now can be checked, but it may match others then), a brace expansion,
-another user's `~`, a change of folder (`cd`, `pushd`, `popd`: the relative words after it lead
-elsewhere), `hash -p` or `BASH_CMDS[…]=` (a name that then runs another program), a here-document that
-expands, a prompt string (`PS4=…`) that runs what it holds, a shell that reads its commands from its
-input. A word built from an expansion is left out (what it is, is not known) — but for `$$`, `$!`, `$?`,
-`$#` and `$-`, which are numbers or flags, never a folder; what a substitution runs is read as words
-of its own. The text given to a shell with `-c`, to `eval` or to `alias` is read the
-same way; code given to any other interpreter (`python3 -c`, awk) stays one word: where it goes is
-not known here.
+an expansion or a substitution (`$x`, `${x@P}`, `$(…)`, backticks, `<(…)`), a `$"…"` string (bash may
+translate it), a glob (kept as a pattern as well: the names it matches now can be checked, but it may
+match others then; an extended one, `@(…)`, too), a brace expansion, another user's `~` (or HOME set by
+the command), a change of folder (`cd`, `pushd`, `popd`: the relative words after it lead elsewhere;
+also after `command -p`, `time -p`), `.`/`source` (what it reads may do either), `hash -p` or
+`BASH_CMDS[…]=` (a name that then runs another program), `BASH_FUNC_…=` (a function for a bash started
+with it), a here-document that expands, a prompt string (`PS4=…`) that runs what it holds, arithmetic on
+a name (`((x))`, `let`, `[[ x -eq 0 ]]`, `declare -i`/`-n`, `a[x]`, `printf -v 'a[…]'`: bash expands a
+`$(…)` in the value's subscript), a `mapfile -C` callback, a shell whose text xargs or find fills in, a
+shell that reads its commands from its input. A word built from an expansion is left out (what it is, is
+not known) — but for `$$`, `$!`, `$?`, `$#` and `$-`, which are numbers or flags, never a folder; what a
+substitution runs is read as words of its own. The text given to a shell with `-c`, to `eval` or to
+`alias` is read the same way, and so is the code of a `trap`; code given to any other interpreter
+(`python3 -c`, awk) stays one word: where it goes is not known here.
 """
 
 from __future__ import annotations
@@ -26,8 +30,16 @@ from dataclasses import dataclass, field
 MAX_DEPTH = 8  # shell strings within shell strings
 SHELLS = frozenset("sh bash dash zsh ksh mksh ash yash busybox".split())
 CHANGES_FOLDER = frozenset({"cd", "pushd", "popd"})
-BEFORE_COMMAND = frozenset("! { ( if then else elif do while until time builtin command exec nohup".split())
+BEFORE_COMMAND = frozenset("! { ( if then else elif do while until time builtin command exec nohup coproc".split())
 PROMPTS = frozenset({"PS0", "PS1", "PS2", "PS4"})  # bash expands them (PS4 with `set -x`), running $(…) in them
+WRAPPERS = frozenset({"command", "builtin", "time", "exec"})  # which take options before the command
+DECLARES = frozenset("declare typeset local export readonly".split())
+NAMES_VARIABLES = DECLARES | frozenset("read printf test [ [[ unset wait getopts mapfile readarray let".split())
+ARITHMETIC = "arithmetic on a name (`((…))`, `let`, `[[ -eq ]]`, `declare -i`/`-n`, an array subscript: bash runs " \
+             "a `$(…)` in the value)"
+_ARITHMETIC_TESTS = frozenset("-eq -ne -lt -le -gt -ge".split())
+_SUBSCRIPT = re.compile(r"[A-Za-z_]\w*\[(?!\d*\])")  # name[…] with more than a number inside
+_SETS_HOME = re.compile(r"HOME(\+?=|$)")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^]]*\])?\+?=")
 _ENDS_WORD = frozenset(" \t\n|&;()<>")
 _REDIRECTIONS = ("<<<", "<<-", "&>>", "<<", "<>", "<&", ">>", ">|", ">&", "&>", "<", ">")
@@ -78,6 +90,18 @@ def matching(text: str, i: int, opening: str = "(", closing: str = ")") -> int:
     return len(text)
 
 
+def _command_at(words: list[str]) -> int:
+    """Where the command's name is: after assignments, keywords and wrappers with their options
+    (`command -p cd`, `time -p`, `exec -a NAME`)."""
+    k = 0
+    while k < len(words) and (words[k] in BEFORE_COMMAND or _ASSIGNMENT.match(words[k]) or words[k] == "function"):
+        wrapper = words[k] in WRAPPERS
+        k += 2 if words[k] == "function" else 1  # `function f { cd; }`: its body's first command
+        while wrapper and k < len(words) and words[k].startswith("-") and len(words[k]) > 1:
+            k += 2 if words[k] == "-a" else 1
+    return k
+
+
 class _Reader:
     def __init__(self, text: str, home: str | None, out: Reading, depth: int) -> None:
         self.s, self.i, self.home, self.out, self.depth = text, 0, home, out, depth
@@ -113,11 +137,25 @@ class _Reader:
                 self.i = end + 1
             elif c == '"':
                 self.double_quoted(self.i + 1)
+            elif c == "$" and s[self.i + 1:self.i + 2] == '"':  # a string bash translates: its words, and asks
+                self.out.why('`$"…"` (translated when it runs)')
+                self.i += 1
             elif c in "$`":
                 self.expansion()
             elif c in "<>" and s[self.i + 1:self.i + 2] == "(":
                 end = matching(s, self.i + 2)
                 self.nested(s[self.i + 2:end], "a process substitution `<(…)`")
+                self.i = end + 1
+            elif c == "(" and self.word and self.word[-1] in "@+!?*":  # `@(a|b)`: a glob with `shopt -s extglob`
+                end = matching(s, self.i + 1)
+                self.out.why(f"an extended glob (`{''.join(self.word)}{s[self.i:end + 1]}`: the names it matches "
+                             "when it runs)")
+                self.add(s[self.i:end + 1], quoted=True)
+                self.i = end + 1
+            elif c == "[" and self.subscript_here():  # `a[1<<2]=5`: one word to bash, `<<` and spaces too
+                end = matching(s, self.i + 1, "[", "]")
+                self.out.why(ARITHMETIC)
+                self.add(s[self.i:end + 1], quoted=True)
                 self.i = end + 1
             elif c in "|&;()<>":
                 self.operator()
@@ -163,11 +201,24 @@ class _Reader:
         if opaque:
             return
         self.out.words.append(word)
+        if word.startswith("BASH_FUNC_") and "=" in word:  # a function a bash started with it defines and runs
+            self.out.why("`BASH_FUNC_…=` (a function given to a shell through its environment)")
+            self.script(word.partition("=")[2])
+        if _SETS_HOME.match(word):  # `HOME=/x`, `export HOME=…`, `read HOME`, `env HOME=… bash -c '~'`
+            self.out.why("HOME set by the command (`~` then leads elsewhere)")
         if globbed:
             self.out.patterns.append(pattern)
             self.out.why(f"a glob (`{word}`: the names it matches when it runs)")
         if not redirect:
             self.command.words.append(word)
+
+    def subscript_here(self) -> bool:
+        """A `[` bash reads to its `]` as a subscript: after a name where an assignment may stand (first in a
+        command, or after assignments), with its `]` in the text."""
+        return self.word is not None and not self.quoted and not self.redirect \
+            and re.fullmatch(r"[A-Za-z_]\w*", "".join(self.word)) is not None \
+            and all(w in BEFORE_COMMAND or _ASSIGNMENT.match(w) for w in self.command.words) \
+            and matching(self.s, self.i + 1, "[", "]") < len(self.s)
 
     def tilde_here(self) -> bool:
         """An unquoted `~` bash expands: at a word's start, or after `=` or `:` in an assignment."""
@@ -214,6 +265,10 @@ class _Reader:
             while end < len(s) and s[end] != "`":
                 end += 2 if s[end] == "\\" else 1
             self.nested(re.sub(r"\\([`\\$])", r"\1", s[i + 1:end]), "backticks (a command substitution)")
+            self.i = end + 1
+        elif nxt == "[":  # `$[…]`: the old spelling of `$((…))`
+            end = matching(s, i + 2, "[", "]")
+            self.nested(s[i + 2:end], "an arithmetic expansion `$[…]`")
             self.i = end + 1
         elif s.startswith("$((", i):
             end = matching(s, i + 3)
@@ -281,6 +336,8 @@ class _Reader:
             else:
                 self.redirect = op if op in ("<<", "<<-") else "path"
             return
+        if s.startswith("((", i):
+            self.out.why(ARITHMETIC)
         self.end_word()
         self.end_command()
         self.i = i + (2 if s[i:i + 2] in ("&&", "||", ";;", "|&", ";&") else 1)
@@ -317,11 +374,10 @@ class _Reader:
     def judge(self, command: _Command) -> None:
         """What a simple command changes about how the words around it are read."""
         words = command.words
-        k = 0
-        while k < len(words) and (words[k] in BEFORE_COMMAND or _ASSIGNMENT.match(words[k])):
-            if assigned := _ASSIGNMENT.match(words[k]):
-                self.assignment(assigned.group(1), words[k], words[k][assigned.end():])
-            k += 1
+        k = _command_at(words)
+        for word in words[:k]:
+            if assigned := _ASSIGNMENT.match(word):
+                self.assignment(assigned.group(1), word, word[assigned.end():])
         if k == len(words):
             return
         name, args = os.path.basename(words[k]), words[k + 1:]
@@ -329,15 +385,33 @@ class _Reader:
             self.out.why(f"`{name}` (the relative paths after it lead elsewhere)")
         elif name == "hash" and any(a.startswith("-") and "p" in a for a in args):
             self.out.why("`hash -p` (a name then runs another program)")
-        elif name == "eval":
-            self.script(" ".join(args))
+        elif name in ("eval", "trap"):  # trap's first word is code run later (at a signal, an exit, each command)
+            self.script(" ".join(args) if name == "eval" else next((a for a in args if a != "--"), ""))
         elif name == "alias":
             for definition in args:
                 self.script(definition.partition("=")[2])
+        elif name in (".", "source"):
+            self.out.why(f"`{name}` (the commands it reads may change folder or run what is not read here)")
+        self.evaluates(name, args)
         for at in range(k, len(words)):  # a shell, started directly or by another program (sudo, xargs, find)
             if os.path.basename(words[at]) in SHELLS:
+                if at > k and (name == "xargs" and any(a.startswith(("-I", "-i", "--replace")) for a in args)
+                               or any("{}" in w for w in words[at + 1:])):
+                    self.out.why(f"`{name}` filling in the text of a shell when it runs")
                 self.shell(words[at + 1:], command.inputs if at == k else None)
                 break
+
+    def evaluates(self, name: str, args: list[str]) -> None:
+        """Builtins that evaluate a name's value as arithmetic (where `a[$(…)]` runs), or run a callback."""
+        options = [a for a in args if a.startswith("-")]
+        if name == "let" or (name == "[[" and _ARITHMETIC_TESTS.intersection(args)) or (
+                name in DECLARES and any(set(o[1:]) & {"i", "n"} for o in options)):
+            self.out.why(ARITHMETIC)
+        elif name in ("mapfile", "readarray") and any("C" in o for o in options):
+            self.out.why(f"`{name} -C` (runs its callback)")
+        names = args[args.index("-v") + 1:][:1] if name == "printf" and "-v" in args else args
+        if name in NAMES_VARIABLES and any(_SUBSCRIPT.match(a) for a in names):
+            self.out.why(ARITHMETIC)
 
     def shell(self, args: list[str], inputs: list[str] | None) -> None:
         """`sh -c TEXT` is read; a shell run directly with no script reads its input (here-documents are read)."""
@@ -362,6 +436,8 @@ class _Reader:
                 self.out.why("a shell reading its commands from its input")
 
     def assignment(self, name: str, word: str, value: str) -> None:
+        if _SUBSCRIPT.match(word) and not word.startswith("BASH_CMDS["):
+            self.out.why(ARITHMETIC)
         if word.startswith("BASH_CMDS["):
             self.out.why("`BASH_CMDS[…]=` (a name then runs another program)")
         elif name in PROMPTS and re.search(r"[$`]", value):

@@ -5,7 +5,8 @@ sandboxed command or a `write_file` could otherwise change a script between the 
 is shown it and the moment it runs unconfined (or swap a link between the read-only check and the
 run). So the sandboxed commands and the file tools' writes hold the gate *shared*, and a command
 that runs unconfined holds it *exclusive* — while it is checked and shown, and again, after the
-person's yes, while it is checked once more and runs. Nobody waits for a person while holding it.
+person's yes, while it is checked once more and runs (one let through unasked holds it from its check
+to its end: given up in between, a command queued meanwhile would be checked and run first). Nobody waits for a person while holding it.
 A waiting exclusive holder goes first: new shared holders wait behind it.
 """
 

@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent.safety.reach import glob_matches, path_words, reach_digest, reading, touches_protected
+from agent.safety.reach import (glob_matches, out_through_a_link, path_words, reach_digest, reading,
+                                through_a_process, touches_protected)
 from agent.safety.readonly_commands import not_read_only
 from agent.safety.workspace_code import files_run, fingerprint, show_code
 from agent.safety.workspace_gate import gate_for
@@ -42,7 +43,9 @@ def _unconfined(command: str, workspace: Path, protected: tuple[Path, ...],
     """What running `command` with chatgate's own rights would reach: a protected folder, workspace
     code, and why it is not on the read-only list (with `allowlist`) or, without it, why its paths cannot
     be checked before it runs. Reads the disk: run in a thread."""
-    unknown = None if allowlist else "; ".join(reading(command).unknown[:MAX_UNKNOWN]) or None
+    unknown = None if allowlist else "; ".join([
+        *filter(None, [through_a_process(command, workspace), out_through_a_link(command, workspace)]),
+        *reading(command).unknown][:MAX_UNKNOWN]) or None
     return (touches_protected(command, workspace, protected), files_run(command, workspace),
             not_read_only(command, workspace, protected) if allowlist else None, unknown)
 
@@ -76,7 +79,8 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
     `unconfined`: what lets a command run unasked without a sandbox — "allowlist" (only the
     read-only list, `agent.safety.readonly_commands`) or "classifier" (whatever the classifier calls safe).
     A command run unconfined holds the workspace still (`agent.safety.workspace_gate`) while it is checked
-    and shown, and from the check after the person's yes to its end; what changed in between (the
+    and shown, and from the check after the person's yes to its end (one let through unasked: from its
+    check to its end, so no command queued meanwhile runs between them); what changed in between (the
     code it runs, where its paths lead) makes it refused, not run.
     """
     if unconfined not in UNCONFINED:
@@ -126,16 +130,13 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
                           "with chatgate's own rights"] if unlisted else []),
                        *([f"its paths cannot be checked before it runs ({shell.redact(unknown)}): with no sandbox "
                           "it would run with chatgate's own rights"] if unknown else []))
-            subject, shown, reach = None, (), ""
-            if reasons:
-                subject = command
-                if code:  # the code a script holds is what runs, not the harmless-looking command line
-                    subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
-                shown = await asyncio.to_thread(_snapshot, command, shell.workspace)
-                reach = await asyncio.to_thread(reach_digest, command, shell.workspace, code)
-        if subject is None:  # plainly read-only (or, opted into, safe to the classifier): the file tools'
-            async with gate.shared():  # writes cannot make it run code (what is git's own asks), so others go on
-                return await shell.run(command, seconds)
+            if not reasons:  # plainly read-only (or, opted into, safe to the classifier): it runs before the
+                return await shell.run(command, seconds)  # gate is given up — what was checked is what it opens
+            subject = command
+            if code:  # the code a script holds is what runs, not the harmless-looking command line
+                subject = f"{command}\n\n{await asyncio.to_thread(show_code, code, shell.workspace)}"
+            shown = await asyncio.to_thread(_snapshot, command, shell.workspace)
+            reach = await asyncio.to_thread(reach_digest, command, shell.workspace, code)
         # A grant covers only this command leading where it leads now; one that reaches the state, none.
         approved, said = await _ask(ctx, subject, reasons, "unconfined", reach=reach, each_time=bool(state))
         if not approved:
