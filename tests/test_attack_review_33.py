@@ -300,3 +300,34 @@ def test_a_path_through_proc_self_is_taken_to_reach_the_state_with_the_read_only
     for command in ("cat /proc/self/cwd/../config.yaml", "cat /dev/fd/../cwd/../config.yaml"):
         assert str(state) in (touches_protected(command, ws, (state,)) or ""), command
     assert touches_protected("cat /proc/cpuinfo", ws, (state,)) is None
+
+
+TREE_READERS_WITH_NO_FOLDER = ["du -L", "find -L -name x", "find -L", "rg x", "rg -g '*.py' x", "grep -r x",
+                               "grep -R -A 3 x", "grep -rne x", "ls -RL", "tree -l", "ag x", "fd -L x"]
+
+
+@pytest.mark.parametrize("command", TREE_READERS_WITH_NO_FOLDER)
+def test_a_program_that_walks_a_tree_with_no_folder_named_reads_the_current_one(tmp_path: Path, command: str):
+    """With no folder named these read the current one (the workspace) whole; the state check did not look
+    in it for links, so a link to the state planted there was followed with no word of the state."""
+    from agent.safety.reach import touches_protected
+
+    state, ws = tmp_path / "state", tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (state / "x").mkdir(parents=True)
+    (ws / "sub" / "l").symlink_to(state)
+    assert str(state) in (touches_protected(command, ws, (state,)) or ""), command
+    (ws / "clean").mkdir()
+    for named in ("du -L clean", "find -L clean -name x", "rg x clean", "grep -r x clean", "grep -r -e x clean",
+                  "tree -l clean", "ls -RL clean", "grep x notes.txt", "ls -L"):
+        assert touches_protected(named, ws, (state,)) is None, named
+
+
+async def test_a_recursive_grep_with_no_folder_named_asks_when_a_link_to_the_state_is_in_the_workspace(
+        home: Path, llm: FakeLLM):  # noqa: F811
+    """Classifier-only mode: `grep -R canary` (every link followed, no folder named: the current one) ran
+    unasked and printed the config through a link to ~/.chatgate planted in the workspace."""
+    (home / "workspace" / "sub").mkdir()
+    (home / "workspace" / "sub" / "l").symlink_to(home)
+    prompt = await asks_and_nothing_happens(home, llm, "grep -R canary-config")
+    assert "chatgate's own state" in prompt and "sub/l" in prompt

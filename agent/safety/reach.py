@@ -8,8 +8,9 @@ from the workspace and from every folder another word of the line names (`cd DIR
 x`, `git -C DIR`: a relative path is read from there); a glob's matches now are resolved too. A word
 that leads into a protected folder, or is a regular file that is another name (a hard link) of one of
 its files, reaches chatgate's state; so does a workspace folder a word names with such a link or file in
-it (a program reading the folder whole may follow it: `tar -h`, `cp -rL`, `find -L`). A grant is bound
-to the links in the whole workspace too.
+it (a program reading the folder whole may follow it: `tar -h`, `cp -rL`, `find -L`) — a program that
+reads a folder whole with none named (`du -L`, `rg x`) names `.`, the workspace. A grant is bound to the
+links in the whole workspace too.
 """
 
 from __future__ import annotations
