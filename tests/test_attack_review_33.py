@@ -331,3 +331,58 @@ async def test_a_recursive_grep_with_no_folder_named_asks_when_a_link_to_the_sta
     (home / "workspace" / "sub" / "l").symlink_to(home)
     prompt = await asks_and_nothing_happens(home, llm, "grep -R canary-config")
     assert "chatgate's own state" in prompt and "sub/l" in prompt
+
+
+def _folders_with_a_link_last(parent: Path, count: int, state: Path) -> Path:
+    """`count` folders under `parent`, each with a plain file x; in the one a glob over them lists last, x is
+    a link to the state's config (planted inside it: the folders' own order stays as it is)."""
+    import glob
+
+    for n in range(count):
+        (parent / f"d{n:03}").mkdir(parents=True)
+        (parent / f"d{n:03}" / "x").write_text("notes\n")
+    last = Path(list(glob.iglob(f"{parent}/*/x"))[-1])
+    last.unlink()
+    last.symlink_to(state / "config.yaml")
+    return last
+
+
+def test_a_glob_with_more_matches_than_are_checked_is_taken_to_perhaps_reach_the_state(tmp_path: Path):
+    """Only a glob's first 200 matches were resolved: `cat many/*/x`, with a link to the state's config
+    as the 201st match, was not said to reach the state, so its prompt offered a lasting yes."""
+    from agent.safety.reach import MAX_MATCHES, touches_protected
+
+    state, ws = tmp_path / "state", tmp_path / "ws"
+    state.mkdir()
+    (state / "config.yaml").write_text("x")
+    _folders_with_a_link_last(ws / "many", MAX_MATCHES + 1, state)
+    assert "perhaps" in (touches_protected("cat many/*/x", ws, (state,)) or "")
+    link = _folders_with_a_link_last(ws / "few", MAX_MATCHES - 1, state)
+    assert f"through {link}" in (touches_protected("cat few/*/x", ws, (state,)) or "")
+
+
+async def test_a_glob_past_the_matches_checked_asks_each_time_with_the_read_only_list(tmp_path: Path, llm: FakeLLM):
+    """With no sandbox and the read-only list (the default), `cat many/*/x` asked, but offered "Allow for
+    this session" though its 201st match led into the state."""
+    from agent.safety.reach import MAX_MATCHES
+    from tests.fakes.llm import Reply
+    from tests.harness import Tab, is_prompt, press, start_gateway
+    from tests.test_attack_review_grants import labels, run, tool_results
+
+    (tmp_path / "config.yaml").write_text("# canary-config-3308\n")
+    ws = tmp_path / "ws"
+    _folders_with_a_link_last(ws / "many", MAX_MATCHES + 1, tmp_path)
+    llm.script(run("cat many/*/x"), Reply.text("asked"))
+    runner = await start_gateway(tmp_path, llm.base_url, agent__workspace=ws, agent__sandbox__mode="off",
+                                 review__enabled="false")
+    try:
+        async with Tab(runner) as tab:
+            await tab.say("read every x")
+            prompt = await tab.wait_for(lambda f: is_prompt(f) or f.get("text") == "asked")
+            assert is_prompt(prompt), tool_results(llm)
+            assert "chatgate's own state" in prompt["text"] and labels(prompt) == ["Allow once", "Deny"]
+            await press(tab, prompt, "Deny")
+            assert await tab.reply(2) == "asked"
+        assert not any("canary-config-3308" in r for r in tool_results(llm))
+    finally:
+        await runner.stop()
