@@ -386,3 +386,38 @@ async def test_a_glob_past_the_matches_checked_asks_each_time_with_the_read_only
         assert not any("canary-config-3308" in r for r in tool_results(llm))
     finally:
         await runner.stop()
+
+
+BUILDS_ITS_OWN_PATH = [  # each prints ~/.chatgate/config.yaml; no word of it names the state
+    "python3 -c 'import os;print(open(os.path.expanduser(\"~\")+\"/.chat\"+\"gate/config.yaml\").read())'",
+    "perl -e 'open F, $ENV{HOME}.\"/.chat\".\"gate/config.yaml\"; print <F>'",
+    "node -e 'console.log(require(\"fs\").readFileSync(require(\"os\").homedir()+\"/.chat\"+\"gate/config.yaml\",\"utf8\"))'",
+    "ruby -e 'puts File.read(Dir.home+\"/.chat\"+\"gate/config.yaml\")'",
+    "echo 'print(open(__import__(\"os\").path.expanduser(\"~\")+\"/.chat\"+\"gate/config.yaml\").read())' | python3",
+    "python3 - <<'EOF'\nimport os\nprint(open(os.path.expanduser('~') + '/.chat' + 'gate/config.yaml').read())\nEOF",
+    "awk 'BEGIN{while ((getline l < (ENVIRON[\"HOME\"] \"/.chat\" \"gate/config.yaml\")) > 0) print l}'",
+]
+
+
+@pytest.mark.parametrize("command", BUILDS_ITS_OWN_PATH)
+async def test_code_handed_to_an_interpreter_asks_in_classifier_only_mode(home: Path, llm: FakeLLM,  # noqa: F811
+                                                                          command: str):
+    """Classifier-only mode ran each unasked and printed the config: the classifier scans an interpreter's code
+    for what it names, and the state check for the paths in its text, but this code builds its path."""
+    prompt = await asks_and_nothing_happens(home, llm, command)
+    assert "code handed to an interpreter" in prompt
+
+
+async def test_a_script_from_outside_the_workspace_asks_in_classifier_only_mode(home: Path, llm: FakeLLM):  # noqa: F811
+    """`python3 /tmp/x.py` (a file the agent wrote there a step before, unasked) ran with no prompt."""
+    script = home.parent / "x.py"
+    script.write_text("import os\nprint(open(os.path.expanduser('~') + '/.chat' + 'gate/config.yaml').read())\n")
+    assert "interpreter" in await asks_and_nothing_happens(home, llm, f"python3 {script}")
+
+
+@pytest.mark.parametrize("command", ["awk '{print $1}' notes.txt", "awk -F, '{s+=$3} END {print s}' notes.txt",
+                                     "python3 --version", "node --version", "sort notes.txt | uniq -c"])
+def test_commands_with_no_code_of_their_own_hand_none_to_an_interpreter(command: str):
+    from agent.safety.classifier import classify
+
+    assert classify(command).interpreted == (), classify(command)
