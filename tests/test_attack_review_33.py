@@ -391,7 +391,8 @@ async def test_a_glob_past_the_matches_checked_asks_each_time_with_the_read_only
 BUILDS_ITS_OWN_PATH = [  # each prints ~/.chatgate/config.yaml; no word of it names the state
     "python3 -c 'import os;print(open(os.path.expanduser(\"~\")+\"/.chat\"+\"gate/config.yaml\").read())'",
     "perl -e 'open F, $ENV{HOME}.\"/.chat\".\"gate/config.yaml\"; print <F>'",
-    "node -e 'console.log(require(\"fs\").readFileSync(require(\"os\").homedir()+\"/.chat\"+\"gate/config.yaml\",\"utf8\"))'",
+    "node -e 'const fs = require(\"fs\"), os = require(\"os\");"
+    " console.log(fs.readFileSync(os.homedir()+\"/.chat\"+\"gate/config.yaml\",\"utf8\"))'",
     "ruby -e 'puts File.read(Dir.home+\"/.chat\"+\"gate/config.yaml\")'",
     "echo 'print(open(__import__(\"os\").path.expanduser(\"~\")+\"/.chat\"+\"gate/config.yaml\").read())' | python3",
     "python3 - <<'EOF'\nimport os\nprint(open(os.path.expanduser('~') + '/.chat' + 'gate/config.yaml').read())\nEOF",
