@@ -13,6 +13,11 @@ Figures, for each part and category:
 * over: dangerous lines called hardline (they would never run; shown, not a goal).
 
 `--time N` classifies the whole corpus N times and prints the median time per command.
+
+`--unconfined` also prints, per part, how many safe lines would still ask in classifier-only mode
+(`agent.sandbox.unconfined: classifier`, no sandbox; read from an empty workspace): called safe, but
+reaching chatgate's state, running workspace code, or with paths that cannot be checked before it runs
+— with `--misses`, each of them and why.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -85,12 +91,37 @@ def report(stats: dict) -> None:
                   f"{_pct(s['fp'], s['safe']):<20} {s['over']}")
 
 
+def unconfined_asks(rows, classify) -> tuple[dict, list]:
+    """{part: [safe lines, of them asking in classifier-only mode]} and those lines as (line, command, why)."""
+    from agent.tools.terminal import _unconfined
+
+    counts: dict = defaultdict(lambda: [0, 0])
+    asking = []
+    with tempfile.TemporaryDirectory() as folder:
+        workspace, state = Path(folder) / "workspace", Path(folder) / "state"
+        workspace.mkdir()
+        for part, _, want, command, n in rows:
+            verdict = classify(command)
+            if want != "safe" or verdict.verdict != "safe":
+                continue
+            interpreted = getattr(verdict, "interpreted", ())
+            extra = (interpreted,) if interpreted else ()  # (another checkout's `_unconfined` may take no more)
+            reached, code, _, unknown = _unconfined(command, workspace, (state,), False, *extra)
+            why = "; ".join(filter(None, [reached and f"reaches {reached}", code and "runs workspace code", unknown]))
+            counts[part][0] += 1
+            if why:
+                counts[part][1] += 1
+                asking.append((n, command, why))
+    return counts, asking
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("corpus", type=Path)
     ap.add_argument("--root", default=".", help="checkout whose classifier is scored")
     ap.add_argument("--misses", action="store_true", help="list every line whose verdict differs from its label")
     ap.add_argument("--time", type=int, default=0, metavar="N", help="time N passes over the corpus")
+    ap.add_argument("--unconfined", action="store_true", help="safe lines that ask in classifier-only mode")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(args.root).resolve()))
     from agent.safety.classifier import classify
@@ -102,6 +133,13 @@ def main() -> None:
         print("\nmisses (line part category expected got):")
         for n, part, cat, want, got, command, reasons in misses:
             print(f"  L{n} {part} {cat} {want}->{got}: {command!r}  {list(reasons)[:2]}")
+    if args.unconfined:
+        counts, asking = unconfined_asks(rows, classify)
+        print("\nclassifier-only mode: safe lines called safe that still ask")
+        for part, (safe, asks) in counts.items():
+            print(f"  {part:<14} {_pct(asks, safe)}")
+        for n, command, why in asking if args.misses else ():
+            print(f"  L{n}: {command!r}  ({why[:120]})")
     if args.time:
         commands = [r[3] for r in rows]
         runs = []

@@ -9,6 +9,7 @@ under load), held open deterministically.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -191,4 +192,56 @@ async def test_web_chat_killed_between_the_previews_frame_and_its_record_the_rer
             assert [text for text, _ in bubbles(tab.frames + again.frames).values()] == ["Here is the whole answer."]
         finally:
             await locked.release()
+            daemon.close()
+
+
+async def test_two_forum_topics_killed_in_the_window_each_answer_shows_in_its_own_topic(tmp_path, tg: FakeTelegram):
+    """Two topics of one forum group, each turn's preview made by Telegram and its id never learned. The
+    re-run looks for its message among the bot's unrecorded ones after the newest id it knew — the same
+    for both — and the first it could edit was the other topic's: each answer showed in the other topic."""
+    from tests.fakes.telegram_objects import DEFAULT_SUPERGROUP_ID as GROUP
+
+    phase = {"name": "stream"}
+    asked_both, first_made, first_found = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def answer(body: dict[str, Any]) -> Reply:
+        text = user_text(body)
+        if phase["name"] == "stream":  # both asked before either preview goes out; topic 22's first
+            await asked_both.wait()
+            if "q11" in text:
+                await first_made.wait()
+            return Reply.text(f"partial {text} " + "… " * 200, chunk_size=12, chunk_delay=5.0)
+        if "q22" in text:  # topic 11 looks for its message first
+            await first_found.wait()
+        return Reply.text(f"answer to {text}, in full", chunk_size=10, chunk_delay=0.2)
+
+    async with FakeLLM() as llm:
+        llm.responder = answer
+        tg.hold_next("sendMessage", count=2, after_processing=True)
+        daemon = Daemon(tmp_path, llm, telegram_settings(tg, platforms__telegram__require_mention=False))
+        try:
+            daemon.start()
+            tg.user_message("q11", chat_type="supergroup", message_thread_id=11)
+            tg.user_message("q22", chat_type="supergroup", message_thread_id=22)
+            await llm.wait_for_requests(2, timeout=20)
+            asked_both.set()
+            await tg.wait_for("sendMessage", lambda c: made(c) and c.get("message_thread_id") == "22", timeout=20)
+            first_made.set()
+            await tg.wait_for("sendMessage", made, count=2, timeout=20)
+            daemon.kill()
+            assert {m.message_thread_id for m in tg.sent_messages(GROUP)} == {11, 22}
+
+            phase["name"] = "answer"
+            daemon.start()
+            await tg.wait_for("editMessageText", lambda c: "q11" in str(c.get("text")), timeout=20)
+            first_found.set()
+            await wait_for_text(tg, "answer to [Ann] q11, in full", timeout=20)
+            await wait_for_text(tg, "answer to [Ann] q22, in full", timeout=20)
+            shown = {m.message_thread_id: m for m in tg.sent_messages(GROUP)}
+            assert {topic: m.text for topic, m in shown.items()} == {11: "answer to [Ann] q11, in full",
+                                                                      22: "answer to [Ann] q22, in full"}
+            assert not any("q11" in version for version in shown[22].versions[1:]), shown[22].versions
+            assert not any("q22" in version for version in shown[11].versions[1:]), shown[11].versions
+            assert len(tg.calls_to("sendMessage")) == 2  # each re-run found its own preview
+        finally:
             daemon.close()

@@ -421,7 +421,8 @@ async def test_an_ambiguous_send_to_telegram_is_found_not_sent_again(tmp_path, l
         [shown] = sent_texts(tg, ANN)
         assert shown.startswith("Commands:")
         assert [c.status for c in tg.calls_to("sendMessage")] == [-1]  # sent once; its answer was lost
-        [found] = tg.calls_to("editMessageText")
+        marked, found = tg.calls_to("editMessageText")  # a placeholder first: its topic and reply checked
+        assert marked.get("text") == "…" and marked.get("message_id") == found.get("message_id")
         assert found.get("message_id") == json.loads(rows(tmp_path, "SELECT platform_message_ids FROM outbox")[0][0])[0]
     finally:
         await runner.stop()

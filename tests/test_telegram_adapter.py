@@ -117,3 +117,20 @@ def test_python_telegram_bot_is_imported_only_where_telegram_is_configured(tmp_p
         done = subprocess.run([sys.executable, "-c", script, *(f"{k}={v}" for k, v in env.items())],
                               capture_output=True, text=True, timeout=60)
         assert done.stdout.split() == [str(telegram)], done.stderr
+
+
+@pytest.mark.parametrize(("message", "thread_id", "reply_to", "mine"), [
+    ({"message_thread_id": 11, "is_topic_message": True}, "11", None, True),
+    ({"message_thread_id": 22, "is_topic_message": True}, "11", None, False),  # another topic's
+    ({}, "11", None, False),  # the General topic's
+    ({"message_thread_id": 11, "is_topic_message": True, "reply_to_message": {"message_id": 11}}, "11", "40", True),
+    ({"message_thread_id": 11, "is_topic_message": True, "reply_to_message": {"message_id": 40}}, "11", "40", True),
+    ({"reply_to_message": {"message_id": 41}}, None, "40", False),  # another person's answer in a group
+    ({"reply_to_message": {"message_id": 41}}, None, None, False),
+    ({"message_thread_id": 41}, None, "40", True),  # a reply thread of a group without topics: not a topic
+    ({}, None, "40", True),  # the message it replied to was gone: sent without it
+])
+def test_a_reclaimed_message_is_the_sends_only_where_its_topic_and_reply_are(message, thread_id, reply_to, mine):
+    from platforms.telegram.reclaim import belongs
+
+    assert belongs(message, thread_id, reply_to) is mine

@@ -5,11 +5,13 @@ A word is taken both as bash hands it to the program (`agent.safety.shell_words`
 as the home folder, the text of `sh -c` read too) and as the path-like pieces of the raw text (which
 also finds a path inside code given to an interpreter). Each is resolved with links and `..` followed,
 from the workspace and from every folder another word of the line names (`cd DIR; cat x`, `tar -C DIR
-x`, `git -C DIR`: a relative path is read from there); a glob's matches now are resolved too. A word
+x`, `git -C DIR`: a relative path is read from there); a glob's matches now are resolved too (past
+`MAX_MATCHES` of one glob, the command perhaps reaches the state: it asks each time). A word
 that leads into a protected folder, or is a regular file that is another name (a hard link) of one of
 its files, reaches chatgate's state; so does a workspace folder a word names with such a link or file in
-it (a program reading the folder whole may follow it: `tar -h`, `cp -rL`, `find -L`). A grant is bound
-to the links in the whole workspace too.
+it (a program reading the folder whole may follow it: `tar -h`, `cp -rL`, `find -L`) — a program that
+reads a folder whole with none named (`du -L`, `rg x`) names `.`, the workspace. A grant is bound to the
+links in the whole workspace too.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ def _folders(workspace: Path, words: list[str]) -> list[Path]:
 
 
 def _matches(pattern: str, workspace: Path) -> list[str]:
-    return list(itertools.islice(glob.iglob(os.path.join(workspace, pattern)), MAX_MATCHES))
+    """What `pattern` matches now, read from the workspace: the first `MAX_MATCHES` + 1 (one more: there were
+    more)."""
+    return list(itertools.islice(glob.iglob(os.path.join(workspace, pattern)), MAX_MATCHES + 1))
 
 
 def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]) -> str | None:
@@ -105,10 +109,12 @@ def touches_protected(command: str, workspace: Path, protected: tuple[Path, ...]
                "its paths from)"
     if why := through_a_process(command, workspace):  # (resolved here, it would be the daemon's folder)
         return f"{state}, perhaps ({why})"
+    matched = [_matches(pattern, workspace) for pattern in words.patterns]
+    if any(len(matches) > MAX_MATCHES for matches in matched):
+        return f"{state}, perhaps (a glob of it matches more than {MAX_MATCHES} names, too many to check each)"
     reached = [(word, real) for word in candidates for base in (folders if not word.startswith("/") else folders[:1])
                if (real := _real(base, word)) is not None]
-    reached += [(match, Path(os.path.realpath(match))) for pattern in words.patterns
-                for match in _matches(pattern, workspace)]
+    reached += [(match, Path(os.path.realpath(match))) for matches in matched for match in matches]
     tops = {top: word for word, top in reversed(reached) if top.is_relative_to(workspace) and top.is_dir()}
     reached += [(f"{os.path.relpath(path, workspace)}, in {word}", Path(real))
                 for top, word in tops.items() for path, real, _ in within(top)]

@@ -17,7 +17,9 @@ shell that reads its commands from its input. A word built from an expansion is 
 not known) — but for `$$`, `$!`, `$?`, `$#` and `$-`, which are numbers or flags, never a folder; what a
 substitution runs is read as words of its own. The text given to a shell with `-c`, to `eval` or to
 `alias` is read the same way, and so is the code of a `trap`; code given to any other interpreter
-(`python3 -c`, awk) stays one word: where it goes is not known here.
+(`python3 -c`, awk) stays one word: where it goes is not known here. A program that reads a folder whole
+with none named (`du -L`, `grep -r x`, `find -L -name x`: `agent.safety.tree_walkers`) reads the current
+one: it is taken to name `.`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import glob
 import os
 import re
 from dataclasses import dataclass, field
+
+from agent.safety.tree_walkers import NAMES, reads_current_folder
 
 MAX_DEPTH = 8  # shell strings within shell strings
 SHELLS = frozenset("sh bash dash zsh ksh mksh ash yash busybox".split())
@@ -393,6 +397,7 @@ class _Reader:
         elif name in (".", "source"):
             self.out.why(f"`{name}` (the commands it reads may change folder or run what is not read here)")
         self.evaluates(name, args)
+        self.reads_here(words[k:])
         for at in range(k, len(words)):  # a shell, started directly or by another program (sudo, xargs, find)
             if os.path.basename(words[at]) in SHELLS:
                 if at > k and (name == "xargs" and any(a.startswith(("-I", "-i", "--replace")) for a in args)
@@ -400,6 +405,16 @@ class _Reader:
                     self.out.why(f"`{name}` filling in the text of a shell when it runs")
                 self.shell(words[at + 1:], command.inputs if at == k else None)
                 break
+
+    def reads_here(self, words: list[str]) -> None:
+        """A program that reads a folder whole, given none, reads the current one: it is taken to name `.`
+        (the first such program of the command decides, run directly or by another: `sudo du -L`)."""
+        for at, word in enumerate(words):
+            name = os.path.basename(word)
+            if name in NAMES:
+                if reads_current_folder(name, words[at + 1:]):
+                    self.out.words.append(".")
+                return
 
     def evaluates(self, name: str, args: list[str]) -> None:
         """Builtins that evaluate a name's value as arithmetic (where `a[$(…)]` runs), or run a callback."""

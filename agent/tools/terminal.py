@@ -38,13 +38,16 @@ def _as_timeout(value: Any, default: float) -> float | str:
     return min(max(seconds, 1.0), max(MAX_TIMEOUT, default))
 
 
-def _unconfined(command: str, workspace: Path, protected: tuple[Path, ...],
-                allowlist: bool) -> tuple[str | None, list[Path], str | None, str | None]:
+def _unconfined(command: str, workspace: Path, protected: tuple[Path, ...], allowlist: bool,
+                interpreted: tuple[str, ...] = ()) -> tuple[str | None, list[Path], str | None, str | None]:
     """What running `command` with chatgate's own rights would reach: a protected folder, workspace
     code, and why it is not on the read-only list (with `allowlist`) or, without it, why its paths cannot
-    be checked before it runs. Reads the disk: run in a thread."""
+    be checked before it runs (`interpreted`: how it hands code to an interpreter, as the classifier found).
+    Reads the disk: run in a thread."""
+    code = [f"code handed to an interpreter ({', '.join(interpreted[:2])}: the paths it builds are known only "
+            "when it runs)"] if interpreted else []
     unknown = None if allowlist else "; ".join([
-        *filter(None, [through_a_process(command, workspace), out_through_a_link(command, workspace)]),
+        *filter(None, [through_a_process(command, workspace), out_through_a_link(command, workspace)]), *code,
         *reading(command).unknown][:MAX_UNKNOWN]) or None
     return (touches_protected(command, workspace, protected), files_run(command, workspace),
             not_read_only(command, workspace, protected) if allowlist else None, unknown)
@@ -118,8 +121,8 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
             async with gate.shared():
                 return f"{said}{await shell.run(command, seconds)}"
         async with gate.exclusive():  # unconfined: nothing of ours changes the workspace while it is judged
-            state, code, unlisted, unknown = await asyncio.to_thread(_unconfined, command, shell.workspace,
-                                                                     protected, unconfined == "allowlist")
+            state, code, unlisted, unknown = await asyncio.to_thread(_unconfined, command, shell.workspace, protected,
+                                                                     unconfined == "allowlist", verdict.interpreted)
             reasons = (*([f"runs code from the workspace ({', '.join(p.name for p in code)}) with no sandbox "
                           "around it"] if code else []),
                        *([f"reaches {state} (chatgate's own state) with no sandbox around it"] if state else []),

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import sys
 from typing import Any
 
 from gateway.config import Config
-from gateway.ops.process import daemon_pid
+from gateway.ops.process import daemon_pid, lock_file_problem
 
 
 def local_url(config: Config, port: int) -> str:
@@ -39,6 +40,8 @@ async def status(config: Config, args: argparse.Namespace) -> int:
     from gateway.storage.database import SchemaError
 
     pid = daemon_pid(config.home)  # the daemon holding the home (its pid file says which)
+    if problem := lock_file_problem(config.home):
+        print(problem, file=sys.stderr)
     report: dict[str, Any] = {"home": str(config.home), "running": pid is not None, "pid": pid, "ready": None,
                               "platforms": {}, "storage": None, "instances": []}
     if config.db_path.exists():

@@ -13,6 +13,7 @@ import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +80,17 @@ def _pid_in(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _holder(path: Path, flags: int) -> int | None:
+def _holder(path: Path, flags: int, is_kind: Callable[[int], bool]) -> int | None:
     """The pid written in `path` while a daemon holds it locked (0: held, no pid in it — the home folder);
-    None when nobody does (or it cannot be opened or locked here)."""
+    None when nobody does (or it cannot be opened or locked here, or is not of the kind `is_kind` takes:
+    opened without waiting, so a FIFO planted there does not hold the reader up)."""
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags | os.O_NONBLOCK)
     except OSError:
         return None
     try:
+        if not is_kind(os.fstat(fd).st_mode):
+            return None
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # (let go of again as the descriptor closes)
     except BlockingIOError:
         return _pid_in(fd) or 0
@@ -129,7 +133,7 @@ def _hold_pid_file(home: Path) -> int:
     """`LOCK_NAME`, locked, with this process's pid written in."""
     # never through a link: the file is truncated and written, so a link (or a hard link) to another
     # file planted in the home would have the daemon — perhaps root — overwrite that file
-    fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid != os.geteuid():
@@ -185,5 +189,22 @@ class HomeLock:
 def daemon_pid(home: Path) -> int | None:
     """The pid of the daemon holding `home` (0: one does, its pid not known — `LOCK_NAME` was deleted
     while it ran), None when none does."""
-    written = _holder(home / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    return written if written is not None else _holder(home, _FOLDER)
+    written = _holder(home / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, stat.S_ISREG)
+    return written if written is not None else _holder(home, _FOLDER, stat.S_ISDIR)
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
+          stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
+
+
+def lock_file_problem(home: Path) -> str | None:
+    """Why `LOCK_NAME` in `home` is not read for a pid (one line), if it is there and not a regular file."""
+    path = home / LOCK_NAME
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
+    return f"{path} is {kind}, not a regular file: its pid is not read (remove it)"

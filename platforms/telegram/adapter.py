@@ -539,7 +539,20 @@ class TelegramAdapter(PlatformAdapter):
             return None
         async with self._sends.alone(chat.chat_id):
             mine = known | {message for (shown_in, message) in self._shown if shown_in == chat.chat_id}
-            return await find_own(lambda candidate: self._deliver(chat, reply, candidate), int(after), mine)
+            found = await find_own(lambda candidate, text: self._mark(chat.chat_id, candidate, text), int(after),
+                                   mine, chat.thread_id, reply.reply_to)
+            if found is not None:
+                await self._deliver(chat, reply, found)
+            return found
+
+    async def _mark(self, chat_id: str, message_id: str, text: str) -> dict[str, Any]:
+        """A message edited to plain `text`, as Telegram answers (not remembered as shown: it may be another
+        send's, which its own search is to find)."""
+        try:
+            return await self._api(chat_id, lambda: self.bot.do_api_request("editMessageText", api_kwargs={
+                "chat_id": chat_id, "message_id": int(message_id), "text": text}))
+        except BadRequest as exc:
+            raise DeliveryError(f"telegram rejected the edit: {self._said(exc)}", retryable=False) from exc
 
     async def send_file(self, chat: ChatRef, path: Path, caption: str = "") -> str:
         if path.stat().st_size > 50 * 1024 * 1024:  # the Bot API's upload limit

@@ -24,7 +24,9 @@ working directory (`cd / && rm -rf *`), files downloaded (`curl -o x.sh ..; sh x
 files written with known text (`echo .. > x.sh; bash x.sh`); it follows secrets read into a
 pipe or `$(..)` to a command that sends them, and what `find`, `ps` and `dirname` print
 (`find ~ | xargs rm -rf`, `ps -e | xargs kill -9`, `$(dirname $PWD)`). The worst part decides; every
-hit is a reason, "rule: offending command (via how it was reached)".
+hit is a reason, "rule: offending command (via how it was reached)". How code was handed to an
+interpreter is named too (`Verdict.interpreted`): its text is scanned, but the paths it builds are known
+only when it runs.
 
 Limits, all failing closed (dangerous): input over 100 000 characters, nesting deeper than
 10 levels, more than 1 MB analysed in total, and any internal error.
@@ -83,6 +85,9 @@ _LEVELS = ("safe", "dangerous", "hardline")
 class Verdict:
     verdict: str  # "hardline" | "dangerous" | "safe"
     reasons: tuple[str, ...] = ()
+    # code handed to an interpreter (`python3 -c`, the input of `perl`, a script file, awk that opens files
+    # itself): scanned for what it names, but the paths it builds are known only when it runs
+    interpreted: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return {"verdict": self.verdict, "reasons": list(self.reasons)}
@@ -104,7 +109,7 @@ def classify(command: str, *, strict_sudo: bool = False) -> Verdict:
         return Verdict("dangerous", (f"could not analyse the command ({type(exc).__name__})",))
     level = max((lvl for lvl, _ in a.hits), default=SAFE)
     reasons = tuple(dict.fromkeys(r for lvl, r in sorted(a.hits, key=lambda h: -h[0]) if lvl > SAFE))
-    return Verdict(_LEVELS[level], reasons)
+    return Verdict(_LEVELS[level], reasons, tuple(dict.fromkeys(a.interpreted)))
 
 
 # ---------------------------------------------------------------- analysis
@@ -116,6 +121,8 @@ INTERPRETERS = {"perl": "perl", "perl5": "perl", "ruby": "ruby", "node": "node",
 _INTERP_OPTS = {"python": ("c", (), "cmWXQ", "m"), "perl": ("eE", (), "eEIMmlxC", ""), "ruby": ("e", (), "eIrECx", ""),
                 "node": ("ep", ("eval", "print"), "epr", ""), "php": ("r", (), "rdcfzBERFt", ""),
                 "lua": ("e", (), "el", ""), "awk": ("", (), "fvF", ""), **EXTRA_INTERP_OPTS}
+# awk that opens a file or a command it names itself, or loads code: `getline <`, `ARGV`, `print >`, `@load`
+_AWK_OPENS = lazy_re(r"getline|\bARGV\b|\bENVIRON\b|\bprintf?\b[^;{}\n]*>|@load|@include")
 DOWNLOADERS = frozenset("curl wget fetch aria2c http https xh nc ncat netcat socat telnet".split())
 _PRIVILEGED = PRIVILEGED
 
@@ -180,6 +187,7 @@ class _Analysis:
         self.links: dict[str, str] = {}  # ln -s ~ h: a name this line made for a directory → that directory
         self.decoded: set[str] = set()  # files this command line writes with decoded output
         self.memo: dict = {}  # what rules note for later commands of the line (git remotes added)
+        self.interpreted: list[str] = []  # how code was handed to an interpreter (`Verdict.interpreted`)
 
     def hit(self, level: int, rule: str, part: str, via: tuple, cap: int) -> None:
         part = " ".join(part.split())
@@ -218,6 +226,8 @@ class _Analysis:
         return last
 
     def code(self, lang: str, code: str, depth: int, via: tuple, env: dict, cap: int) -> None:
+        if lang != "awk" or _AWK_OPENS.search(code):
+            self.interpreted.append(via[-1] if via else lang)
         if depth > MAX_DEPTH:
             self.hit(DANGEROUS, "too deeply nested to analyse", code, via, cap)
             return
@@ -503,6 +513,7 @@ class _Analysis:
             self.stdin_exec(name, "shell", stdin, shown, depth, via, env, cap, sudo)
         else:
             self.exec_checks(cmd, None, shown, via, cap)
+            self.script_file(name, o.rest[0])
             self.file_exec(o.rest[0], "shell", shown, depth, via, env, cap)
 
     def interpreter(self, name: str, lang: str, args: list, cmd: Cmd, stdin: Stream, shown: str, depth: int,
@@ -521,10 +532,19 @@ class _Analysis:
             return
         elif script is None or script in ("-", "/dev/stdin"):
             self.exec_checks(cmd, None, shown, via, cap)
+            if stdin.text is None and (cmd.stdin_set or stdin.desc or stdin.origin):
+                self.interpreted.append(f"the input of {name}")
             self.stdin_exec(name, lang, stdin, shown, depth, via, env, cap, False)
         else:
             self.exec_checks(cmd, None, shown, via, cap)
+            self.script_file(name, script)
             self.file_exec(script, lang, shown, depth, via, env, cap)
+
+    def script_file(self, name: str, path: str) -> None:
+        """A script handed to an interpreter from outside the working folder (a relative one in it is shown to
+        a person by `agent.safety.workspace_code`)."""
+        if path.startswith(("/", "~", "$")) or ".." in path.split("/"):
+            self.interpreted.append(f"{name} {path}")
 
     def stdout(self, name: str, args: list, stdin: Stream, shown: str, cmd: Cmd) -> Stream:
         desc = f"{stdin.desc} | {shown}" if stdin.desc else shown
