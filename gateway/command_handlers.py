@@ -1,4 +1,5 @@
-"""Every chat command: its handler and its registration, in menu order. Adding a command is adding one here.
+"""Every chat command: its handler and its registration, in menu order (adding a command is adding one
+here), and `Commands`, which runs a command and answers.
 
 A handler is given a `Call` (the command, its work item, the session's worker, the services) and returns
 the `Answer` said in the chat; the rights a command checks (who set a goal, who asked for an approval,
@@ -7,10 +8,79 @@ whose scheduled job it is) are its feature's own.
 
 from __future__ import annotations
 
-from gateway.commands import Answer, Call, Command, Registry
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from gateway.commands import Answer, Command, Registry
 from gateway.goals import describe
 
-REGISTRY = Registry()
+if TYPE_CHECKING:
+    from agent.llm import LLMClient
+    from gateway.approvals import Approvals
+    from gateway.config import Config
+    from gateway.cron.manage import CronManager
+    from gateway.delivery import Delivery
+    from gateway.goals import Goals
+    from gateway.sessions import SessionWorker, WorkItem
+    from gateway.storage.inbox import InboxStore
+    from gateway.storage.sessions import SessionStore
+    from gateway.usage import UsageLedger
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the handlers use of the rest of the gateway."""
+
+    config: "Config"
+    transcripts: "SessionStore"
+    goals: "Goals"
+    approvals: "Approvals"
+    cron: "CronManager"
+    usage: "UsageLedger"
+    llm: "LLMClient | None"
+    session_ended: Callable[[int], None]  # a session ended with /new (its trajectory is exported)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A handler's one argument: the command, its work item, the session's worker (None: no turn has run
+    lately) and the services."""
+
+    command: Command
+    item: "WorkItem"
+    worker: "SessionWorker | None"
+    services: Services
+
+
+class Commands:
+    """Runs a parsed command and answers in its chat, marking its inbox row done."""
+
+    def __init__(self, registry: Registry["Call"], services: Services, *, inbox: "InboxStore",
+                 delivery: "Delivery") -> None:
+        self.registry, self.services = registry, services
+        self.inbox, self.delivery = inbox, delivery
+
+    async def run(self, worker: "SessionWorker | None", item: "WorkItem", *, quiet: bool = False) -> None:
+        """`quiet`: the person sent more of these than `gateway.max_commands_per_minute` here — one that
+        did nothing is not answered."""
+        command = item.command
+        assert command is not None
+        if command.spec is None:
+            answer = Answer(self.registry.unknown_text(command))
+        else:
+            answer = await command.spec.handler(Call(command, item, worker, self.services))
+        if quiet and not answer.acted:
+            log.info("not answered: /%s from %s in %s did nothing, and more came this minute than "
+                     "gateway.max_commands_per_minute", command.name, item.msg.user_id, item.key)
+            await self.inbox.set_state([item.inbox_id], "done", "not answered: over gateway.max_commands_per_minute")
+            return
+        await self.delivery.reply(item.msg.reply_chat, answer.text, done_inbox_id=item.inbox_id)
+
+
+REGISTRY: Registry[Call] = Registry()
 
 YES = frozenset({"yes", "y", "ok", "approve", "allow"})  # a bare answer to the one waiting approval
 NO = frozenset({"no", "n", "deny", "stop"})

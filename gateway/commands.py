@@ -1,32 +1,17 @@
-"""Chat commands: the registry (each command's handler, when it acts, whether it is limited, its menu line),
-the parsing of a message's text, and `Commands`, which runs a command and sends its answer.
+"""Chat commands: the registry (each command's handler, when it acts, whether it is limited, its menu line)
+and the parsing of a message's text.
 
-A message's text is parsed once, at intake (`Inbound.item` calls `Registry.parse`); the parsed
-`Command` (or None: an ordinary message) rides on the work item. A command that acts at once runs
-as soon as it is stored, even while a turn runs; the others wait their turn in the session's queue,
-whose worker runs `Commands.run` for them and `Turns.run` for everything else. The handlers are
-registered in `gateway.command_handlers`: adding a command is writing its handler there.
+A message's text is parsed once, at intake (`Inbound` calls `Registry.parse`); the parsed `Command`
+(or None: an ordinary message) rides on the work item. A command that acts at once runs as soon as
+it is stored, even while a turn runs; the others wait their turn in the session's queue, whose
+worker runs them (`command_handlers.Commands.run`) and `Turns.run` for everything else. The
+handlers are registered in `gateway.command_handlers`: adding a command is writing its handler there.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable
-
-if TYPE_CHECKING:
-    from agent.llm import LLMClient
-    from gateway.approvals import Approvals
-    from gateway.config import Config
-    from gateway.cron.manage import CronManager
-    from gateway.delivery import Delivery
-    from gateway.goals import Goals
-    from gateway.sessions import SessionWorker, WorkItem
-    from gateway.storage.inbox import InboxStore
-    from gateway.storage.sessions import SessionStore
-    from gateway.usage import UsageLedger
-
-log = logging.getLogger(__name__)
+from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,39 +23,15 @@ class Answer:
     acted: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class Services:
-    """What the handlers use of the rest of the gateway."""
-
-    config: "Config"
-    transcripts: "SessionStore"
-    goals: "Goals"
-    approvals: "Approvals"
-    cron: "CronManager"
-    usage: "UsageLedger"
-    llm: "LLMClient | None"
-    session_ended: Callable[[int], None]  # a session ended with /new (its trajectory is exported)
+C = TypeVar("C")  # what a handler is given (`gateway.command_handlers.Call`)
+Handler = Callable[[C], Awaitable[Answer]]
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
-    """A handler's one argument: the command, its work item, the session's worker (None: no turn has run
-    lately) and the services."""
-
-    command: "Command"
-    item: "WorkItem"
-    worker: "SessionWorker | None"
-    services: Services
-
-
-Handler = Callable[[Call], Awaitable[Answer]]
-
-
-@dataclass(frozen=True, slots=True)
-class CommandSpec:
+class CommandSpec(Generic[C]):
     name: str
     description: str  # its line in the platforms' command menus and in /help
-    handler: Handler
+    handler: Handler[C]
     at_once: bool  # acts as soon as it is stored, even while a turn runs; False: waits its turn in the queue
     throttled: bool  # counts toward `gateway.max_commands_per_minute`, beyond which it is refused; False:
     # never refused (stopping, answering a request), but one that did nothing goes unanswered beyond it
@@ -82,7 +43,7 @@ class Command:
 
     name: str
     args: str
-    spec: CommandSpec | None = field(default=None, compare=False, repr=False)
+    spec: CommandSpec[Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def known(self) -> bool:
@@ -98,16 +59,16 @@ class Command:
         return self.spec is None or self.spec.throttled
 
 
-class Registry:
+class Registry(Generic[C]):
     """The commands by name, in their menu order (python-telegram-bot's handler table, in small)."""
 
     def __init__(self) -> None:
-        self._specs: dict[str, CommandSpec] = {}
+        self._specs: dict[str, CommandSpec[C]] = {}
 
     def command(self, name: str, description: str, *, at_once: bool,
-                throttled: bool = True) -> Callable[[Handler], Handler]:
+                throttled: bool = True) -> Callable[[Handler[C]], Handler[C]]:
         """Register the decorated handler as `/name`."""
-        def register(handler: Handler) -> Handler:
+        def register(handler: Handler[C]) -> Handler[C]:
             self._add(CommandSpec(name, description, handler, at_once, throttled))
             return handler
         return register
@@ -117,7 +78,7 @@ class Registry:
         spec = self._specs[of]
         self._add(CommandSpec(name, description, spec.handler, spec.at_once, spec.throttled))
 
-    def _add(self, spec: CommandSpec) -> None:
+    def _add(self, spec: CommandSpec[C]) -> None:
         if spec.name in self._specs:
             raise ValueError(f"/{spec.name} is registered twice")
         self._specs[spec.name] = spec
@@ -145,28 +106,3 @@ class Registry:
 
     def unknown_text(self, command: Command) -> str:
         return f"Unknown command /{command.name}. " + self.help_text()
-
-
-class Commands:
-    """Runs a parsed command and answers in its chat, marking its inbox row done."""
-
-    def __init__(self, registry: Registry, services: Services, *, inbox: "InboxStore",
-                 delivery: "Delivery") -> None:
-        self.registry, self.services = registry, services
-        self.inbox, self.delivery = inbox, delivery
-
-    async def run(self, worker: "SessionWorker | None", item: "WorkItem", *, quiet: bool = False) -> None:
-        """`quiet`: the person sent more of these than `gateway.max_commands_per_minute` here — one that
-        did nothing is not answered."""
-        command = item.command
-        assert command is not None
-        if command.spec is None:
-            answer = Answer(self.registry.unknown_text(command))
-        else:
-            answer = await command.spec.handler(Call(command, item, worker, self.services))
-        if quiet and not answer.acted:
-            log.info("not answered: /%s from %s in %s did nothing, and more came this minute than "
-                     "gateway.max_commands_per_minute", command.name, item.msg.user_id, item.key)
-            await self.inbox.set_state([item.inbox_id], "done", "not answered: over gateway.max_commands_per_minute")
-            return
-        await self.delivery.reply(item.msg.reply_chat, answer.text, done_inbox_id=item.inbox_id)

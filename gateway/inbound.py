@@ -27,7 +27,8 @@ from platforms.base import ButtonPress, ChatOpened, InboundEvent, InboundMessage
 if TYPE_CHECKING:
     from gateway.access.pairing import Pairing
     from gateway.approvals import Approvals
-    from gateway.commands import Command, Commands
+    from gateway.command_handlers import Commands
+    from gateway.commands import Command
     from gateway.config import Config
     from gateway.control import Control
     from gateway.delivery import Delivery

@@ -38,8 +38,7 @@ from gateway.access.trust import Trust
 from gateway.agents import Agents
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.approvals import Approvals
-from gateway.command_handlers import REGISTRY
-from gateway.commands import Commands, Services
+from gateway.command_handlers import REGISTRY, Commands, Services
 from gateway.config import Config
 from gateway.connections import Connections, NothingToServe
 from gateway.control import Control
