@@ -48,8 +48,9 @@ NOTICE_EVERY = 60.0  # seconds: a full queue is said once in this long per perso
 class Inbound:
     def __init__(self, config: "Config", *, local: frozenset[str], inbox: "InboxStore", transcripts: "SessionStore",
                  pairing: "Pairing", sessions: "Sessions", delivery: "Delivery", control: "Control",
-                 commands: "Commands", approvals: "Approvals", metrics: "Metrics", adapters: Mapping[str, "PlatformAdapter"],
-                 buttons: Mapping[str, "ButtonHandler"], spawn: Callable[..., Any], state: Callable[[], str]) -> None:
+                 commands: "Commands", approvals: "Approvals", metrics: "Metrics",
+                 adapters: Mapping[str, "PlatformAdapter"], buttons: Mapping[str, "ButtonHandler"],
+                 spawn: Callable[..., Any], state: Callable[[], str]) -> None:
         self.config = config
         self.local = local  # platforms whose people are the machine's owner (check_access)
         self.inbox, self.transcripts, self.pairing = inbox, transcripts, pairing
@@ -131,7 +132,8 @@ class Inbound:
             return False
         return await self.transcripts.in_thread(msg.platform, msg.chat_id, msg.thread_id, key)
 
-    def _refusal(self, msg: InboundMessage, key: str, command: "Command | None") -> tuple[str, str, tuple[str, ...] | None] | None:
+    def _refusal(self, msg: InboundMessage, key: str,
+                 command: "Command | None") -> tuple[str, str, tuple[str, ...] | None] | None:
         """(reason, what to tell, and a key when that notice is said at most once a minute per key) when a
         message is not to be taken. The waiting limit is per person, so one member of a shared
         conversation cannot fill it for the others; all of them together have a larger one."""

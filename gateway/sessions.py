@@ -32,7 +32,7 @@ class WorkItem:
     effects: tuple[str, ...] = ()  # side-effecting tool calls an earlier, interrupted run had started
     goal_turn: tuple[int, int] | None = None  # a goal's turn: (goal id, turn number); None: a person's message
     draft_intent: SendIntent | None = None  # an earlier run started its draft's first send, id never recorded
-    command: "Command | None" = None  # the text parsed at intake (`Inbound.item`); None: an ordinary message
+    command: "Command | None" = None  # the text parsed at intake (`Inbound._parse`); None: an ordinary message
 
     @property
     def origin(self) -> Literal["person", "goal"]:
