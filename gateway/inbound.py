@@ -4,7 +4,8 @@ A message is checked (access, pairing, mention gating: one function for every pl
 written to the inbox, and handed to its session's worker; `emit` returns as soon as the row is
 stored, so the adapter can acknowledge the platform. Everything that may wait on the network —
 a pairing offer, a button press (its decision, the prompt's edit, the presser's answer), a
-chat command, a web chat tab coming back — runs as a task of its own.
+chat command, a web chat tab coming back — runs as a task of its own. The text is read as a chat command
+here, once (`_parse`), and the parsed command rides on the work item.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from gateway.access.policy import check_access
-from gateway.approvals import NO, YES
-from gateway.commands import Command, parse_command
+from gateway.command_handlers import bare_answer
 from gateway.learning.review import personal_session
 from gateway.session_key import session_key
 from gateway.sessions import WorkItem
@@ -27,6 +27,8 @@ from platforms.base import ButtonPress, ChatOpened, InboundEvent, InboundMessage
 if TYPE_CHECKING:
     from gateway.access.pairing import Pairing
     from gateway.approvals import Approvals
+    from gateway.command_handlers import Commands
+    from gateway.commands import Command
     from gateway.config import Config
     from gateway.control import Control
     from gateway.delivery import Delivery
@@ -41,18 +43,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOTICE_EVERY = 60.0  # seconds: a full queue is said once in this long per person (or conversation)
-ANSWERS = frozenset({"stop", "approve", "deny"})  # commands never refused: stopping, and answering a request
 
 
 class Inbound:
     def __init__(self, config: "Config", *, local: frozenset[str], inbox: "InboxStore", transcripts: "SessionStore",
                  pairing: "Pairing", sessions: "Sessions", delivery: "Delivery", control: "Control",
-                 approvals: "Approvals", metrics: "Metrics", adapters: Mapping[str, "PlatformAdapter"],
-                 buttons: Mapping[str, "ButtonHandler"], spawn: Callable[..., Any], state: Callable[[], str]) -> None:
+                 commands: "Commands", approvals: "Approvals", metrics: "Metrics",
+                 adapters: Mapping[str, "PlatformAdapter"], buttons: Mapping[str, "ButtonHandler"],
+                 spawn: Callable[..., Any], state: Callable[[], str]) -> None:
         self.config = config
         self.local = local  # platforms whose people are the machine's owner (check_access)
         self.inbox, self.transcripts, self.pairing = inbox, transcripts, pairing
         self.sessions, self.delivery, self.control, self.approvals = sessions, delivery, control, approvals
+        self.commands = commands  # the registry (to parse), and running a command
         self.metrics, self.adapters, self.buttons = metrics, adapters, buttons  # buttons: data prefix → handler
         self.spawn = spawn  # a background task the runner keeps
         self.state = state  # the gateway's: starting | running | draining | stopped
@@ -61,10 +64,10 @@ class Inbound:
         self.resumed: set[int] = set()  # inbox ids the start dispatched as unfinished (`release_held`)
         self.told = Throttle(NOTICE_EVERY)  # who was told of a full queue lately (a flood gets one notice)
         # a person's chat commands in one chat (its threads and topics too: a member opens as many as they like)
-        self.commands = Throttle(60.0, times=config.gateway.max_commands_per_minute)
-        # and their /stop, /approve, /deny and bare yes/no there: always done, but beyond as many a minute, one
-        # that does nothing (nothing running, nothing waiting, not theirs to decide) is not answered
-        self.answers = Throttle(60.0, times=config.gateway.max_commands_per_minute)
+        self.command_limit = Throttle(60.0, times=config.gateway.max_commands_per_minute)
+        # and their unthrottled ones (/stop, /approve, /deny) and bare yes/no there: always done, but beyond as
+        # many a minute, one that does nothing (nothing running, nothing waiting, not theirs to decide) is not answered
+        self.answer_limit = Throttle(60.0, times=config.gateway.max_commands_per_minute)
 
     async def on_event(self, event: InboundEvent) -> Intake:
         """The callback every adapter's `emit` reaches. The database failing (locked by another
@@ -102,7 +105,8 @@ class Inbound:
             self.spawn(self.control.offer_pairing(msg), name="pairing-offer")
         if decision != "allow":
             return Intake.IGNORED
-        refusal = self._refusal(msg, key)
+        command = self._parse(msg)
+        refusal = self._refusal(msg, key, command)
         if refusal is not None:
             return await self._refuse(msg, key, *refusal)
         inbox_id = await self.inbox.add(msg, key)
@@ -110,7 +114,7 @@ class Inbound:
             self.metrics.duplicates.labels(msg.platform).inc()
             log.info("dropped a re-delivered %s message %s", msg.platform, msg.message_id)
             return Intake.DUPLICATE
-        item = WorkItem(inbox_id, key, msg)
+        item = WorkItem(inbox_id, key, msg, command=command)
         state = self.state()
         if state == "starting":
             self.held.append(item)
@@ -128,7 +132,8 @@ class Inbound:
             return False
         return await self.transcripts.in_thread(msg.platform, msg.chat_id, msg.thread_id, key)
 
-    def _refusal(self, msg: InboundMessage, key: str) -> tuple[str, str, tuple[str, ...] | None] | None:
+    def _refusal(self, msg: InboundMessage, key: str,
+                 command: "Command | None") -> tuple[str, str, tuple[str, ...] | None] | None:
         """(reason, what to tell, and a key when that notice is said at most once a minute per key) when a
         message is not to be taken. The waiting limit is per person, so one member of a shared
         conversation cannot fill it for the others; all of them together have a larger one."""
@@ -137,9 +142,8 @@ class Inbound:
             return "too_long", (f"⚠️ Your message is {len(msg.text):,} characters long; the limit is "
                                 f"{limits.max_message_chars:,}. It was not passed on — send it shorter, or as a file."
                                 ), None
-        command = parse_command(msg.text)
         if command is not None and command.immediate:  # /stop, /status … skip the queue: never refused for it,
-            if command.name in ANSWERS or msg.platform in self.local or self.commands.allow(_in_chat(msg)):
+            if not command.throttled or msg.platform in self.local or self.command_limit.allow(_in_chat(msg)):
                 return None  # but a person's commands are answered a few dozen a minute, not without end
             return "too_many_commands", (f"⚠️ You sent more than {limits.max_commands_per_minute} commands in a "
                                          "minute here; the others go unanswered for now (I say this at most once a "
@@ -190,17 +194,16 @@ class Inbound:
             log.warning("answering a %s button press failed: %s", press.platform, exc)
 
     def dispatch(self, item: WorkItem) -> None:
-        """Hand a stored message to its session: a control command at once, else the worker's queue."""
-        command = parse_command(item.msg.text)
+        """Hand a stored message to its session: a command that acts at once runs now, the rest waits in the
+        worker's queue."""
+        command = item.command
         if command is not None and command.immediate:
-            quiet = command.name in ANSWERS and self._over_answers(item.msg)
-            self.spawn(self.control.immediate(command, item, quiet=quiet), name=f"command:{command.name}")
+            quiet = not command.throttled and self._over_answers(item.msg)
+            self.spawn(self._run_now(item, quiet), name=f"command:{command.name}")
             return
-        answer = item.msg.text.strip().lower().rstrip(".!")
-        if (answer in YES or answer in NO) \
-                and len(self.approvals.pending_in(item.key)) == 1:  # a bare yes/no answers the one waiting request
-            self.spawn(self.control.immediate(Command("approve" if answer in YES else "deny", ""), item,
-                                              quiet=self._over_answers(item.msg)), name="yes-no")
+        answer = bare_answer(item.msg.text) if command is None else None
+        if answer is not None and len(self.approvals.pending_in(item.key)) == 1:  # it answers the one waiting request
+            self.spawn(self._run_now(replace(item, command=answer), self._over_answers(item.msg)), name="yes-no")
             return
         worker = self.sessions.worker(item.key)
         policy = self.config.gateway.busy_policy
@@ -212,10 +215,21 @@ class Inbound:
                 return
         worker.submit(item)
 
+    async def _run_now(self, item: WorkItem, quiet: bool) -> None:
+        await self.commands.run(self.sessions.get(item.key), item, quiet=quiet)  # (the worker as it is now)
+
+    def item(self, inbox_id: int, key: str, msg: InboundMessage, **earlier: Any) -> WorkItem:
+        """A message an earlier run stored and did not finish, as its session takes it (at start)."""
+        return WorkItem(inbox_id, key, msg, command=self._parse(msg), **earlier)
+
+    def _parse(self, msg: InboundMessage) -> "Command | None":
+        """The one place a message's text is read as a chat command (None: an ordinary message)."""
+        return self.commands.registry.parse(msg.text)
+
     def _over_answers(self, msg: InboundMessage) -> bool:
         """This person sent more /stop, /approve, /deny (or bare yes/no) in this chat this minute than
         `gateway.max_commands_per_minute`: one that does nothing goes unanswered (the web chat: never)."""
-        return msg.platform not in self.local and not self.answers.allow(_in_chat(msg))
+        return msg.platform not in self.local and not self.answer_limit.allow(_in_chat(msg))
 
     def release_held(self, skip: set[int]) -> None:
         """What was accepted while starting, but `skip` (already dispatched as unfinished; a message

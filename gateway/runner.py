@@ -1,6 +1,7 @@
 """The gateway runner: builds everything, starts it in order and stops it in reverse.
 
-Intake is `gateway.inbound`, chat commands `gateway.control`, a turn `gateway.turns`.
+Intake is `gateway.inbound`, chat commands `gateway.commands` (handlers: `gateway.command_handlers`), a turn
+`gateway.turns`.
 
 Start order: store → agent → HTTP server → adapters → resume unfinished work → accept. (With only
 polling platforms, which nothing reaches over HTTP, the adapters' first calls go out before the HTTP
@@ -37,7 +38,7 @@ from gateway.access.trust import Trust
 from gateway.agents import Agents
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.approvals import Approvals
-from gateway.commands import COMMANDS
+from gateway.command_handlers import REGISTRY, Commands, Services
 from gateway.config import Config
 from gateway.connections import Connections, NothingToServe
 from gateway.control import Control
@@ -198,17 +199,17 @@ class GatewayRunner:
                            metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
                            approvals=approvals, learning=self.learning, adapters=self.adapters, trust=trust,
                            files_root=cfg.home / "files", redact=lambda text: redact(text, secrets), goals=goals)
-        # a session's worker runs what Control says (`queued`); Control stops and lists the workers
-        self.sessions = sessions = Sessions(lambda worker, item: control.queued(worker, item),
-                                            cfg.gateway.session_idle_seconds)
-        control = Control(cfg, inbox=store.inbox, transcripts=store.sessions, sessions=sessions, turns=self.turns,
-                          delivery=delivery, approvals=approvals, goals=goals, cron=self.cron, usage=self.usage,
-                          pairing=self.pairing, llm=agents.llm, adapters=self.adapters,
-                          session_ended=self.session_ended)
+        services = Services(config=cfg, transcripts=store.sessions, goals=goals, approvals=approvals, cron=self.cron,
+                            usage=self.usage, llm=agents.llm, session_ended=self.session_ended)
+        commands = Commands(REGISTRY, services, inbox=store.inbox, delivery=delivery)
+        # a session's worker runs an ordinary message's turn, or a queued command
+        self.sessions = sessions = Sessions(self.turns.run, commands.run, cfg.gateway.session_idle_seconds)
+        control = Control(delivery=delivery, pairing=self.pairing, llm=agents.llm, adapters=self.adapters)
         self.inbound = inbound = Inbound(
             cfg, local=self.local, inbox=store.inbox, transcripts=store.sessions, pairing=self.pairing,
-            sessions=sessions, delivery=delivery, control=control, approvals=approvals, metrics=self.metrics,
-            adapters=self.adapters, buttons=self.button_handlers, spawn=self.spawn, state=lambda: self.state)
+            sessions=sessions, delivery=delivery, control=control, commands=commands, approvals=approvals,
+            metrics=self.metrics, adapters=self.adapters, buttons=self.button_handlers, spawn=self.spawn,
+            state=lambda: self.state)
         for adapter in self.adapters.values():
             adapter.set_callback(inbound.on_event, self._adapter_failed, self._adapter_health)
         await self._connect_and_serve()
@@ -268,9 +269,9 @@ class GatewayRunner:
         if unfinished:
             log.info("resuming %d unfinished message(s)", len(unfinished))
         for u in unfinished:
-            self.inbound.dispatch(WorkItem(u.inbox_id, u.session_key, u.msg, draft_message_id=u.draft_message_id,
-                                           effects=tuple(u.effects), goal_turn=u.goal_turn,
-                                           draft_intent=u.draft_intent))
+            self.inbound.dispatch(self.inbound.item(u.inbox_id, u.session_key, u.msg,
+                                                    draft_message_id=u.draft_message_id, effects=tuple(u.effects),
+                                                    goal_turn=u.goal_turn, draft_intent=u.draft_intent))
         self.inbound.release_held(skip={u.inbox_id for u in unfinished})
         assert self.goals is not None
         self.spawn(self.goals.resume_pending(), name="goals-resume")  # (a judge request: not on the way to ready)
@@ -379,7 +380,7 @@ class GatewayRunner:
     async def _connected(self, adapter: PlatformAdapter) -> None:
         """A platform is up (at start, or later after tries): its command menu."""
         try:
-            await adapter.set_commands(COMMANDS)
+            await adapter.set_commands(REGISTRY.menu())
         except Exception as exc:  # (a menu is a nicety: the platform serves without it)
             log.warning("%s: could not register the chat commands: %s", adapter.name, exc)
 

@@ -11,11 +11,14 @@ import asyncio
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Literal
+from typing import TYPE_CHECKING, Awaitable, Callable, Literal
 
 from gateway.storage.outbox import SendIntent
 from platforms.base import InboundMessage
 from platforms.loops import wait_event
+
+if TYPE_CHECKING:
+    from gateway.commands import Command
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,7 @@ class WorkItem:
     effects: tuple[str, ...] = ()  # side-effecting tool calls an earlier, interrupted run had started
     goal_turn: tuple[int, int] | None = None  # a goal's turn: (goal id, turn number); None: a person's message
     draft_intent: SendIntent | None = None  # an earlier run started its draft's first send, id never recorded
+    command: "Command | None" = None  # the text parsed at intake (`Inbound._parse`); None: an ordinary message
 
     @property
     def origin(self) -> Literal["person", "goal"]:
@@ -36,11 +40,14 @@ class WorkItem:
         return "person" if self.goal_turn is None else "goal"
 
 
+Process = Callable[["SessionWorker", WorkItem], Awaitable[None]]
+
+
 class SessionWorker:
-    def __init__(self, key: str, process: Callable[["SessionWorker", WorkItem], Awaitable[None]],
+    def __init__(self, key: str, turn: Process, command: Process,
                  idle_seconds: float, on_exit: Callable[["SessionWorker"], None]) -> None:
         self.key = key
-        self._process = process
+        self._turn, self._command = turn, command  # an ordinary message (or a goal's turn); a queued command
         self._idle = idle_seconds
         self._on_exit = on_exit
         self.queue: deque[WorkItem] = deque()
@@ -86,7 +93,8 @@ class SessionWorker:
                     continue
                 self.current = self.queue.popleft()
                 self.cancel_reason, self.answered = None, False
-                self.turn_task = asyncio.create_task(self._process(self, self.current))
+                run = self._turn if self.current.command is None else self._command
+                self.turn_task = asyncio.create_task(run(self, self.current))
                 try:
                     await self.turn_task
                 except asyncio.CancelledError:
@@ -109,8 +117,8 @@ class SessionWorker:
 class Sessions:
     """The set of live workers, keyed by session key."""
 
-    def __init__(self, process: Callable[[SessionWorker, WorkItem], Awaitable[None]], idle_seconds: float) -> None:
-        self._process = process
+    def __init__(self, turn: Process, command: Process, idle_seconds: float) -> None:
+        self._turn, self._command = turn, command  # `Turns.run`, `Commands.run`
         self._idle = idle_seconds
         self.workers: dict[str, SessionWorker] = {}
 
@@ -120,7 +128,8 @@ class Sessions:
     def worker(self, key: str) -> SessionWorker:
         worker = self.workers.get(key)
         if worker is None:
-            worker = self.workers[key] = SessionWorker(key, self._process, self._idle, self._forget)
+            worker = self.workers[key] = SessionWorker(key, self._turn, self._command, self._idle,
+                                                                self._forget)
         return worker
 
     def _forget(self, worker: SessionWorker) -> None:

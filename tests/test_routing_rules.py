@@ -8,7 +8,8 @@ import pytest
 
 from gateway.access import policy
 from gateway.access.policy import is_admin
-from gateway.commands import COMMANDS, CONTROL, Command, help_text, parse_command, unknown_text
+from gateway.command_handlers import REGISTRY
+from gateway.commands import Command
 from gateway.config import AccessConfig, load_config
 from gateway.session_key import session_key
 from platforms.base import InboundMessage
@@ -102,7 +103,7 @@ def test_empty_thread_id_is_no_thread() -> None:
     ],
 )
 def test_commands_are_parsed(text: str, name: str, args: str) -> None:
-    assert parse_command(text) == Command(name, args)
+    assert REGISTRY.parse(text) == Command(name, args)
 
 
 @pytest.mark.parametrize(
@@ -111,33 +112,48 @@ def test_commands_are_parsed(text: str, name: str, args: str) -> None:
      "/@bot", "/\nnew", "new", "\\new"],
 )
 def test_not_commands(text: str) -> None:
-    assert parse_command(text) is None
+    assert REGISTRY.parse(text) is None
 
 
 def test_known_and_immediate_flags() -> None:
-    for name in ("stop", "status", "help", "approve", "deny"):
-        command = parse_command(f"/{name}")
+    for name in ("stop", "status", "help", "approve", "deny", "cron", "usage", "goal", "subgoal"):
+        command = REGISTRY.parse(f"/{name}")
         assert command is not None and command.known and command.immediate, name
     for name in ("new", "reset"):
-        command = parse_command(f"/{name}")
+        command = REGISTRY.parse(f"/{name}")
         assert command is not None and command.known and not command.immediate, name
-    unknown = parse_command("/frobnicate")
+    unknown = REGISTRY.parse("/frobnicate")
     assert unknown is not None
     assert not unknown.known
     assert unknown.immediate  # answered at once with the help text, never queued behind a turn
-    assert CONTROL <= set(COMMANDS)
+    assert set(REGISTRY.menu()) == {"new", "reset", "stop", "status", "approve", "deny", "cron", "usage", "goal",
+                                    "subgoal", "help"}
+
+
+def test_stopping_and_answering_are_never_throttled() -> None:
+    """The refusal rule reads the parsed command: /stop, /approve and /deny are never refused for the
+    command limit; every other command (and an unknown one) counts toward it."""
+    unthrottled = {name for name in REGISTRY.menu() if not REGISTRY.named(name).throttled}
+    assert unthrottled == {"stop", "approve", "deny"}
+    unknown = REGISTRY.parse("/frobnicate")
+    assert unknown is not None and unknown.throttled
+
+
+def test_a_name_is_registered_once() -> None:
+    with pytest.raises(ValueError, match="/stop is registered twice"):
+        REGISTRY.alias("stop", "new", "again")
 
 
 def test_help_text_lists_every_command() -> None:
-    text = help_text()
+    text = REGISTRY.help_text()
     assert text.startswith("Commands:\n")
-    for name, what in COMMANDS.items():
+    for name, what in REGISTRY.menu().items():
         assert f"/{name} — {what}" in text
-    assert len(text.splitlines()) == len(COMMANDS) + 1
+    assert len(text.splitlines()) == len(REGISTRY.menu()) + 1
 
 
 def test_unknown_text_names_the_command_and_helps() -> None:
-    text = unknown_text(Command("frobnicate", ""))
+    text = REGISTRY.unknown_text(Command("frobnicate", ""))
     assert text.startswith("Unknown command /frobnicate. Commands:\n")
     assert "/stop — " in text
 
