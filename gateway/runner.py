@@ -54,7 +54,6 @@ from gateway.inbound import Inbound
 from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
 from gateway.learning.curator import Curator
 from gateway.learning.review import REVIEW_IDENTITY, Learning
-from gateway.learning.skill_usage import SkillUsage
 from gateway.learning.trajectories import Trajectories
 from gateway.ops import systemd
 from gateway.ops.metrics import Metrics
@@ -62,7 +61,6 @@ from gateway.ops.redact import redact
 from gateway.retention import Retention
 from gateway.sessions import Sessions, WorkItem
 from gateway.storage import StorageError, Store
-from gateway.subagents import SubagentRuns
 from gateway.tick import Tick
 from gateway.turns import Turns
 from gateway.usage import UsageLedger
@@ -122,9 +120,9 @@ class GatewayRunner:
         cfg = self.config
         self.store = store = await Store.open(cfg.db_path, durability=cfg.gateway.durability,
                                               lock_wait=cfg.gateway.lock_wait_seconds)
-        self.pairing = Pairing(store)
+        self.pairing = Pairing(store.access)
         trust = Trust(cfg.access, self.pairing, self.local)  # whom every turn, run and review acts for
-        self.usage = UsageLedger(store)
+        self.usage = UsageLedger(store.usage)
         self.agents = agents = Agents(cfg, self.metrics, self.usage)
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
 
@@ -133,8 +131,7 @@ class GatewayRunner:
         self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin,
                                 max_jobs_per_person=cfg.cron.max_jobs_per_person)
         self.memory = Memory(cfg.home)
-        self.skill_usage = SkillUsage(store)
-        self.skills = SkillLibrary(cfg.home, self.skill_usage)
+        self.skills = SkillLibrary(cfg.home, store.learning)
         def untrusted(platform: str, user: str) -> bool:  # whose writes to shared notes and skills wait
             return cfg.access.untrusted_learning == "quarantine" and platform not in self.local \
                 and not admin(platform, user)
@@ -173,7 +170,7 @@ class GatewayRunner:
         self.trajectories = Trajectories(store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
         consolidating = agents.on(agents.auxiliary, CONSOLIDATE_IDENTITY, cfg.review.max_iterations) \
             if cfg.curator.consolidate else None  # (None without a model)
-        self.curator = Curator(store, self.skills, self.skill_usage, cfg.home,
+        self.curator = Curator(store.learning, self.skills, cfg.home,
                                interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
                                stale_days=cfg.curator.stale_days, archive_days=cfg.curator.archive_days,
                                keep_snapshots=cfg.curator.keep_snapshots, idle_since=self._idle_since,
@@ -183,7 +180,7 @@ class GatewayRunner:
         self.retention = Retention(store, cfg, approvals=approvals, ledger=ledger, curator=self.curator,
                                    idle_since=self._idle_since)
         self.tick.add_hook("expire approvals", approvals.expire_overdue)
-        self.tick.add_hook("expire pairing codes", self.pairing.expire)
+        self.tick.add_hook("expire pairing codes", store.access.expire_codes)
         self.tick.add_hook("prune old rows", self.retention.tick)  # (gateway.retention)
         self.tick.add_hook("prune old files", self._prune_files)
         self.tick.add_hook("send stranded replies", delivery.sweep)  # (a safety net: see gateway.delivery)
@@ -359,9 +356,8 @@ class GatewayRunner:
         children = agents.on(agents.llm, SUBAGENT_IDENTITY, cfg.max_iterations, compress=True) if cfg.enabled else None
         if children is None:
             return []
-        runs = SubagentRuns(store)
-        await runs.interrupted()
-        return [Delegation(children, runs, Limits(cfg.max_concurrent, cfg.max_depth, cfg.max_children_per_turn)).tool()]
+        await store.subagents.interrupted()
+        return [Delegation(children, store.subagents, Limits(cfg.max_concurrent, cfg.max_depth, cfg.max_children_per_turn)).tool()]
 
     async def _prune_files(self) -> None:
         for files in (self.config.home / "files", self.config.home / OUTGOING):  # received, and copies to send

@@ -159,7 +159,7 @@ class LearningStore(Tables):
         await self.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
                            (finished_at, json.dumps(changes), error, run_id))
 
-    async def curator_runs(self, limit: int) -> list[dict[str, Any]]:
+    async def curator_runs(self, limit: int = 10) -> list[dict[str, Any]]:
         """The newest runs' rows (id, started_at, finished_at, dry_run, trigger, changes as JSON, error)."""
         rows = await self.fetch_all("SELECT * FROM curator_runs ORDER BY started_at DESC LIMIT ?", (limit,))
         return [dict(r) for r in rows]
