@@ -61,6 +61,7 @@ from gateway.ops.redact import redact
 from gateway.retention import Retention
 from gateway.sessions import Sessions, WorkItem
 from gateway.storage import StorageError, Store
+from gateway.storage.subagents import SubagentStore
 from gateway.tick import Tick
 from gateway.turns import Turns
 from gateway.usage import UsageLedger
@@ -126,8 +127,8 @@ class GatewayRunner:
         self.agents = agents = Agents(cfg, self.metrics, self.usage)
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
 
-        self.jobs = CronJobs(store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
-        ledger = RunLedger(store, new_instance_id())
+        self.jobs = CronJobs(store.cron, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
+        ledger = RunLedger(store.cron, new_instance_id())
         self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin,
                                 max_jobs_per_person=cfg.cron.max_jobs_per_person)
         self.memory = Memory(cfg.home)
@@ -143,8 +144,8 @@ class GatewayRunner:
                                                                  sandbox=self.sandbox, protected=cfg.private_paths(),
                                                                  unconfined=cfg.agent.sandbox.unconfined),
                                    self.cron.tool(), *learning_tools(self.memory, self.skills, untrusted),
-                                   *await self._delegation(store, agents)])
-        self.delivery = delivery = Delivery(store, self.adapters, self.metrics)
+                                   *await self._delegation(store.subagents, agents)])
+        self.delivery = delivery = Delivery(store.outbox, store.inbox, self.adapters, self.metrics)
         self.learning = Learning(store, self.memory, self.skills, self.tools,
                                  review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery, trust=trust,
                                  memory_every=cfg.review.memory_every_turns,
@@ -152,7 +153,7 @@ class GatewayRunner:
                                  max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify,
                                  after_pause=cfg.review.after_pause_seconds)
         self.approvals = approvals = Approvals(
-            store, delivery, self.adapters, mode=cfg.approvals.mode, timeout=cfg.approvals.timeout_seconds,
+            store.approvals, delivery, self.adapters, mode=cfg.approvals.mode, timeout=cfg.approvals.timeout_seconds,
             secrets_=cfg.secrets(), is_admin=lambda platform, user: platform in self.local or admin(platform, user),
             may_approve=lambda platform, user: user in cfg.access.allowed_users.get(platform, ())
             or cfg.approvals.paired_may_approve, always_scope=cfg.approvals.always_scope,
@@ -167,7 +168,7 @@ class GatewayRunner:
         self.tick = Tick(cfg.gateway.tick_seconds)
         self.cron_timers = CronTimers(self.tick, self.jobs, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
                                       max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
-        self.trajectories = Trajectories(store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
+        self.trajectories = Trajectories(store.sessions, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
         consolidating = agents.on(agents.auxiliary, CONSOLIDATE_IDENTITY, cfg.review.max_iterations) \
             if cfg.curator.consolidate else None  # (None without a model)
         self.curator = Curator(store.learning, self.skills, cfg.home,
@@ -177,8 +178,9 @@ class GatewayRunner:
                                notify=self._tell_admins if cfg.curator.notify_admins else None,
                                consolidate=consolidator(consolidating, self.skills) if consolidating else None)
         await self.curator.first_started()
-        self.retention = Retention(store, cfg, approvals=approvals, ledger=ledger, curator=self.curator,
-                                   idle_since=self._idle_since)
+        self.retention = Retention(cfg, inbox=store.inbox, sessions=store.sessions, approvals=store.approvals,
+                                   subagents=store.subagents, usage=self.usage, ledger=ledger, curator=self.curator,
+                                   upkeep=store.upkeep, idle_since=self._idle_since)
         self.tick.add_hook("expire approvals", approvals.expire_overdue)
         self.tick.add_hook("expire pairing codes", store.access.expire_codes)
         self.tick.add_hook("prune old rows", self.retention.tick)  # (gateway.retention)
@@ -188,9 +190,10 @@ class GatewayRunner:
             self.tick.add_hook("curator", self.curator.tick)
         self.button_handlers[APPROVAL_PREFIX] = approvals.on_button
         secrets = cfg.secrets()
-        self.goals = goals = Goals(store, delivery, Judge(agents.auxiliary) if agents.auxiliary else None,
-                                   max_turns=cfg.goals.max_turns, dispatch=self._queue_goal_turn, spawn=self.spawn,
-                                   trust=trust, max_resumes_per_day=cfg.goals.max_resumes_per_day)
+        self.goals = goals = Goals(store.goals, store.inbox, delivery,
+                                   Judge(agents.auxiliary) if agents.auxiliary else None, max_turns=cfg.goals.max_turns,
+                                   dispatch=self._queue_goal_turn, spawn=self.spawn, trust=trust,
+                                   max_resumes_per_day=cfg.goals.max_resumes_per_day)
         self.turns = Turns(store=store, agent=chat_agent, tools=self.tools.scope(), delivery=delivery,
                            metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
                            approvals=approvals, learning=self.learning, adapters=self.adapters, trust=trust,
@@ -350,14 +353,15 @@ class GatewayRunner:
             return None
         return max(self.inbound.last_message_at if self.inbound else 0.0, self.turns.last_finished)
 
-    async def _delegation(self, store: Store, agents: Agents) -> list[Tool]:
+    async def _delegation(self, runs: SubagentStore, agents: Agents) -> list[Tool]:
         """`delegate_task`, when there is a model and `delegation.enabled`."""
         cfg = self.config.delegation
         children = agents.on(agents.llm, SUBAGENT_IDENTITY, cfg.max_iterations, compress=True) if cfg.enabled else None
         if children is None:
             return []
-        await store.subagents.interrupted()
-        return [Delegation(children, store.subagents, Limits(cfg.max_concurrent, cfg.max_depth, cfg.max_children_per_turn)).tool()]
+        await runs.interrupted()  # children an earlier process left running were cut off with it
+        limits = Limits(cfg.max_concurrent, cfg.max_depth, cfg.max_children_per_turn)
+        return [Delegation(children, runs, limits).tool()]
 
     async def _prune_files(self) -> None:
         for files in (self.config.home / "files", self.config.home / OUTGOING):  # received, and copies to send

@@ -10,7 +10,7 @@
 
 Changes made in this process (the `cron` tool, `/cron`) call `changed()`; changes made by
 another process on the same database (the `chatgate cron` CLI) are noticed within a second
-through the database's data version (`Store.data_version`), which another process's commit changes.
+through the database's data version (`data_version`), which another process's commit changes.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class CronTimers:
         self._started = True
         self.tick.every(self.tick.seconds, self.ledger.heartbeat, "heartbeat")
         self.tick.every(WATCH_SECONDS, self._watch, "cron-watch")
-        self._data_version = await self.jobs.store.data_version()  # later commits by others trigger a reload
+        self._data_version = await self.jobs.cron.data_version()  # later commits by others trigger a reload
 
     async def stop(self, timeout: float) -> None:
         """Stop arming; let running jobs finish up to `timeout`, then interrupt them."""
@@ -115,7 +115,7 @@ class CronTimers:
 
     async def _watch(self) -> None:
         """Notice changes another process (the CLI) committed to the database."""
-        version = await self.jobs.store.data_version()
+        version = await self.jobs.cron.data_version()
         if self._data_version is not None and version != self._data_version:
             await self.reload()
         self._data_version = version
