@@ -129,7 +129,7 @@ class GatewayRunner:
 
         self.jobs = CronJobs(store.cron, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
         ledger = RunLedger(store.cron, new_instance_id())
-        self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin,
+        self.cron = CronManager(self.jobs, store.cron, changed=self._jobs_changed, is_admin=admin,
                                 max_jobs_per_person=cfg.cron.max_jobs_per_person)
         self.memory = Memory(cfg.home)
         self.skills = SkillLibrary(cfg.home, store.learning)
@@ -148,10 +148,7 @@ class GatewayRunner:
         self.delivery = delivery = Delivery(store.outbox, store.inbox, self.adapters, self.metrics)
         self.learning = Learning(store, self.memory, self.skills, self.tools,
                                  review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery, trust=trust,
-                                 memory_every=cfg.review.memory_every_turns,
-                                 skill_every=cfg.review.skill_every_iterations,
-                                 max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify,
-                                 after_pause=cfg.review.after_pause_seconds)
+                                 settings=cfg.review)
         self.approvals = approvals = Approvals(
             store.approvals, delivery, self.adapters, mode=cfg.approvals.mode, timeout=cfg.approvals.timeout_seconds,
             secrets_=cfg.secrets(), is_admin=lambda platform, user: platform in self.local or admin(platform, user),
@@ -166,15 +163,12 @@ class GatewayRunner:
             timeout=cfg.cron.run_timeout_seconds, trust=trust, session_ended=self.session_ended,
             agent_for_model=agents.chat, owner_may=trust.may_still_talk, pause=self._pause_job)
         self.tick = Tick(cfg.gateway.tick_seconds)
-        self.cron_timers = CronTimers(self.tick, self.jobs, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
+        self.cron_timers = CronTimers(self.tick, store.cron, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
                                       max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
         self.trajectories = Trajectories(store.sessions, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
         consolidating = agents.on(agents.auxiliary, CONSOLIDATE_IDENTITY, cfg.review.max_iterations) \
             if cfg.curator.consolidate else None  # (None without a model)
-        self.curator = Curator(store.learning, self.skills, cfg.home,
-                               interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
-                               stale_days=cfg.curator.stale_days, archive_days=cfg.curator.archive_days,
-                               keep_snapshots=cfg.curator.keep_snapshots, idle_since=self._idle_since,
+        self.curator = Curator(store.learning, self.skills, cfg.home, settings=cfg.curator, idle_since=self._idle_since,
                                notify=self._tell_admins if cfg.curator.notify_admins else None,
                                consolidate=consolidator(consolidating, self.skills) if consolidating else None)
         await self.curator.first_started()

@@ -184,16 +184,16 @@ async def test_review_counters_survive_a_restart(tmp_path, llm: FakeLLM):
             await tab.reply(n)
         session_id = (await runner.store.fetch_one("SELECT id FROM sessions"))["id"]
         for _ in range(100):  # the count follows the delivery
-            if await runner.learning.counters(session_id) == (2, 0):
+            if await runner.store.learning.counters(session_id) == (2, 0):
                 break
             await asyncio.sleep(0.02)
-        assert await runner.learning.counters(session_id) == (2, 0)
+        assert await runner.store.learning.counters(session_id) == (2, 0)
     async with gateway(tmp_path, llm, **settings) as runner, Tab(runner, "tab-0001") as tab:
         await tab.say("turn 3")
         await tab.reply()
         await asyncio.wait_for(_until(lambda: any(is_review(r) for r in llm.requests)), 5)
         await asyncio.wait_for(_until(lambda: runner.learning.reviews_done == 1), 5)
-        assert await runner.learning.counters(session_id) == (0, 0)
+        assert await runner.store.learning.counters(session_id) == (0, 0)
         assert sum(is_review(r) for r in llm.requests) == 1
 
 

@@ -36,10 +36,10 @@ async def cron(config: Config, args: argparse.Namespace) -> int:
             else:
                 job = await jobs.find(args.job)
                 if args.action == "run":
-                    await ledger.request_run(job.id)
+                    await store.cron.queue_run(job.id)
                     print(f"queued a run of #{job.id} {job.name}")
                 elif args.action == "remove":
-                    await jobs.remove(job.id)
+                    await store.cron.remove_job(job.id)
                     print(f"removed #{job.id} {job.name}")
                 else:
                     print(f"{args.action}d {(await jobs.set_enabled(job.id, args.action == 'resume')).describe()}")

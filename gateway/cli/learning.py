@@ -17,10 +17,7 @@ from gateway.storage.learning import LearningStore
 
 def _parts(config: Config, store: Any) -> tuple[SkillLibrary, LearningStore, Curator]:
     skills = SkillLibrary(config.home, store.learning)
-    c = config.curator
-    curator = Curator(store.learning, skills, config.home, interval_hours=c.interval_hours,
-                      min_idle_hours=c.min_idle_hours, stale_days=c.stale_days, archive_days=c.archive_days,
-                      keep_snapshots=c.keep_snapshots)
+    curator = Curator(store.learning, skills, config.home, settings=config.curator)
     return skills, store.learning, curator
 
 

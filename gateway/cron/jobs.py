@@ -246,11 +246,3 @@ class CronJobs:
         updated = await self.get(job_id)
         assert updated is not None
         return updated
-
-    async def remove(self, job_id: int) -> bool:
-        """Delete a job; its ledger rows stay for the record (its queued "run now" requests are skipped)."""
-        return await self.cron.remove_job(job_id)
-
-    async def due_before(self, until: float) -> list[tuple[int, float]]:
-        """(job id, next run) of enabled jobs due at or before `until`, soonest first."""
-        return await self.cron.due_before(until)

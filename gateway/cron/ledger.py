@@ -163,10 +163,6 @@ class RunLedger:
         claim = Claim(run_id, decided.job, decided.scheduled_at, now - decided.scheduled_at, missed=decided.missed)
         return SlotOutcome(claim, decided.next_run_at, "running")
 
-    async def request_run(self, job_id: int) -> int:
-        """Queue a run now ("run now"); the gateway that sees it first claims it."""
-        return await self.cron.queue_run(job_id)
-
     async def claim_queued(self) -> list[Claim]:
         rows = await self.cron.queued_runs()
         claims = []

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from agent.skills import SkillLibrary
+from gateway.config import CuratorConfig
 from gateway.storage.learning import LearningStore
 
 TOUCHABLE = ("agent", "review")
@@ -52,8 +53,7 @@ class CuratorRun:
 
 class Curator:
     def __init__(self, learning: LearningStore, skills: SkillLibrary, home: Path, *,
-                 interval_hours: float = 168.0, min_idle_hours: float = 2.0, stale_days: float = 30.0,
-                 archive_days: float = 90.0, keep_snapshots: int = 5,
+                 settings: CuratorConfig = CuratorConfig(),
                  idle_since: Callable[[], Awaitable[float | None]] | None = None,
                  notify: Callable[[str], Awaitable[None]] | None = None,
                  consolidate: Callable[[list[str]], Awaitable[str]] | None = None,
@@ -61,11 +61,11 @@ class Curator:
         self.learning = learning  # its runs, and the skills' provenance, usage and state
         self.skills = skills
         self.logs = home / "logs" / "curator"
-        self.interval = interval_hours * 3600
-        self.min_idle = min_idle_hours * 3600
-        self.stale_after = stale_days * DAY
-        self.archive_after = archive_days * DAY
-        self.keep = keep_snapshots
+        self.interval = settings.interval_hours * 3600
+        self.min_idle = settings.min_idle_hours * 3600
+        self.stale_after = settings.stale_days * DAY
+        self.archive_after = settings.archive_days * DAY
+        self.keep = settings.keep_snapshots
         self.idle_since = idle_since  # None from it: busy now
         self.notify = notify  # tells the admins what an applied run changed
         self.consolidate = consolidate  # the optional LLM pass over the touchable skills
