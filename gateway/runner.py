@@ -159,12 +159,13 @@ class GatewayRunner:
         cron_runs = CronRuns(
             store=store, ledger=ledger, agent=chat_agent, delivery=delivery, approvals=approvals,
             tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),
-            approvals_mode=cfg.approvals.mode, cron_approvals=cfg.approvals.cron, timezone=cfg.gateway.timezone,
+            consent=cfg.approvals, timezone=cfg.gateway.timezone,
             timeout=cfg.cron.run_timeout_seconds, trust=trust, session_ended=self.session_ended,
             agent_for_model=agents.chat, owner_may=trust.may_still_talk, pause=self._pause_job)
         self.tick = Tick(cfg.gateway.tick_seconds)
-        self.cron_timers = CronTimers(self.tick, store.cron, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
-                                      max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
+        self.cron_timers = CronTimers(self.tick, store.cron, ledger, cron_runs.run,
+                                      grace_seconds=cfg.cron.grace_seconds, max_concurrent=cfg.cron.max_concurrent_runs,
+                                      on_interrupted=cron_runs.interrupted)
         self.trajectories = Trajectories(store.sessions, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
         consolidating = agents.on(agents.auxiliary, CONSOLIDATE_IDENTITY, cfg.review.max_iterations) \
             if cfg.curator.consolidate else None  # (None without a model)

@@ -17,7 +17,8 @@ from gateway.storage.database import Database, Work
 from gateway.storage.sessions import BATCH, SessionStore, forget_sessions
 from gateway.storage.tables import Tables
 
-TRANSCRIPT_STATUS = {"done": "ok", "stopped": "ok", "cancelled": "cancelled"}  # a run's end → its transcript's; else failed
+# a run's end state → its transcript's status (any other: failed)
+TRANSCRIPT_STATUS = {"done": "ok", "stopped": "ok", "cancelled": "cancelled"}
 
 
 def _end(run_id: int, session_id: int, state: str, summary: str) -> Work:
