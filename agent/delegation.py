@@ -42,9 +42,11 @@ SUBAGENT_IDENTITY = (
 
 
 class SubagentLog(Protocol):
-    """Where children's transcripts are kept (the gateway's store), linked to the parent's turn."""
+    """Where children's runs and transcripts are kept (the gateway's store), linked to the parent's session and
+    turn (its inbox row)."""
 
-    async def started(self, ctx: ToolContext, task: str, depth: int) -> int: ...
+    async def started(self, parent_session_id: int | None, parent_inbox_id: int | None, depth: int, task: str,
+                      platform: str, chat_id: str, thread_id: str | None) -> int: ...
 
     async def finished(self, run_id: int, state: str, messages: list[dict[str, Any]], summary: str) -> None: ...
 
@@ -168,7 +170,8 @@ class Delegation:
         task = spec["task"].strip()
         context = str(spec.get("context") or "").strip()
         async with _Seat(places) as seat:
-            run_id = await self.log.started(ctx, task, depth)
+            run_id = await self.log.started(ctx.session_id, ctx.extras.get("inbox_id"), depth, task, ctx.platform,
+                                            ctx.chat_id, ctx.extras.get("thread_id"))
             assert ctx.tools is not None
             scope = self._scope(ctx.tools, spec.get("toolsets"), depth)
             shown = task if len(task) <= 120 else task[:119] + "…"

@@ -44,9 +44,9 @@ class SkillRefused(ValueError):
 class SkillUsage(Protocol):
     """Provenance and usage, kept by the gateway."""
 
-    async def wrote(self, name: str, provenance: str) -> None: ...
-    async def viewed(self, name: str) -> None: ...
-    async def state(self, name: str, state: str) -> None: ...
+    async def skill_written(self, name: str, provenance: str) -> None: ...  # the first writer stays its provenance
+    async def skill_viewed(self, name: str) -> None: ...
+    async def set_skill_state(self, name: str, state: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +164,7 @@ class SkillLibrary:
         if skill is None:
             raise SkillRefused(f"no skill {name!r}; skills_list shows what there is")
         if self.ledger is not None:
-            await self.ledger.viewed(name)
+            await self.ledger.skill_viewed(name)
         if file:
             path = self._file_path(name, file)
             if not path.is_file():
@@ -245,7 +245,7 @@ class SkillLibrary:
             await asyncio.to_thread(shutil.move, str(self._dir(name)), str(dest))
             self.changed()
             if self.ledger is not None:
-                await self.ledger.state(name, "archived")
+                await self.ledger.set_skill_state(name, "archived")
         return f"Archived skill {name} (restorable)."
 
     async def restore(self, name: str) -> str:
@@ -258,7 +258,7 @@ class SkillLibrary:
             await asyncio.to_thread(shutil.move, str(source), str(self._dir(name)))
             self.changed()
             if self.ledger is not None:
-                await self.ledger.state(name, "active")
+                await self.ledger.set_skill_state(name, "active")
         return f"Restored skill {name}."
 
     # -- proposals waiting for an admin ---------------------------------------------------------
@@ -332,7 +332,7 @@ class SkillLibrary:
 
     async def _note(self, name: str, provenance: str) -> None:
         if self.ledger is not None:
-            await self.ledger.wrote(name, provenance)
+            await self.ledger.skill_written(name, provenance)
 
 
 def summary(skill: Skill, meta: dict[str, Any] | None = None) -> str:

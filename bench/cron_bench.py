@@ -109,7 +109,7 @@ async def lateness_run(llm: gl.LLMProcess, scenario: str, placement: gl.Placemen
             hello = asyncio.Event()
             reader = asyncio.create_task(receive(ws, arrived, hello))
             await asyncio.wait_for(hello.wait(), 30)
-            jobs = CronJobs(store, min_interval=1)
+            jobs = CronJobs(store.cron, min_interval=1)
             # 3 s ahead: the daemon notices another process's writes within a second
             expected = await create_jobs(jobs, scenario, time.time() + 3.0)
             deadline = time.time() + (60 if scenario == "every" else 30)
@@ -162,7 +162,7 @@ async def tick_run(kind: str, n_jobs: int, ticks: int, workdir: Path) -> dict[st
     home = Path(tempfile.mkdtemp(prefix="tick-", dir=workdir))
     store = await Store.open(home / "state.db")
     try:
-        jobs = CronJobs(store)
+        jobs = CronJobs(store.cron)
         rnd = random.Random(7)
         t_create = time.perf_counter()
         for i in range(n_jobs):
@@ -171,7 +171,7 @@ async def tick_run(kind: str, n_jobs: int, ticks: int, workdir: Path) -> dict[st
                               owner_id="u", target="none")
         create_s = time.perf_counter() - t_create
         tick = Tick(60)
-        timers = CronTimers(tick, jobs, RunLedger(store, new_instance_id()), noop_run, grace_seconds=3600)
+        timers = CronTimers(tick, store.cron, RunLedger(store.cron, new_instance_id()), noop_run, grace_seconds=3600)
         tick.add_hook("prune", lambda: store.inbox.prune(time.time() - 7 * 86400))
         rss0 = gl.proc_status_kb(gl.os.getpid(), "VmRSS") or 0
         stalls: list[float] = []

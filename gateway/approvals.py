@@ -34,8 +34,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.delivery import Delivery
 from gateway.ops.redact import redact_values
-from gateway.storage import Store
-from gateway.storage.approvals import Approval
+from gateway.storage.approvals import Approval, ApprovalStore
 from platforms.base import Button, ButtonPress, ChatRef, PlatformAdapter, Reply
 
 log = logging.getLogger(__name__)
@@ -182,13 +181,13 @@ def prompt_text(kind: str, subject: str, reasons: list[str], approval_id: str, c
 class Approvals:
     """The gateway's side of `agent.tools.ApprovalPort`."""
 
-    def __init__(self, store: Store, delivery: Delivery, adapters: Mapping[str, PlatformAdapter], *, mode: str,
+    def __init__(self, stored: ApprovalStore, delivery: Delivery, adapters: Mapping[str, PlatformAdapter], *, mode: str,
                  timeout: float, is_admin: Callable[[str, str], bool], secrets_: list[str],
                  spawn: Callable[[Awaitable[None]], Any] | None = None,
                  may_approve: Callable[[str, str], bool] | None = None,
                  always_scope: str = "user") -> None:
         self._spawn = spawn  # runs the prompt's edit after a decision as a task (it may wait out rate limits)
-        self.store = store
+        self.stored = stored  # the requests, their events, grants and rules
         self.delivery = delivery
         self.adapters = adapters
         self.mode = mode
@@ -221,10 +220,10 @@ class Approvals:
             return await self._ask(ctx, request, EACH_TIME + digest, confinement)
         covering = COVERS.get(confinement, (confinement,))
         reach = request.reach if confinement == "unconfined" else None  # (in the sandbox: wherever they lead)
-        if await self.store.approvals.allowed_by_rule(request.kind, digest, covering, reach, ctx.platform,
+        if await self.stored.allowed_by_rule(request.kind, digest, covering, reach, ctx.platform,
                                                       ctx.chat_id, ctx.user_id):
             return ApprovalOutcome(True, "always", "Allowed by an 'always allow' rule.")
-        if ctx.session_id is not None and await self.store.approvals.granted_for_session(
+        if ctx.session_id is not None and await self.stored.granted_for_session(
                 ctx.session_id, digest, covering, reach, ctx.platform, ctx.user_id):  # (shared: that person's)
             return ApprovalOutcome(True, "session", "Allowed for this session earlier.")
         return await self._ask(ctx, request, digest, confinement)
@@ -241,7 +240,7 @@ class Approvals:
             reasons.append(f"it is {len(request.subject):,} characters long and only the start is shown: "
                            "deny it unless you know the rest")
         now = time.time()
-        await self.store.approvals.add(Approval(
+        await self.stored.add(Approval(
             approval_id, ctx.extras.get("session_key", ""), ctx.session_id, chat.platform, chat.chat_id,
             chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, reasons, now, now + self.timeout,
             reach=request.reach if confinement == "unconfined" else ""))
@@ -268,9 +267,9 @@ class Approvals:
     async def decide(self, approval_id: str, state: str, actor: str, note: str | None = None) -> bool:
         """Move a pending request to `state`; False when it was already decided (first one wins)."""
         rule_scope = self.always_scope if state == "always" else None  # ("always" adds a rule: same write)
-        if not await self.store.approvals.decide(approval_id, state, actor, note, rule_scope=rule_scope):
+        if not await self.stored.decide(approval_id, state, actor, note, rule_scope=rule_scope):
             return False
-        approval = await self.store.approvals.get(approval_id)
+        approval = await self.stored.get(approval_id)
         assert approval is not None
         log.info("approval %s: %s by %s", approval_id, state, actor)
         waiting = self._waiting.get(approval_id)
@@ -287,20 +286,20 @@ class Approvals:
         """A button under a prompt was pressed; returns the short answer shown to the presser."""
         _, _, rest = press.data.partition(PREFIX)
         approval_id, _, choice = rest.rpartition(":")
-        approval = await self.store.approvals.get(approval_id)
+        approval = await self.stored.get(approval_id)
         if approval is None or choice not in CHOICES or \
                 (approval.platform, approval.chat_id) != (press.platform, press.chat_id):
             return "This approval request does not exist."
         if not self._may_decide(approval, press.platform, press.user_id):
-            await self.store.approvals.add_event(approval_id, "refused_press", press.user_id,
+            await self.stored.add_event(approval_id, "refused_press", press.user_id,
                                                  "not the requester or an admin")
             return "This approval is not yours to decide."
         state = CHOICES[choice]
         if state in ("session", "always") and approval.subject_hash.startswith(EACH_TIME):
-            await self.store.approvals.add_event(approval_id, "refused_press", press.user_id, "asked each time")
+            await self.stored.add_event(approval_id, "refused_press", press.user_id, "asked each time")
             return "This one can only be allowed once: it reaches chatgate's own state."
         if state == "always" and not self.is_admin(press.platform, press.user_id):
-            await self.store.approvals.add_event(approval_id, "refused_press", press.user_id,
+            await self.stored.add_event(approval_id, "refused_press", press.user_id,
                                                  "always allow needs an admin")
             return "Only an admin can allow this for always; choose Allow once or Allow for this session."
         if not await self.decide(approval_id, state, press.user_name or press.user_id):
@@ -321,7 +320,7 @@ class Approvals:
             return "There is no approval waiting here."
         else:
             return f"{len(pending)} approvals are waiting; use the buttons or give the id: /approve <id>."
-        approval = await self.store.approvals.get(approval_id)
+        approval = await self.stored.get(approval_id)
         if approval is None or not self._may_decide(approval, platform, user_id):
             return "This approval is not yours to decide."
         state = "once" if approve else "denied"
@@ -331,19 +330,14 @@ class Approvals:
 
     async def expire_all(self, note: str) -> None:
         """End every pending request (at shutdown, and at start for those a dead process left)."""
-        for approval_id in await self.store.approvals.pending():
+        for approval_id in await self.stored.pending():
             await self.decide(approval_id, "expired", "gateway", note)
 
     async def expire_overdue(self) -> None:
         """End requests past their time that no waiting turn here will end (from the tick)."""
-        for approval_id in await self.store.approvals.pending(expired_before=time.time() - 5.0):
+        for approval_id in await self.stored.pending(expired_before=time.time() - 5.0):
             if approval_id not in self._waiting:
                 await self.decide(approval_id, "expired", "timeout")
-
-    async def prune(self, before: float) -> int:
-        """Forget requests decided before `before` with their events; return how many. Pending ones stay,
-        and so does a session grant while its session is active (it still answers for that session)."""
-        return await self.store.approvals.prune(before)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -361,7 +355,7 @@ class Approvals:
 
     async def _show_prompt(self, approval_id: str, chat: ChatRef) -> bool:
         adapter = self.adapters.get(chat.platform)
-        approval = await self.store.approvals.get(approval_id)
+        approval = await self.stored.get(approval_id)
         if adapter is None or approval is None:
             return False
         text = self._prompt_text(approval) + f"\nExpires in {self.timeout / 60:.0f} min."
@@ -375,7 +369,7 @@ class Approvals:
         except Exception as exc:
             log.warning("could not show approval prompt %s: %s", approval_id, exc)
             return False
-        await self.store.approvals.set_prompt(approval_id, message_id)
+        await self.stored.set_prompt(approval_id, message_id)
         return True
 
     async def _show_outcome(self, approval: Approval) -> None:

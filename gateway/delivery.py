@@ -47,8 +47,8 @@ from gateway.files import OutgoingFile, discard
 from gateway.intents import DraftSend, may_have_landed, reclaim
 from gateway.ops.metrics import Metrics
 from gateway.preview import StreamPreview, Typing
-from gateway.storage import Store
-from gateway.storage.outbox import OutboxItem, SendIntent
+from gateway.storage.inbox import InboxStore
+from gateway.storage.outbox import OutboxItem, OutboxStore, SendIntent
 from platforms.base import Button, ChatRef, ChatUnavailable, DeliveryError, PlatformAdapter, Reply
 from platforms.loops import start_supervised, wait_event
 
@@ -70,8 +70,10 @@ def _buttons(rows: list[list[dict[str, str]]]) -> tuple[tuple[Button, ...], ...]
 
 
 class Delivery:
-    def __init__(self, store: Store, adapters: Mapping[str, PlatformAdapter], metrics: Metrics | None = None) -> None:
-        self.store = store
+    def __init__(self, outbox: OutboxStore, inbox: InboxStore, adapters: Mapping[str, PlatformAdapter],
+                 metrics: Metrics | None = None) -> None:
+        self.outbox = outbox
+        self.inbox = inbox  # (a turn's draft is recorded on its inbox row)
         self.adapters = adapters
         self.metrics = metrics or Metrics()
         self.typing = Typing(adapters)
@@ -119,7 +121,7 @@ class Delivery:
                     buttons: list[list[dict[str, str]]] | None = None, done_inbox_id: int | None = None) -> OutboxItem:
         """Queue and send a reply that is not part of a turn (command answers, notices)."""
         item = OutboxItem(chat=chat, text=text, buttons=buttons or [], reply_to=reply_to, inbox_id=done_inbox_id)
-        await self.store.outbox.add(item, done_inbox_id=done_inbox_id)
+        await self.outbox.add(item, done_inbox_id=done_inbox_id)
         await self.deliver(item)
         return item
 
@@ -157,7 +159,7 @@ class Delivery:
         intent nothing went out under is dropped (a restart would look for a message never made)."""
         assert item.id is not None
         if item.intent is not None and not item.intent.tried:
-            self.store.outbox.forget_intent(item.id, item.intent.part)
+            self.outbox.forget_intent(item.id, item.intent.part)
             item.intent = None
         self._ahead[item.id] = (list(item.sent_ids), item.draft_message_id, item.intent)
         return "waits"
@@ -211,7 +213,7 @@ class Delivery:
         idempotent); raises when it still cannot."""
         for pause in (*RECORD_PAUSES, None):
             try:
-                await self.store.outbox.progress(item, done=done, error=error, failed=failed)
+                await self.outbox.progress(item, done=done, error=error, failed=failed)
             except Exception as exc:
                 if pause is None:
                     raise
@@ -247,11 +249,11 @@ class Delivery:
         it made is looked for first."""
         intent = item.intent if item.intent is not None and item.intent.part == index else None
         if intent is not None and intent.tried:
-            found = await reclaim(self.store, adapter, item.chat, part, intent)
+            found = await reclaim(self.outbox, adapter, item.chat, part, intent)
             if found is not None:
                 return found
         elif intent is None and not adapter.capabilities.keyed_sends:
-            intent = await self.store.outbox.intend(item, index)
+            intent = await self.outbox.intend(item, index)
         item.intent = None if intent is None else replace(intent, tried=True)
         try:
             return await adapter.send_buttons(item.chat, part)
@@ -360,7 +362,7 @@ class Delivery:
         good is passed over)."""
         self._waits.pop((platform, chat_id), None)
         try:
-            pending = await self.store.outbox.pending(platform, chat_id)
+            pending = await self.outbox.pending(platform, chat_id)
         except Exception as exc:
             log.warning("could not read the outbox of a %s chat (%s); tried again in %.0fs", platform, exc,
                         RECORD_RETRY)
@@ -375,14 +377,14 @@ class Delivery:
 
     async def flush(self, platform: str | None = None) -> None:
         """Send what waits in every chat (of one platform), chats side by side; returns when each is done."""
-        chats = [chat for chat in await self.store.outbox.chats() if platform is None or chat[0] == platform]
+        chats = [chat for chat in await self.outbox.chats() if platform is None or chat[0] == platform]
         tasks = [self._flush_later(chat) for chat in chats]
         await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)
 
     async def sweep(self, older_than: float = STRANDED_AFTER) -> None:
         """The tick's safety net: flush each chat with a reply pending for over `older_than` seconds
         that nothing works on (no delivery in flight, no timer, no flush) on a platform that is ready."""
-        for chat in await self.store.outbox.chats(before=time.time() - older_than):
+        for chat in await self.outbox.chats(before=time.time() - older_than):
             adapter = self.adapters.get(chat[0])
             if adapter is None or not adapter.ready or chat in self._waits or chat in self._sending \
                     or chat in self._closed:
@@ -398,7 +400,7 @@ class Delivery:
 
     async def start(self) -> None:
         """Send whatever an earlier run left pending (in the background: a slow chat delays no start)."""
-        for chat in await self.store.outbox.chats():
+        for chat in await self.outbox.chats():
             self._flush_later(chat)
 
     async def stop(self, timeout: float) -> None:
@@ -421,5 +423,5 @@ class Delivery:
         A first message it sends is recorded on that row (`gateway.intents.DraftSend`): a turn run again
         after a crash edits it, and so does `final_reply`."""
         adapter = self.adapters.get(chat.platform)
-        first = None if adapter is None else DraftSend(self.store, adapter, chat, inbox_id, intent)
+        first = None if adapter is None else DraftSend(self.inbox, self.outbox, adapter, chat, inbox_id, intent)
         return StreamPreview(adapter, chat, reply_to, message_id=draft, first_send=first)

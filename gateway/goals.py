@@ -29,8 +29,8 @@ from agent.llm import LLMError
 from gateway.access.trust import ADMIN, Person, Trust
 from gateway.delivery import Delivery
 from gateway.sessions import WorkItem
-from gateway.storage import Store
-from gateway.storage.goals import Goal, GoalTurn
+from gateway.storage.goals import Goal, GoalStore, GoalTurn
+from gateway.storage.inbox import InboxStore
 from gateway.storage.outbox import OutboxItem
 from platforms.base import InboundMessage
 
@@ -60,11 +60,12 @@ def describe(goal: Goal) -> str:
 
 
 class Goals:
-    def __init__(self, store: Store, delivery: Delivery, judge: Judge | None, *, max_turns: int,
-                 dispatch: Callable[[WorkItem], None], spawn: Callable[..., Any], trust: Trust,
+    def __init__(self, stored: GoalStore, inbox: InboxStore, delivery: Delivery, judge: Judge | None, *,
+                 max_turns: int, dispatch: Callable[[WorkItem], None], spawn: Callable[..., Any], trust: Trust,
                  max_resumes_per_day: int = 10) -> None:
         self.spawn = spawn  # a background task the runner keeps (and waits for at stop)
-        self.store = store
+        self.stored = stored
+        self.inbox = inbox  # (a goal's turns are inbox rows)
         self.delivery = delivery
         self.judge = judge
         self.max_turns = max_turns
@@ -79,7 +80,7 @@ class Goals:
         key = item.key
         word = args.lower()
         if word in ("", "status"):
-            goal = await self.latest(key)
+            goal = await self.stored.latest(key)
             return describe(goal) if goal else "No goal here. Set one with /goal <what you want done>."
         if word == "pause":
             goal = await self.pause(key, "paused by you")
@@ -95,7 +96,7 @@ class Goals:
         if word == "resume":
             return await self._resume(key, item.msg)
         if word == "clear":
-            goal = await self._set_state(key, OPEN, "cleared", "cleared by you")
+            goal = await self.stored.set_state(key, OPEN, "cleared", "cleared by you")
             return "Goal cleared." if goal else "No goal to clear."
         return await self._start(item, args)
 
@@ -122,7 +123,7 @@ class Goals:
         if await self.open_goal(item.key) is not None:
             return "A goal is already set here (/goal status). /goal clear it first, or add to it with /subgoal."
         origin = replace(item.msg, text="", attachments=(), raw={}, reply_to=None)
-        _, turn = await self.store.goals.create(item.key, origin, objective, self.max_turns,
+        _, turn = await self.stored.create(item.key, origin, objective, self.max_turns,
                                                 self._first_text(objective, self.max_turns))
         self._dispatch(turn)
         return (f"🎯 Goal set: {objective}\nI will work on it turn by turn (up to {self.max_turns} turns); after "
@@ -139,7 +140,7 @@ class Goals:
             return f"This goal already has {MAX_CRITERIA} criteria."
         criteria = [*goal.criteria, criterion[:MAX_OBJECTIVE]]
         people = list(dict.fromkeys([*goal.people, (msg.platform, msg.user_id)]))
-        await self.store.goals.set_criteria(goal.id, criteria, people)
+        await self.stored.set_criteria(goal.id, criteria, people)
         return f"Added to the goal: {criterion}. The judge now checks {len(criteria)} criteria besides the objective."
 
     async def _resume(self, key: str, msg: InboundMessage) -> str:
@@ -149,10 +150,10 @@ class Goals:
         more = goal.state == "exhausted"  # (a paused goal goes on within the turns it had)
         max_turns = goal.max_turns + self.max_turns if more else goal.max_turns
         # its next turn still waits in the queue
-        pending = await self.store.goals.turn_state(goal, goal.seq) in UNFINISHED
+        pending = await self.stored.turn_state(goal, goal.seq) in UNFINISHED
         seq = goal.seq if pending else goal.seq + 1
         resumed = replace(goal, state="active", max_turns=max_turns, seq=seq)
-        allowed, turn = await self.store.goals.resume(
+        allowed, turn = await self.stored.resume(
             goal, max_turns=max_turns, seq=seq, next_turn=None if pending else self._next_text(resumed, None),
             counted=(msg.platform, msg.user_id) if more else None, max_resumes=self.max_resumes)
         if not allowed:
@@ -163,22 +164,17 @@ class Goals:
 
     async def pause(self, key: str, why: str) -> Goal | None:
         """Pause the session's running goal (`/stop`, `/goal pause`); its queued turn will not run."""
-        return await self._set_state(key, ("active",), "paused", why)
+        return await self.stored.set_state(key, ("active",), "paused", why)
 
     async def clear(self, key: str) -> Goal | None:
         """Drop the session's goal (`/new`)."""
-        return await self._set_state(key, OPEN, "cleared", "the session was reset")
-
-    async def _set_state(self, key: str, current: tuple[str, ...], state: str, why: str) -> Goal | None:
-        return await self.store.goals.set_state(key, current, state, why)
+        return await self.stored.set_state(key, OPEN, "cleared", "the session was reset")
 
     # -- queries --------------------------------------------------------------------------
 
     async def open_goal(self, key: str) -> Goal | None:
-        return await self.store.goals.open_goal(key)
-
-    async def latest(self, key: str) -> Goal | None:
-        return await self.store.goals.latest(key)
+        """(Control asks here before `/new`.)"""
+        return await self.stored.open_goal(key)
 
     # -- the turns ------------------------------------------------------------------------
 
@@ -186,7 +182,7 @@ class Goals:
         """Whom a goal turn is run for besides those whose messages are in its session: whoever added
         criteria and its creator (last: of equals, the turn acts for them; see `gateway.access.trust`)."""
         assert item.goal_turn is not None
-        goal = await self.store.goals.get(item.goal_turn[0])
+        goal = await self.stored.get(item.goal_turn[0])
         return [*goal.people, goal.creator] if goal is not None else [(item.msg.platform, item.msg.user_id)]
 
     async def turn_starting(self, item: WorkItem) -> bool:
@@ -195,13 +191,13 @@ class Goals:
         is paused, saying so); one that should not is set aside."""
         assert item.goal_turn is not None
         goal_id, seq = item.goal_turn
-        goal = await self.store.goals.get(goal_id)
+        goal = await self.stored.get(goal_id)
         if goal is not None and goal.state == "active" and goal.seq == seq:
             if await self.trust.admitted(goal.origin):
                 return True
             await self._stop(goal, seq, "paused", "⏸ The goal is paused: the person who set it no longer has "
                              "access here. /goal clear drops it.", "its creator no longer has access")
-        await self.store.inbox.set_state([item.inbox_id], "cancelled", "its goal is no longer running")
+        await self.inbox.set_state([item.inbox_id], "cancelled", "its goal is no longer running")
         return False
 
     def after_turn(self, item: WorkItem, outcome: str) -> None:
@@ -214,7 +210,7 @@ class Goals:
         the work goes on without a verdict; anything else (the model failed) pauses the goal."""
         assert item.goal_turn is not None
         goal_id, seq = item.goal_turn
-        goal = await self.store.goals.get(goal_id)
+        goal = await self.stored.get(goal_id)
         if goal is None or goal.state != "active" or goal.judged >= seq:
             return
         if outcome not in ("ok", "interrupted"):
@@ -224,7 +220,7 @@ class Goals:
         verdict = None
         if outcome == "ok":
             assert self.judge is not None
-            messages = await self.store.goals.turn_messages(item.inbox_id)
+            messages = await self.stored.turn_messages(item.inbox_id)
             try:
                 verdict = await self.judge.decide(goal.objective, goal.criteria, messages)
             except LLMError as exc:
@@ -250,7 +246,7 @@ class Goals:
         notice = OutboxItem(chat=goal.origin.reply_chat, text=f"↻ Continuing ({turns}/{goal.max_turns}): {reason}") \
             if reason else None
 
-        _, turn = await self.store.goals.settle(goal, seq, state="active", reason=reason, turns=turns, next_seq=seq + 1,
+        _, turn = await self.stored.settle(goal, seq, state="active", reason=reason, turns=turns, next_seq=seq + 1,
                                                 notice=notice, next_turn=self._next_text(following, reason))
         if notice is not None and notice.id is not None:
             await self.delivery.deliver(notice)
@@ -260,7 +256,7 @@ class Goals:
                     turns: int | None = None) -> None:
         """End (or pause) the goal with a notice to the chat, in one transaction."""
         notice = OutboxItem(chat=goal.origin.reply_chat, text=text)
-        stopped, _ = await self.store.goals.settle(goal, seq, state=state, reason=reason,
+        stopped, _ = await self.stored.settle(goal, seq, state=state, reason=reason,
                                                    turns=goal.turns if turns is None else turns, next_seq=goal.seq,
                                                    notice=notice)
         if stopped:
@@ -273,7 +269,7 @@ class Goals:
     async def resume_pending(self) -> list[Goal]:
         """At start: goals whose latest turn finished before it was judged. (Turns still unfinished
         run again with the other unfinished messages.)"""
-        unjudged = await self.store.goals.unjudged()
+        unjudged = await self.stored.unjudged()
         for u in unjudged:
             outcome = {"done": "ok", "failed": "error"}.get(u.turn_state, "interrupted")
             await self.turn_ended(_work(u.turn), outcome)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from gateway.storage import Store
-from gateway.storage.outbox import SendIntent
+from gateway.storage.inbox import InboxStore
+from gateway.storage.outbox import OutboxStore, SendIntent
 from platforms.base import ChatRef, ChatUnavailable, DeliveryError, PlatformAdapter, Reply
 
 log = logging.getLogger(__name__)
@@ -37,13 +37,13 @@ def may_have_landed(exc: BaseException) -> bool:
     return exc.retryable and exc.retry_after is None and not isinstance(exc, ChatUnavailable)
 
 
-async def reclaim(store: Store, adapter: PlatformAdapter, chat: ChatRef, reply: Reply,
+async def reclaim(outbox: OutboxStore, adapter: PlatformAdapter, chat: ChatRef, reply: Reply,
                   intent: SendIntent) -> str | None:
     """The message an earlier send under `intent` made, now showing `reply`; None when none was found
     (or the platform's keyed sends find it themselves): then `reply` is sent as a new message."""
     if adapter.capabilities.keyed_sends:
         return None
-    known = await store.outbox.known_ids(chat.platform, chat.chat_id)
+    known = await outbox.known_ids(chat.platform, chat.chat_id)
     found = await adapter.reclaim(chat, reply, intent.after, known)
     if found is None:
         log.warning("a send to a %s chat may have made a message whose id was not recorded; none was found "
@@ -59,22 +59,23 @@ class DraftSend:
     its id recorded with the next commit, and one that an earlier run (or a try whose answer was lost)
     may have made looked for first. Called by the preview with the draft's first look."""
 
-    def __init__(self, store: Store, adapter: PlatformAdapter, chat: ChatRef, inbox_id: int,
-                 unsure: SendIntent | None) -> None:
-        self.store, self.adapter, self.chat, self.inbox_id = store, adapter, chat, inbox_id
+    def __init__(self, inbox: InboxStore, outbox: OutboxStore, adapter: PlatformAdapter, chat: ChatRef,
+                 inbox_id: int, unsure: SendIntent | None) -> None:
+        self.inbox, self.outbox = inbox, outbox  # the draft's id and intent are on its inbox row
+        self.adapter, self.chat, self.inbox_id = adapter, chat, inbox_id
         self.unsure = unsure  # an earlier send under this intent may have made the draft
 
     async def __call__(self, reply: Reply) -> str:
         reply = replace(reply, key=f"d{self.inbox_id}")
         intent = self.unsure
         if intent is not None:
-            found = await reclaim(self.store, self.adapter, self.chat, reply, intent)
+            found = await reclaim(self.outbox, self.adapter, self.chat, reply, intent)
             if found is not None:
                 self.unsure = None
-                self.store.inbox.set_draft(self.inbox_id, found)
+                self.inbox.set_draft(self.inbox_id, found)
                 return found
         elif not self.adapter.capabilities.keyed_sends:
-            intent = await self.store.inbox.draft_intent(self.inbox_id)
+            intent = await self.inbox.draft_intent(self.inbox_id)
         try:
             message_id = await self.adapter.send(self.chat, reply)
         except Exception as exc:
@@ -82,5 +83,5 @@ class DraftSend:
                 self.unsure = intent  # the next try looks for it first
             raise
         self.unsure = None
-        self.store.inbox.set_draft(self.inbox_id, message_id)
+        self.inbox.set_draft(self.inbox_id, message_id)
         return message_id

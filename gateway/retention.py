@@ -33,16 +33,18 @@ import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from gateway.learning import trajectories
-from gateway.storage import Store
 from gateway.storage.database import StorageError
-from gateway.subagents import SubagentRuns
-from gateway.usage import UsageLedger
 
 if TYPE_CHECKING:
-    from gateway.approvals import Approvals
     from gateway.config import Config
     from gateway.cron.ledger import RunLedger
     from gateway.learning.curator import Curator
+    from gateway.storage.approvals import ApprovalStore
+    from gateway.storage.inbox import InboxStore
+    from gateway.storage.sessions import SessionStore
+    from gateway.storage.subagents import SubagentStore
+    from gateway.storage.upkeep import Upkeep
+    from gateway.usage import UsageLedger
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +56,17 @@ RETRY_SECONDS = 3600.0  # after a switch that failed (a lock held elsewhere, a f
 
 
 class Retention:
-    def __init__(self, store: Store, config: "Config", *, approvals: "Approvals", ledger: "RunLedger",
-                 curator: "Curator", idle_since: Callable[[], Awaitable[float | None]] | None = None) -> None:
-        self.store = store
+    """Each group of tables (and the ledgers and reports over them) prunes its own rows; this says when and
+    how far, and then gives the space back through `upkeep`."""
+
+    def __init__(self, config: "Config", *, inbox: "InboxStore", sessions: "SessionStore",
+                 approvals: "ApprovalStore", subagents: "SubagentStore", usage: "UsageLedger", ledger: "RunLedger",
+                 curator: "Curator", upkeep: "Upkeep",
+                 idle_since: Callable[[], Awaitable[float | None]] | None = None) -> None:
         self.config = config
-        self.approvals = approvals
-        self.ledger = ledger
-        self.curator = curator
+        self.inbox, self.sessions, self.approvals, self.subagents = inbox, sessions, approvals, subagents
+        self.usage, self.ledger, self.curator = usage, ledger, curator
+        self.upkeep = upkeep
         self.idle_since = idle_since  # None from it: busy now
         self._switch_after = 0.0
         self._said_waiting = False
@@ -71,15 +77,15 @@ class Retention:
         before = time.time() - cfg.gateway.retention_days * DAY
         steps: dict[str, Callable[[], Awaitable[Any]]] = {
             "scheduled runs": lambda: self.ledger.prune(cfg.cron.keep_runs),
-            "inbox and outbox rows": lambda: self.store.inbox.prune(before),
+            "inbox and outbox rows": lambda: self.inbox.prune(before),
             "approvals": lambda: self.approvals.prune(before),
-            "subagent runs": lambda: SubagentRuns(self.store).prune(before),
-            "token usage rows": lambda: UsageLedger(self.store).roll_up(cfg.gateway.retention_days),
-            "summaries and counters": lambda: self.store.sessions.prune_leftovers(before),
+            "subagent runs": lambda: self.subagents.prune(before),
+            "token usage rows": lambda: self.usage.roll_up(cfg.gateway.retention_days),
+            "summaries and counters": lambda: self.sessions.prune_leftovers(before),
             "curator runs": lambda: self.curator.prune_reports(cfg.curator.keep_reports),
         }
         if cfg.gateway.transcript_retention_days is not None:
-            steps["transcripts"] = lambda: self.store.sessions.prune_ended(
+            steps["transcripts"] = lambda: self.sessions.prune_ended(
                 time.time() - cfg.gateway.transcript_retention_days * DAY)
         if cfg.trajectories.retention_days is not None:
             steps["trajectory files"] = lambda: asyncio.to_thread(
@@ -105,18 +111,18 @@ class Retention:
 
     async def reclaim(self) -> int:
         """Hand the database's free pages back to the file system; return how many went."""
-        space = await self.store.upkeep.space()
+        space = await self.upkeep.space()
         if not space.incremental:
             await self._switch(space.size)
             return 0
         reclaimed, free = 0, space.free_pages
         while free:
-            left = await self.store.upkeep.give_back(RECLAIM_PAGES)
+            left = await self.upkeep.give_back(RECLAIM_PAGES)
             if left >= free:
                 break
             reclaimed, free = reclaimed + free - left, left
         if reclaimed:
-            await self.store.upkeep.checkpoint()
+            await self.upkeep.checkpoint()
         return reclaimed
 
     async def _switch(self, size: int) -> None:
@@ -136,7 +142,7 @@ class Retention:
                 return
         started = time.monotonic()
         try:
-            await self.store.upkeep.switch_to_incremental()
+            await self.upkeep.switch_to_incremental()
         except Exception as exc:
             self._switch_after = now + RETRY_SECONDS
             log.warning("could not compact the database to give space back (tried again in an hour): %s", exc)

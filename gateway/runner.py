@@ -55,7 +55,6 @@ from gateway.inbound import Inbound
 from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
 from gateway.learning.curator import Curator
 from gateway.learning.review import REVIEW_IDENTITY, Learning
-from gateway.learning.skill_usage import SkillUsage
 from gateway.learning.trajectories import Trajectories
 from gateway.ops import systemd
 from gateway.ops.metrics import Metrics
@@ -63,7 +62,7 @@ from gateway.ops.redact import redact
 from gateway.retention import Retention
 from gateway.sessions import Sessions, WorkItem
 from gateway.storage import StorageError, Store
-from gateway.subagents import SubagentRuns
+from gateway.storage.subagents import SubagentStore
 from gateway.tick import Tick
 from gateway.turns import Turns
 from gateway.usage import UsageLedger
@@ -123,19 +122,18 @@ class GatewayRunner:
         cfg = self.config
         self.store = store = await Store.open(cfg.db_path, durability=cfg.gateway.durability,
                                               lock_wait=cfg.gateway.lock_wait_seconds)
-        self.pairing = Pairing(store)
+        self.pairing = Pairing(store.access)
         trust = Trust(cfg.access, self.pairing, self.local)  # whom every turn, run and review acts for
-        self.usage = UsageLedger(store)
+        self.usage = UsageLedger(store.usage)
         self.agents = agents = Agents(cfg, self.metrics, self.usage)
         admin = lambda platform, user: is_admin(cfg.access, platform, user)  # noqa: E731
 
-        self.jobs = CronJobs(store, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
-        ledger = RunLedger(store, new_instance_id())
-        self.cron = CronManager(self.jobs, ledger, changed=self._jobs_changed, is_admin=admin,
+        self.jobs = CronJobs(store.cron, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
+        ledger = RunLedger(store.cron, new_instance_id())
+        self.cron = CronManager(self.jobs, store.cron, changed=self._jobs_changed, is_admin=admin,
                                 max_jobs_per_person=cfg.cron.max_jobs_per_person)
         self.memory = Memory(cfg.home)
-        self.skill_usage = SkillUsage(store)
-        self.skills = SkillLibrary(cfg.home, self.skill_usage)
+        self.skills = SkillLibrary(cfg.home, store.learning)
         def untrusted(platform: str, user: str) -> bool:  # whose writes to shared notes and skills wait
             return cfg.access.untrusted_learning == "quarantine" and platform not in self.local \
                 and not admin(platform, user)
@@ -147,16 +145,13 @@ class GatewayRunner:
                                                                  sandbox=self.sandbox, protected=cfg.private_paths(),
                                                                  unconfined=cfg.agent.sandbox.unconfined),
                                    self.cron.tool(), *learning_tools(self.memory, self.skills, untrusted),
-                                   *await self._delegation(store, agents)])
-        self.delivery = delivery = Delivery(store, self.adapters, self.metrics)
+                                   *await self._delegation(store.subagents, agents)])
+        self.delivery = delivery = Delivery(store.outbox, store.inbox, self.adapters, self.metrics)
         self.learning = Learning(store, self.memory, self.skills, self.tools,
                                  review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery, trust=trust,
-                                 memory_every=cfg.review.memory_every_turns,
-                                 skill_every=cfg.review.skill_every_iterations,
-                                 max_concurrent=cfg.review.max_concurrent, notify=cfg.review.notify,
-                                 after_pause=cfg.review.after_pause_seconds)
+                                 settings=cfg.review)
         self.approvals = approvals = Approvals(
-            store, delivery, self.adapters, mode=cfg.approvals.mode, timeout=cfg.approvals.timeout_seconds,
+            store.approvals, delivery, self.adapters, mode=cfg.approvals.mode, timeout=cfg.approvals.timeout_seconds,
             secrets_=cfg.secrets(), is_admin=lambda platform, user: platform in self.local or admin(platform, user),
             may_approve=lambda platform, user: user in cfg.access.allowed_users.get(platform, ())
             or cfg.approvals.paired_may_approve, always_scope=cfg.approvals.always_scope,
@@ -165,26 +160,25 @@ class GatewayRunner:
         cron_runs = CronRuns(
             store=store, ledger=ledger, agent=chat_agent, delivery=delivery, approvals=approvals,
             tools=self.tools.scope(tools=[n for n in self.tools.names() if self.tools.get(n).toolset != CRON_TOOLSET]),
-            approvals_mode=cfg.approvals.mode, cron_approvals=cfg.approvals.cron, timezone=cfg.gateway.timezone,
+            consent=cfg.approvals, timezone=cfg.gateway.timezone,
             timeout=cfg.cron.run_timeout_seconds, trust=trust, session_ended=self.session_ended,
             agent_for_model=agents.chat, owner_may=trust.may_still_talk, pause=self._pause_job)
         self.tick = Tick(cfg.gateway.tick_seconds)
-        self.cron_timers = CronTimers(self.tick, self.jobs, ledger, cron_runs.run, grace_seconds=cfg.cron.grace_seconds,
-                                      max_concurrent=cfg.cron.max_concurrent_runs, on_interrupted=cron_runs.interrupted)
-        self.trajectories = Trajectories(store, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
+        self.cron_timers = CronTimers(self.tick, store.cron, ledger, cron_runs.run,
+                                      grace_seconds=cfg.cron.grace_seconds, max_concurrent=cfg.cron.max_concurrent_runs,
+                                      on_interrupted=cron_runs.interrupted)
+        self.trajectories = Trajectories(store.sessions, cfg.home, cfg.secrets()) if cfg.trajectories.enabled else None
         consolidating = agents.on(agents.auxiliary, CONSOLIDATE_IDENTITY, cfg.review.max_iterations) \
             if cfg.curator.consolidate else None  # (None without a model)
-        self.curator = Curator(store, self.skills, self.skill_usage, cfg.home,
-                               interval_hours=cfg.curator.interval_hours, min_idle_hours=cfg.curator.min_idle_hours,
-                               stale_days=cfg.curator.stale_days, archive_days=cfg.curator.archive_days,
-                               keep_snapshots=cfg.curator.keep_snapshots, idle_since=self._idle_since,
+        self.curator = Curator(store.learning, self.skills, cfg.home, settings=cfg.curator, idle_since=self._idle_since,
                                notify=self._tell_admins if cfg.curator.notify_admins else None,
                                consolidate=consolidator(consolidating, self.skills) if consolidating else None)
         await self.curator.first_started()
-        self.retention = Retention(store, cfg, approvals=approvals, ledger=ledger, curator=self.curator,
-                                   idle_since=self._idle_since)
+        self.retention = Retention(cfg, inbox=store.inbox, sessions=store.sessions, approvals=store.approvals,
+                                   subagents=store.subagents, usage=self.usage, ledger=ledger, curator=self.curator,
+                                   upkeep=store.upkeep, idle_since=self._idle_since)
         self.tick.add_hook("expire approvals", approvals.expire_overdue)
-        self.tick.add_hook("expire pairing codes", self.pairing.expire)
+        self.tick.add_hook("expire pairing codes", store.access.expire_codes)
         self.tick.add_hook("prune old rows", self.retention.tick)  # (gateway.retention)
         self.tick.add_hook("prune old files", self._prune_files)
         self.tick.add_hook("send stranded replies", delivery.sweep)  # (a safety net: see gateway.delivery)
@@ -192,9 +186,10 @@ class GatewayRunner:
             self.tick.add_hook("curator", self.curator.tick)
         self.button_handlers[APPROVAL_PREFIX] = approvals.on_button
         secrets = cfg.secrets()
-        self.goals = goals = Goals(store, delivery, Judge(agents.auxiliary) if agents.auxiliary else None,
-                                   max_turns=cfg.goals.max_turns, dispatch=self._queue_goal_turn, spawn=self.spawn,
-                                   trust=trust, max_resumes_per_day=cfg.goals.max_resumes_per_day)
+        self.goals = goals = Goals(store.goals, store.inbox, delivery,
+                                   Judge(agents.auxiliary) if agents.auxiliary else None, max_turns=cfg.goals.max_turns,
+                                   dispatch=self._queue_goal_turn, spawn=self.spawn, trust=trust,
+                                   max_resumes_per_day=cfg.goals.max_resumes_per_day)
         self.turns = Turns(store=store, agent=chat_agent, tools=self.tools.scope(), delivery=delivery,
                            metrics=self.metrics, busy_policy=cfg.gateway.busy_policy, timezone=cfg.gateway.timezone,
                            approvals=approvals, learning=self.learning, adapters=self.adapters, trust=trust,
@@ -354,15 +349,15 @@ class GatewayRunner:
             return None
         return max(self.inbound.last_message_at if self.inbound else 0.0, self.turns.last_finished)
 
-    async def _delegation(self, store: Store, agents: Agents) -> list[Tool]:
+    async def _delegation(self, runs: SubagentStore, agents: Agents) -> list[Tool]:
         """`delegate_task`, when there is a model and `delegation.enabled`."""
         cfg = self.config.delegation
         children = agents.on(agents.llm, SUBAGENT_IDENTITY, cfg.max_iterations, compress=True) if cfg.enabled else None
         if children is None:
             return []
-        runs = SubagentRuns(store)
-        await runs.interrupted()
-        return [Delegation(children, runs, Limits(cfg.max_concurrent, cfg.max_depth, cfg.max_children_per_turn)).tool()]
+        await runs.interrupted()  # children an earlier process left running were cut off with it
+        limits = Limits(cfg.max_concurrent, cfg.max_depth, cfg.max_children_per_turn)
+        return [Delegation(children, runs, limits).tool()]
 
     async def _prune_files(self) -> None:
         for files in (self.config.home / "files", self.config.home / OUTGOING):  # received, and copies to send

@@ -9,44 +9,31 @@ same after a roll-up as before it.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from agent.usage import UsageScope
-from gateway.storage import Store
-from gateway.storage.usage import DAY
+from gateway.storage.usage import DAY, UsageStore
 
 MIN_RAW_DAYS = 2.0  # requests of the last two days are always kept one by one (`/usage`'s 24 hours)
 
 
 class UsageLedger:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    """What is recorded, reported and rolled up, over the usage tables (`gateway.storage.usage`: the sums)."""
+
+    def __init__(self, usage: UsageStore) -> None:
+        self.usage = usage
 
     def record(self, scope: UsageScope, model: str, usage: dict[str, int] | None) -> None:
         """One request's tokens, written with the next group commit (a record that may lose its last
         second at a power loss: it needs no commit of its own)."""
-        self.store.usage.record(time.time(), scope.loop, scope.session_id, scope.platform, scope.user_id, model,
+        self.usage.record(time.time(), scope.loop, scope.session_id, scope.platform, scope.user_id, model,
                                 int((usage or {}).get("prompt_tokens") or 0),
                                 int((usage or {}).get("completion_tokens") or 0))
 
-    async def by_loop(self, *, session_id: int | None = None, person: tuple[str, str] | None = None,
-                      since: float | None = None) -> dict[str, dict[str, int]]:
-        """{loop: {requests, prompt, completion}}, for a session, a person (platform, user id), since a time."""
-        return await self.store.usage.by_loop(session_id=session_id, person=person, since=since)
-
-    async def by_day(self, since: float) -> list[dict[str, Any]]:
-        """[{day, requests, prompt, completion}] per UTC day since a time, oldest first."""
-        return await self.store.usage.by_day(since)
-
-    async def top_sessions(self, since: float, limit: int = 5) -> list[dict[str, Any]]:
-        """[{session_id, key, tokens, requests}]: the sessions that used the most tokens since a time."""
-        return await self.store.usage.top_sessions(since, limit)
-
     async def chat_report(self, session_id: int | None, platform: str, user_id: str) -> str:
         """What `/usage` answers: this session, and this person today and in all."""
-        session = await self.by_loop(session_id=session_id) if session_id is not None else {}
-        day = await self.by_loop(person=(platform, user_id), since=time.time() - DAY)
-        ever = await self.by_loop(person=(platform, user_id))
+        session = await self.usage.by_loop(session_id=session_id) if session_id is not None else {}
+        day = await self.usage.by_loop(person=(platform, user_id), since=time.time() - DAY)
+        ever = await self.usage.by_loop(person=(platform, user_id))
         lines = [f"This session: {describe(session)}", f"You, last 24 hours: {describe(day)}",
                  f"You, in all: {describe(ever)}"]
         if len(ever) > 1:
@@ -57,7 +44,7 @@ class UsageLedger:
     async def roll_up(self, keep_days: float) -> int:
         """Fold the requests of whole UTC days older than `keep_days` (at least `MIN_RAW_DAYS`) into daily
         sums, a day per write (other writes go between); return how many requests were folded."""
-        return await self.store.usage.roll_up(time.time() - max(keep_days, MIN_RAW_DAYS) * DAY)
+        return await self.usage.roll_up(time.time() - max(keep_days, MIN_RAW_DAYS) * DAY)
 
 
 def describe(totals: dict[str, dict[str, int]]) -> str:

@@ -194,7 +194,7 @@ async def test_a_goal_stops_when_its_creator_loses_access(tmp_path, llm: FakeLLM
         assert runner.pairing is not None and await runner.pairing.approve("telegram", code) is not None
         tg.user_message("/goal count the stars", user_id=pete, first_name="Pete", username="pete")
         await judged.wait()
-        assert await runner.pairing.revoke("telegram", str(pete))
+        assert await runner.store.access.unpair("telegram", str(pete))
         revoked.set()
         await tg.wait_until(lambda: any("no longer" in (m.text or "") for m in tg.sent_messages(pete)), 10,
                             lambda: f"a notice to Pete: {[m.text for m in tg.sent_messages(pete)]}")
@@ -240,7 +240,7 @@ async def test_a_revoked_persons_scheduled_job_is_paused_and_not_run(tmp_path, l
         assert runner.pairing is not None
         code = await runner.pairing.request("telegram", "1005", "Pete", "1005")
         assert code is not None and await runner.pairing.approve("telegram", code) is not None
-        assert await runner.pairing.revoke("telegram", "1005")
+        assert await runner.store.access.unpair("telegram", "1005")
         job = await runner.jobs.create(name="pete's", prompt="say hi", schedule="every 1s", target="telegram:1005",
                                        owner_platform="telegram", owner_id="1005", owner_chat="telegram:1005")
         runner._jobs_changed()

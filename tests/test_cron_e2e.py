@@ -44,7 +44,7 @@ async def cron_gateway(home: Path, llm: FakeLLM | None, **more: Any) -> AsyncIte
 
 async def runs(runner: GatewayRunner, job_id: int | None = None) -> list[dict[str, Any]]:
     assert runner.cron_timers is not None
-    return list(reversed(await runner.cron_timers.ledger.runs(job_id, limit=200)))
+    return list(reversed(await runner.store.cron.runs(job_id, limit=200)))
 
 
 async def wait_runs(runner: GatewayRunner, count: int, *, states: tuple[str, ...] = ("ok",),
@@ -73,7 +73,7 @@ async def add_job(runner: GatewayRunner, schedule: str, target: str, *, name: st
 async def offline_jobs(home: Path) -> AsyncIterator[CronJobs]:
     store = await Store.open(home / "state.db")
     try:
-        yield CronJobs(store, min_interval=1)
+        yield CronJobs(store.cron, min_interval=1)
     finally:
         await store.close()
 
@@ -348,7 +348,7 @@ def ts(text: str) -> float:
 async def test_cron_in_a_dst_zone_keeps_the_local_time_across_the_change(tmp_path, slot: str, following: str):
     store = await Store.open(tmp_path / "state.db")
     try:
-        jobs, ledger = CronJobs(store), RunLedger(store, new_instance_id())
+        jobs, ledger = CronJobs(store.cron), RunLedger(store.cron, new_instance_id())
         job = await jobs.create(name="morning", prompt="p", schedule="0 9 * * *", timezone="Europe/Berlin",
                                 target="none", owner_platform="cli", owner_id="operator")
         await store.write(lambda db: db.execute("UPDATE cron_jobs SET next_run_at = ? WHERE id = ?",

@@ -15,7 +15,6 @@ from agent.skills import SkillLibrary
 from gateway import cli
 from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
 from gateway.learning.curator import Curator
-from gateway.learning.skill_usage import SkillUsage
 from gateway.storage import Store
 from tests.fakes.llm import Reply
 
@@ -51,14 +50,13 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 
 def make(tmp_path: Path, store: Store, clock: Clock, activity: Activity | None = None) -> Curator:
-    ledger = SkillUsage(store)
-    return Curator(store, SkillLibrary(tmp_path, ledger), ledger, tmp_path, idle_since=activity, clock=clock)
+    return Curator(store.learning, SkillLibrary(tmp_path, store.learning), tmp_path, idle_since=activity, clock=clock)
 
 
 async def add_skill(curator: Curator, name: str, provenance: str, *, age_days: float) -> None:
     await curator.skills.create(name, f"how to {name}", f"Steps for {name}.", provenance=provenance)
     at = curator.clock() - age_days * DAY
-    await curator.store.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ? WHERE name = ?",
+    await curator.learning.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ? WHERE name = ?",
                                 (at, at, at, name))
 
 
@@ -95,7 +93,7 @@ async def test_stale_then_archived_and_what_is_never_touched(tmp_path, store):
     await add_skill(curator, "pinned-one", "agent", age_days=400)
     await add_skill(curator, "bundled-one", "bundled", age_days=400)
     await add_skill(curator, "nightly-digest", "agent", age_days=400)
-    await curator.ledger.pin("pinned-one", True)
+    await curator.learning.pin_skill("pinned-one", True)
     await store.execute(
         "INSERT INTO cron_jobs (name, prompt, schedule, timezone, target, owner_platform, owner_id,"
         " created_at, updated_at) VALUES ('d', 'Follow the nightly-digest skill', 'every 1d', 'UTC',"
@@ -106,7 +104,7 @@ async def test_stale_then_archived_and_what_is_never_touched(tmp_path, store):
 
     run = await curator.run()
     assert {(c.skill, c.after) for c in run.changes} == {("old-agent", "stale"), ("ancient-review", "archived")}
-    meta = await curator.ledger.meta()
+    meta = await curator.learning.skills()
     assert meta["old-agent"]["state"] == "stale" and meta["ancient-review"]["state"] == "archived"
     assert curator.skills.archived() == ["ancient-review"]
     assert {s.name for s in curator.skills.all()} == {"old-agent", "fresh-agent", "users-own", "pinned-one",
@@ -143,7 +141,7 @@ async def test_dry_run_changes_nothing_and_restore_brings_a_snapshot_back(tmp_pa
                     f"restore {applied.id}). Report: {applied.report}"]
     await curator.restore(applied.id)
     assert curator.skills.get("ancient") is not None and curator.skills.archived() == []
-    assert (await curator.ledger.meta())["ancient"]["state"] == "active"
+    assert (await curator.learning.skills())["ancient"]["state"] == "active"
     with pytest.raises(ValueError, match="no snapshot"):
         await curator.restore("../../etc")
 

@@ -105,7 +105,7 @@ async def test_a_skill_written_in_one_session_is_indexed_and_viewable_in_the_nex
         assert "Build with `python -m build`" not in prompt  # bodies load on demand
         viewed = llm.requests[-1]["messages"][-1]
         assert viewed["role"] == "tool" and "Build with `python -m build`" in viewed["content"]
-        meta = await runner.skill_usage.meta()
+        meta = await runner.store.learning.skills()
         assert meta["release-python"]["provenance"] == "agent" and meta["release-python"]["views"] == 1
 
 
@@ -184,16 +184,16 @@ async def test_review_counters_survive_a_restart(tmp_path, llm: FakeLLM):
             await tab.reply(n)
         session_id = (await runner.store.fetch_one("SELECT id FROM sessions"))["id"]
         for _ in range(100):  # the count follows the delivery
-            if await runner.learning.counters(session_id) == (2, 0):
+            if await runner.store.learning.counters(session_id) == (2, 0):
                 break
             await asyncio.sleep(0.02)
-        assert await runner.learning.counters(session_id) == (2, 0)
+        assert await runner.store.learning.counters(session_id) == (2, 0)
     async with gateway(tmp_path, llm, **settings) as runner, Tab(runner, "tab-0001") as tab:
         await tab.say("turn 3")
         await tab.reply()
         await asyncio.wait_for(_until(lambda: any(is_review(r) for r in llm.requests)), 5)
         await asyncio.wait_for(_until(lambda: runner.learning.reviews_done == 1), 5)
-        assert await runner.learning.counters(session_id) == (0, 0)
+        assert await runner.store.learning.counters(session_id) == (0, 0)
         assert sum(is_review(r) for r in llm.requests) == 1
 
 
@@ -249,14 +249,14 @@ async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(t
         await tab.say("a slow question")
         await llm.wait_for_requests(1)
         ahead[0] = 10 * 3600.0  # due long ago, and the message came in "hours" ago: but the turn runs
-        assert await runner.curator.tick() is None and await runner.curator.runs() == []
+        assert await runner.curator.tick() is None and await runner.curator.learning.curator_runs() == []
         release.set()
         assert await tab.reply() == "done at last"
         ahead[0] = 3600.0  # an hour after the answer: due, but not idle for two hours yet
-        assert await runner.curator.tick() is None and await runner.curator.runs() == []
+        assert await runner.curator.tick() is None and await runner.curator.learning.curator_runs() == []
         ahead[0] = 2 * 3600.0 + 60  # idle long enough now
         run = await runner.curator.tick()
         assert run is not None
-        [row] = await runner.curator.runs()
+        [row] = await runner.curator.learning.curator_runs()
         assert row["trigger"] == "tick" and row["finished_at"] is not None
         assert runner.skills.archived() == ["old-notes"]

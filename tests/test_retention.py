@@ -413,8 +413,10 @@ async def test_a_large_database_is_compacted_once_only_at_a_quiet_moment(tmp_pat
         from gateway.retention import Retention
 
         retention = runner.retention
-        await Retention(runner.store, runner.config, approvals=retention.approvals, ledger=retention.ledger,
-                        curator=retention.curator, idle_since=quiet_for_an_hour).reclaim()
+        await Retention(runner.config, inbox=retention.inbox, sessions=retention.sessions,
+                        approvals=retention.approvals, subagents=retention.subagents, usage=retention.usage,
+                        ledger=retention.ledger, curator=retention.curator, upkeep=retention.upkeep,
+                        idle_since=quiet_for_an_hour).reclaim()
         assert (await runner.store.fetch_one("PRAGMA auto_vacuum"))[0] == 2
     finally:
         await runner.stop()

@@ -127,7 +127,7 @@ async def test_the_trust_order_and_whom_a_run_on_several_peoples_words_acts_for(
 
     store = await Store.open(tmp_path / "state.db")
     try:
-        pairing = Pairing(store)
+        pairing = Pairing(store.access)
         code = await pairing.request("telegram", "3003", "Cy", "3003")
         assert code is not None and await pairing.approve("telegram", code) is not None
         trust = Trust(AccessConfig(admins={"telegram": ["1001"]}, allowed_users={"telegram": ["1002"]}), pairing,

@@ -247,7 +247,7 @@ async def test_whose_words_a_session_holds_in_the_order_they_last_spoke_and_whom
         # (a message kept without a platform counts as one too; a cancelled turn's does not)
         assert await store.sessions.speakers(session) == [("telegram", "2"), ("", "3"), ("telegram", "1"), ("", "4")]
 
-        trust = Trust(AccessConfig(allowed_users={"telegram": ["1", "2"]}), Pairing(store), local=frozenset())
+        trust = Trust(AccessConfig(allowed_users={"telegram": ["1", "2"]}), Pairing(store.access), local=frozenset())
         asking = await trust.acting_for([("telegram", "1"), ("telegram", "2"), ("telegram", "1")])
         assert asking is not None and (asking.user_id, asking.rank, asking.several) == ("1", ALLOWED, True)
     finally:

@@ -6,7 +6,7 @@ Strangers cannot block pairing by asking first: at most `MAX_PENDING` codes wait
 and when that many do, the oldest is dropped to make room — so whoever writes now always gets
 a code, and the table (and `chatgate pair list`) stays bounded. A dropped person gets a fresh
 code when they write again. Approved people are kept in the database beside
-`access.allowed_users`.
+`access.allowed_users` (`gateway.storage.access`: listing, revoking and expiring are its own).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-from gateway.storage import Store
-from gateway.storage.access import PendingCode
+from gateway.storage.access import AccessStore, PendingCode
 
 log = logging.getLogger(__name__)
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L
@@ -30,15 +29,18 @@ def new_code() -> str:
 
 
 class Pairing:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    """The codes' rules over the pairing tables."""
+
+    def __init__(self, access: AccessStore) -> None:
+        self.access = access
 
     async def is_paired(self, platform: str, user_id: str) -> bool:
-        return await self.store.access.is_paired(platform, user_id)
+        """(Asked by `Trust` and `Inbound`, which hold the pairing.)"""
+        return await self.access.is_paired(platform, user_id)
 
     async def request(self, platform: str, user_id: str, user_name: str, chat_id: str) -> str | None:
         """The code to send this person now, or None when nothing should be sent."""
-        code, dropped = await self.store.access.code_to_send(
+        code, dropped = await self.access.code_to_send(
             platform, user_id, user_name, chat_id, new_code=new_code(), ttl=CODE_TTL, resend_after=RESEND_AFTER,
             max_pending=MAX_PENDING)
         if dropped:
@@ -48,16 +50,4 @@ class Pairing:
 
     async def approve(self, platform: str, code: str) -> PendingCode | None:
         """Admit the person who was given `code`; None when it is unknown or expired."""
-        return await self.store.access.admit(platform, code.strip().upper())
-
-    async def revoke(self, platform: str, user_id: str) -> bool:
-        return await self.store.access.unpair(platform, user_id)
-
-    async def pending(self) -> list[PendingCode]:
-        return await self.store.access.pending_codes()
-
-    async def approved(self) -> list[tuple[str, str, str, float]]:
-        return await self.store.access.paired()
-
-    async def expire(self) -> int:
-        return await self.store.access.expire_codes()
+        return await self.access.admit(platform, code.strip().upper())

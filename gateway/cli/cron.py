@@ -17,8 +17,8 @@ async def cron(config: Config, args: argparse.Namespace) -> int:
     from gateway.cron.ledger import RunLedger, new_instance_id
 
     async with open_store(config) as store:
-        jobs = CronJobs(store, default_tz=config.gateway.timezone, min_interval=config.cron.min_interval_seconds)
-        ledger = RunLedger(store, new_instance_id())
+        jobs = CronJobs(store.cron, default_tz=config.gateway.timezone, min_interval=config.cron.min_interval_seconds)
+        ledger = RunLedger(store.cron, new_instance_id())
         running = bool(await ledger.live_instances(3 * config.gateway.tick_seconds + 5.0))
         try:
             if args.action == "list":
@@ -26,7 +26,7 @@ async def cron(config: Config, args: argparse.Namespace) -> int:
                     print(job.describe())
             elif args.action == "runs":
                 job_id = (await jobs.find(args.job)).id if args.job else None
-                for run in await ledger.runs(job_id, args.limit):
+                for run in await store.cron.runs(job_id, args.limit):
                     print(format_run(run))
             elif args.action == "add":
                 job = await jobs.create(name=args.name, prompt=args.prompt, schedule=args.schedule, target=args.to,
@@ -36,10 +36,10 @@ async def cron(config: Config, args: argparse.Namespace) -> int:
             else:
                 job = await jobs.find(args.job)
                 if args.action == "run":
-                    await ledger.request_run(job.id)
+                    await store.cron.queue_run(job.id)
                     print(f"queued a run of #{job.id} {job.name}")
                 elif args.action == "remove":
-                    await jobs.remove(job.id)
+                    await store.cron.remove_job(job.id)
                     print(f"removed #{job.id} {job.name}")
                 else:
                     print(f"{args.action}d {(await jobs.set_enabled(job.id, args.action == 'resume')).describe()}")

@@ -12,17 +12,13 @@ from agent.skills import SkillLibrary, SkillRefused, summary
 from gateway.cli.state import with_store
 from gateway.config import Config
 from gateway.learning.curator import Curator
-from gateway.learning.skill_usage import SkillUsage
+from gateway.storage.learning import LearningStore
 
 
-def _parts(config: Config, store: Any) -> tuple[SkillLibrary, SkillUsage, Curator]:
-    ledger = SkillUsage(store)
-    skills = SkillLibrary(config.home, ledger)
-    c = config.curator
-    curator = Curator(store, skills, ledger, config.home, interval_hours=c.interval_hours,
-                      min_idle_hours=c.min_idle_hours, stale_days=c.stale_days, archive_days=c.archive_days,
-                      keep_snapshots=c.keep_snapshots)
-    return skills, ledger, curator
+def _parts(config: Config, store: Any) -> tuple[SkillLibrary, LearningStore, Curator]:
+    skills = SkillLibrary(config.home, store.learning)
+    curator = Curator(store.learning, skills, config.home, settings=config.curator)
+    return skills, store.learning, curator
 
 
 @with_store
@@ -30,7 +26,7 @@ async def skills(config: Config, store: Any, args: argparse.Namespace) -> int:
     skills, ledger, _ = _parts(config, store)
     try:
         if args.action == "list":
-            meta = await ledger.meta()
+            meta = await ledger.skills()
             for skill in skills.all():
                 row = meta.get(skill.name) or {"provenance": "user", "views": 0}
                 print(summary(skill, {**row, "provenance": f"{row['provenance']}, {row.get('state', 'active')}"}))
@@ -49,7 +45,7 @@ async def skills(config: Config, store: Any, args: argparse.Namespace) -> int:
         elif args.action in ("pin", "unpin"):
             if skills.get(args.name) is None:
                 raise SkillRefused(f"no skill {args.name!r}")
-            await ledger.pin(args.name, args.action == "pin")
+            await ledger.pin_skill(args.name, args.action == "pin")
             print(f"{args.action}ned {args.name}")
         elif args.action == "archive":
             print(await skills.archive(args.name))
@@ -68,7 +64,7 @@ async def curator(config: Config, store: Any, args: argparse.Namespace) -> int:
         due = await curator.next_due()
         print(f"next run due {_when(due)} (then only after {config.curator.min_idle_hours:g} h without activity)"
               + ("" if config.curator.enabled else "; the curator is disabled (curator.enabled)"))
-        for run in await curator.runs():
+        for run in await curator.learning.curator_runs():
             outcome = run["error"] or f"{len(json.loads(run['changes'] or '[]'))} change(s)"
             print(f"{run['id']}  {'dry run' if run['dry_run'] else 'applied'} ({run['trigger']}): {outcome}")
         return 0

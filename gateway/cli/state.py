@@ -72,9 +72,8 @@ async def rules(config: Config, store: Any, args: argparse.Namespace) -> int:
 async def pair(config: Config, store: Any, args: argparse.Namespace) -> int:
     from gateway.access.pairing import Pairing
 
-    pairing = Pairing(store)
     if args.action == "approve":
-        admitted = await pairing.approve(args.platform, args.code)
+        admitted = await Pairing(store.access).approve(args.platform, args.code)
         if admitted is None:
             print(f"no pending {args.platform} code {one_line(args.code.upper(), 20)} (wrong, expired after an hour, "
                   "or replaced: the person gets a new one by writing again)", file=sys.stderr)
@@ -82,16 +81,16 @@ async def pair(config: Config, store: Any, args: argparse.Namespace) -> int:
         print(f"approved {one_line(admitted.user_name or admitted.user_id, 60)} ({args.platform} user "
               f"{admitted.user_id})")
     elif args.action == "revoke":
-        if not await pairing.revoke(args.platform, args.user_id):
+        if not await store.access.unpair(args.platform, args.user_id):
             print(f"{args.platform} user {args.user_id} was not approved", file=sys.stderr)
             return 1
         print(f"revoked {args.platform} user {args.user_id}")
     else:
-        for code in await pairing.pending():
+        for code in await store.access.pending_codes():
             left = (code.expires_at - datetime.now().timestamp()) / 60
             print(f"pending   {code.platform:<9} {code.code}  {one_line(code.user_name, 40)} ({code.user_id}), "
                   f"{left:.0f} min left")
-        for platform, user_id, name, when in await pairing.approved():
+        for platform, user_id, name, when in await store.access.paired():
             print(f"approved  {platform:<9} {user_id}  {one_line(name, 40)}  since "
                   f"{datetime.fromtimestamp(when):%Y-%m-%d %H:%M}")
     return 0
@@ -112,13 +111,12 @@ async def sessions(config: Config, store: Any, args: argparse.Namespace) -> int:
 
 @with_store
 async def usage(config: Config, store: Any, args: argparse.Namespace) -> int:
-    from gateway.usage import UsageLedger, describe
+    from gateway.usage import describe
 
     since = time.time() - args.days * 86400
-    ledger = UsageLedger(store)
-    loops = await ledger.by_loop(since=since)
-    days = await ledger.by_day(since)
-    top = await ledger.top_sessions(since)
+    loops = await store.usage.by_loop(since=since)
+    days = await store.usage.by_day(since)
+    top = await store.usage.top_sessions(since)
     if args.json:
         print(json.dumps({"days": args.days, "loops": loops, "by_day": days, "top_sessions": top}, indent=2))
         return 0

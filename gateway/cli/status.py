@@ -47,7 +47,7 @@ async def status(config: Config, args: argparse.Namespace) -> int:
     if config.db_path.exists():
         try:
             async with open_store(config) as store:
-                instances = await RunLedger(store, "status").live_instances(
+                instances = await RunLedger(store.cron, "status").live_instances(
                     stale_after=3 * config.gateway.tick_seconds)
                 report["instances"] = [{"pid": i["pid"], "host": i["host"], "since": i["started_at"]}
                                        for i in instances]

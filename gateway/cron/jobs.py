@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Mapping
 
-from gateway.storage import Store
+from gateway.storage.cron import CronStore
 from platforms.base import ChatRef
 
 if TYPE_CHECKING:  # (parsing schedules needs APScheduler: imported when a schedule is parsed)
@@ -136,8 +136,8 @@ def _local(ts: float | None, zone: str) -> str:
 class CronJobs:
     """Jobs in the store. `default_tz` is `gateway.timezone`; `min_interval` limits `every`."""
 
-    def __init__(self, store: Store, *, default_tz: str | None = None, min_interval: float = 60.0) -> None:
-        self.store = store
+    def __init__(self, cron: CronStore, *, default_tz: str | None = None, min_interval: float = 60.0) -> None:
+        self.cron = cron
         self.default_tz = default_tz
         self.min_interval = min_interval
 
@@ -173,7 +173,7 @@ class CronJobs:
         if missed_policy not in MISSED_POLICIES:
             raise CronError(f"missed-run policy must be one of {', '.join(MISSED_POLICIES)}")
         first = parsed.first(utc(now))
-        job_id = await self.store.cron.add_job(
+        job_id = await self.cron.add_job(
             name=name.strip(), prompt=prompt.strip(), schedule=parsed.expression, timezone=parsed.timezone,
             target=format_target(chat), owner_platform=owner_platform, owner_id=owner_id, owner_chat=owner_chat,
             owner_key=owner_key, missed_policy=missed_policy, next_run_at=first.timestamp() if first else None,
@@ -183,7 +183,7 @@ class CronJobs:
         return job
 
     async def get(self, job_id: int) -> Job | None:
-        row = await self.store.cron.job(job_id)
+        row = await self.cron.job(job_id)
         return Job.from_row(row) if row else None
 
     async def find(self, ref: str, *, owner: tuple[str, str] | None = None) -> Job:
@@ -198,7 +198,7 @@ class CronJobs:
         return found[0]
 
     async def list(self, *, owner: tuple[str, str] | None = None) -> list[Job]:
-        return [Job.from_row(r) for r in await self.store.cron.jobs(owner)]
+        return [Job.from_row(r) for r in await self.cron.jobs(owner)]
 
     async def update(self, job_id: int, *, name: str | None = None, prompt: str | None = None,
                      schedule: str | None = None, timezone: str | None = None, target: str | None = None,
@@ -228,7 +228,7 @@ class CronJobs:
             changes.update(schedule=parsed.expression, timezone=parsed.timezone,
                            next_run_at=first.timestamp() if first else None)
         if changes:
-            await self.store.cron.change_job(job_id, changes, now)
+            await self.cron.change_job(job_id, changes, now)
         updated = await self.get(job_id)
         assert updated is not None
         return updated
@@ -242,15 +242,7 @@ class CronJobs:
         if enabled and not job.enabled:
             upcoming = job.parsed().first(utc(time.time()))
             changes["next_run_at"] = upcoming.timestamp() if upcoming else None
-        await self.store.cron.change_job(job_id, changes, time.time())
+        await self.cron.change_job(job_id, changes, time.time())
         updated = await self.get(job_id)
         assert updated is not None
         return updated
-
-    async def remove(self, job_id: int) -> bool:
-        """Delete a job; its ledger rows stay for the record (its queued "run now" requests are skipped)."""
-        return await self.store.cron.remove_job(job_id)
-
-    async def due_before(self, until: float) -> list[tuple[int, float]]:
-        """(job id, next run) of enabled jobs due at or before `until`, soonest first."""
-        return await self.store.cron.due_before(until)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.cron.jobs import Job, utc
-from gateway.storage import Store
+from gateway.storage.cron import CronStore
 from gateway.storage.cron import SlotRecord
 from gateway.storage.outbox import OutboxItem
 
@@ -76,8 +76,8 @@ def _process_gone(host: str, pid: int, instance_id: str, me: str) -> bool:
 
 
 class RunLedger:
-    def __init__(self, store: Store, instance_id: str) -> None:
-        self.store = store
+    def __init__(self, cron: CronStore, instance_id: str) -> None:
+        self.cron = cron
         self.instance_id = instance_id
 
     # -- instances ------------------------------------------------------------------------
@@ -88,20 +88,20 @@ class RunLedger:
 
     async def heartbeat(self) -> None:
         """Say this process is alive; an upsert, so a row a sibling dropped comes back."""
-        await self.store.cron.heartbeat(self.instance_id, socket.gethostname(), os.getpid())
+        await self.cron.heartbeat(self.instance_id, socket.gethostname(), os.getpid())
 
     async def unregister(self) -> None:
         _LIVE_HERE.discard(self.instance_id)
-        await self.store.cron.unregister(self.instance_id)
+        await self.cron.unregister(self.instance_id)
 
     async def live_instances(self, stale_after: float) -> list[dict[str, Any]]:
         """Gateway processes that beat their heartbeat within `stale_after` and have not exited."""
-        rows = await self.store.cron.instances_seen_since(time.time() - stale_after)
+        rows = await self.cron.instances_seen_since(time.time() - stale_after)
         return [r for r in rows if not _process_gone(r["host"], r["pid"], r["id"], self.instance_id)]
 
     async def interrupt_orphans(self, stale_after: float) -> list[tuple[Job | None, int]]:
         """Mark runs whose process is gone as interrupted; return (job, run id) for each."""
-        rows = await self.store.cron.running_runs()
+        rows = await self.cron.running_runs()
         now = time.time()
         dead = [(r["job_id"], r["id"]) for r in rows if r["claimed_by"] != self.instance_id and (
             r["seen_at"] is None or r["seen_at"] < now - stale_after
@@ -112,10 +112,10 @@ class RunLedger:
             return i["id"] != self.instance_id and (
                 i["seen_at"] < now - stale_after or _process_gone(i["host"], i["pid"], i["id"], self.instance_id))
 
-        found = await self.store.cron.interrupt_runs(dead, "the gateway process stopped during the run", now, gone)
+        found = await self.cron.interrupt_runs(dead, "the gateway process stopped during the run", now, gone)
         jobs = []
         for job_id, run_id in found:
-            row = await self.store.cron.job(job_id)
+            row = await self.cron.job(job_id)
             jobs.append((Job.from_row(row) if row else None, run_id))
         return jobs
 
@@ -154,7 +154,7 @@ class RunLedger:
                 last_status=job.last_status if runs else not_run, last_run_at=job.last_run_at if runs else latest,
                 job=job, missed=len(older))
 
-        taken = await self.store.cron.claim_slot(job_id, slot, now, self.instance_id, decide)
+        taken = await self.cron.claim_slot(job_id, slot, now, self.instance_id, decide)
         if taken is None:
             return SlotOutcome(None, None, "taken")
         decided, run_id = taken
@@ -163,17 +163,13 @@ class RunLedger:
         claim = Claim(run_id, decided.job, decided.scheduled_at, now - decided.scheduled_at, missed=decided.missed)
         return SlotOutcome(claim, decided.next_run_at, "running")
 
-    async def request_run(self, job_id: int) -> int:
-        """Queue a run now ("run now"); the gateway that sees it first claims it."""
-        return await self.store.cron.queue_run(job_id)
-
     async def claim_queued(self) -> list[Claim]:
-        rows = await self.store.cron.queued_runs()
+        rows = await self.cron.queued_runs()
         claims = []
         now = time.time()
         for row in rows:
             run_id = row["run_id"]
-            if await self.store.cron.start_queued(run_id, self.instance_id, now):
+            if await self.cron.start_queued(run_id, self.instance_id, now):
                 claims.append(Claim(run_id, Job.from_row(row), row["scheduled_at"],
                                     now - row["scheduled_at"], manual=True))
         return claims
@@ -184,7 +180,7 @@ class RunLedger:
                      message: OutboxItem | None = None) -> None:
         """End a run and queue its message to the chat, in one transaction."""
         assert state in FINAL_STATES
-        await self.store.cron.finish_run(claim.run_id, claim.job.id, claim.scheduled_at, state, output=output,
+        await self.cron.finish_run(claim.run_id, claim.job.id, claim.scheduled_at, state, output=output,
                                          error=error, message=message)
 
     # -- pruning --------------------------------------------------------------------------
@@ -198,8 +194,4 @@ class RunLedger:
         compares and moves on; the slots a catch-up records are all newer than any claimed before.
         The outbox rows the pruned runs delivered are then pruned with the other sent messages.
         """
-        return await self.store.cron.prune_runs(max(keep, 1), FINAL_STATES)
-
-    async def runs(self, job_id: int | None = None, limit: int = 20) -> list[dict[str, Any]]:
-        """The newest ledger rows (with the delivered message ids), newest first."""
-        return await self.store.cron.runs(job_id, limit)
+        return await self.cron.prune_runs(max(keep, 1), FINAL_STATES)

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from agent.tools import ApprovalRequest, Tool, ToolContext
 from gateway.cron.jobs import CronError, CronJobs, Job, format_target, parse_target
-from gateway.cron.ledger import RunLedger
+from gateway.storage.cron import CronStore
 from platforms.base import ChatRef
 
 TOOLSET = "cron"  # scheduled runs get every toolset but this one
@@ -33,10 +33,10 @@ DONE = {"update": "changed", "pause": "paused", "resume": "resumed", "remove": "
 
 
 class CronManager:
-    def __init__(self, jobs: CronJobs, ledger: RunLedger, changed: Callable[[], None],
+    def __init__(self, jobs: CronJobs, cron: CronStore, changed: Callable[[], None],
                  is_admin: Callable[[str, str], bool], max_jobs_per_person: int = 20) -> None:
-        self.jobs = jobs
-        self.ledger = ledger
+        self.jobs = jobs  # the jobs' rules (validation, ownership)
+        self.cron = cron  # their rows: removing one, queueing a run
         self.changed = changed
         self.is_admin = is_admin
         self.max_jobs = max_jobs_per_person
@@ -93,9 +93,9 @@ class CronManager:
             changed = await self.jobs.set_enabled(job.id, action == "resume")
             return self._done(f"{'Resumed' if action == 'resume' else 'Paused'}: {changed.describe()}")
         if action == "remove":
-            await self.jobs.remove(job.id)
+            await self.cron.remove_job(job.id)
             return self._done(f"Removed job #{job.id} {job.name}. Its past runs stay in the ledger.")
-        await self.ledger.request_run(job.id)
+        await self.cron.queue_run(job.id)
         return self._done(f"Job #{job.id} {job.name} will run now; its result goes to {job.target}.")
 
     async def _create(self, platform: str, user_id: str, chat: ChatRef | None, session_key: str | None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from agent import usage as usage_scope
 from agent.llm import LLMError
@@ -28,6 +28,9 @@ from gateway.storage import Store
 from gateway.storage.cron import run_session_key
 from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef
+
+if TYPE_CHECKING:
+    from gateway.config import ApprovalsConfig
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,7 @@ class _NobodyToAsk:
 
 class CronRuns:
     def __init__(self, *, store: Store, ledger: RunLedger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
-                 approvals: ApprovalPort | None, approvals_mode: str, cron_approvals: str, timezone: str | None,
+                 approvals: ApprovalPort | None, consent: ApprovalsConfig, timezone: str | None,
                  timeout: float, trust: Trust, session_ended: Callable[[int], None] | None = None,
                  agent_for_model: Callable[[str], Agent] | None = None,
                  owner_may: Callable[[str, str, str], Awaitable[bool]] | None = None,
@@ -73,21 +76,20 @@ class CronRuns:
         self.pause = pause
         self.session_ended = session_ended
         self.agent_for_model = agent_for_model  # a job that names a model runs on it
-        self.store = store
+        self.store = store  # its group `sessions`; the whole only for `Trust.settle`, which takes it
         self.ledger = ledger
         self.agent = agent
         self.tools = tools
         self.delivery = delivery
         self.approvals = approvals
-        self.approvals_mode = approvals_mode
-        self.cron_approvals = cron_approvals
+        self.consent = consent  # approvals.mode everywhere, approvals.cron for scheduled runs
         self.timezone = timezone
         self.timeout = timeout
 
     def _consent(self, job: Job) -> ApprovalPort:
-        if self.approvals is not None and self.approvals_mode == "off":
+        if self.approvals is not None and self.consent.mode == "off":
             return self.approvals  # the operator turned consent off everywhere (hardline is still refused)
-        if self.approvals is not None and self.approvals_mode == "ask" and self.cron_approvals == "ask-owner" \
+        if self.approvals is not None and self.consent.mode == "ask" and self.consent.cron == "ask-owner" \
                 and job.owner_chat_ref is not None:
             return AskingFor(self.approvals, f"asked by the scheduled job #{job.id} \"{job.name}\"")
         return _NobodyToAsk()

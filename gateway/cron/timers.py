@@ -10,7 +10,7 @@
 
 Changes made in this process (the `cron` tool, `/cron`) call `changed()`; changes made by
 another process on the same database (the `chatgate cron` CLI) are noticed within a second
-through the database's data version (`Store.data_version`), which another process's commit changes.
+through the database's data version (`data_version`), which another process's commit changes.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
-from gateway.cron.jobs import CronJobs, utc
+from gateway.cron.jobs import utc
 from gateway.cron.ledger import Claim, RunLedger
+from gateway.storage.cron import CronStore
 from gateway.tasks import finish_or_cancel
 from gateway.tick import Tick
 
@@ -33,10 +34,10 @@ ARM_BATCH = 100  # timers armed between two yields to the event loop
 
 
 class CronTimers:
-    def __init__(self, tick: Tick, jobs: CronJobs, ledger: RunLedger, run: RunJob, *, grace_seconds: float,
+    def __init__(self, tick: Tick, cron: CronStore, ledger: RunLedger, run: RunJob, *, grace_seconds: float,
                  max_concurrent: int = 4, on_interrupted: Callable[[list[Any]], Awaitable[None]] | None = None) -> None:
         self.tick = tick
-        self.jobs = jobs
+        self.cron = cron  # which jobs are due (the ledger claims them)
         self.ledger = ledger
         self._run = run
         self.grace = grace_seconds
@@ -70,7 +71,7 @@ class CronTimers:
         self._started = True
         self.tick.every(self.tick.seconds, self.ledger.heartbeat, "heartbeat")
         self.tick.every(WATCH_SECONDS, self._watch, "cron-watch")
-        self._data_version = await self.jobs.store.data_version()  # later commits by others trigger a reload
+        self._data_version = await self.cron.data_version()  # later commits by others trigger a reload
 
     async def stop(self, timeout: float) -> None:
         """Stop arming; let running jobs finish up to `timeout`, then interrupt them."""
@@ -98,7 +99,7 @@ class CronTimers:
             return
         for claim in await self.ledger.claim_queued():
             self._start(claim)
-        due = await self.jobs.due_before(time.time() + self.horizon)
+        due = await self.cron.due_before(time.time() + self.horizon)
         wanted = dict(due)
         for job_id in [j for j in self._armed if j not in wanted]:
             self._disarm(job_id)
@@ -115,7 +116,7 @@ class CronTimers:
 
     async def _watch(self) -> None:
         """Notice changes another process (the CLI) committed to the database."""
-        version = await self.jobs.store.data_version()
+        version = await self.cron.data_version()
         if self._data_version is not None and version != self._data_version:
             await self.reload()
         self._data_version = version

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from agent.skills import SkillLibrary
-from gateway.learning.skill_usage import SkillUsage
-from gateway.storage import Store
+from gateway.config import CuratorConfig
+from gateway.storage.learning import LearningStore
 
 TOUCHABLE = ("agent", "review")
 DAY = 86400.0
@@ -52,22 +52,20 @@ class CuratorRun:
 
 
 class Curator:
-    def __init__(self, store: Store, skills: SkillLibrary, ledger: SkillUsage, home: Path, *,
-                 interval_hours: float = 168.0, min_idle_hours: float = 2.0, stale_days: float = 30.0,
-                 archive_days: float = 90.0, keep_snapshots: int = 5,
+    def __init__(self, learning: LearningStore, skills: SkillLibrary, home: Path, *,
+                 settings: CuratorConfig = CuratorConfig(),
                  idle_since: Callable[[], Awaitable[float | None]] | None = None,
                  notify: Callable[[str], Awaitable[None]] | None = None,
                  consolidate: Callable[[list[str]], Awaitable[str]] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        self.store = store
+        self.learning = learning  # its runs, and the skills' provenance, usage and state
         self.skills = skills
-        self.ledger = ledger
         self.logs = home / "logs" / "curator"
-        self.interval = interval_hours * 3600
-        self.min_idle = min_idle_hours * 3600
-        self.stale_after = stale_days * DAY
-        self.archive_after = archive_days * DAY
-        self.keep = keep_snapshots
+        self.interval = settings.interval_hours * 3600
+        self.min_idle = settings.min_idle_hours * 3600
+        self.stale_after = settings.stale_days * DAY
+        self.archive_after = settings.archive_days * DAY
+        self.keep = settings.keep_snapshots
         self.idle_since = idle_since  # None from it: busy now
         self.notify = notify  # tells the admins what an applied run changed
         self.consolidate = consolidate  # the optional LLM pass over the touchable skills
@@ -78,10 +76,10 @@ class Curator:
 
     async def first_started(self) -> float:
         """When the gateway first started (recorded once)."""
-        return await self.store.learning.first_started_at(self.clock())
+        return await self.learning.first_started_at(self.clock())
 
     async def next_due(self) -> float:
-        last = await self.store.learning.last_applied_run_start()
+        last = await self.learning.last_applied_run_start()
         since = last if last is not None else await self.first_started()
         return since + self.interval
 
@@ -99,14 +97,14 @@ class Curator:
 
     async def touchable(self) -> list[str]:
         """Skills the curator may change: written by the agent or a review, not pinned, not named by a job."""
-        meta = await self.ledger.meta()
+        meta = await self.learning.skills()
         referenced = await self._referenced_by_jobs()
         return [s.name for s in self.skills.all() if (row := meta.get(s.name)) is not None
                 and row["provenance"] in TOUCHABLE and not row["pinned"] and s.name not in referenced]
 
     async def plan(self) -> list[Change]:
         now = self.clock()
-        meta = await self.ledger.meta()
+        meta = await self.learning.skills()
         changes = []
         for name in await self.touchable():
             row = meta[name]
@@ -119,7 +117,7 @@ class Curator:
         return changes
 
     async def _referenced_by_jobs(self) -> set[str]:
-        prompts = await self.store.learning.job_prompts()
+        prompts = await self.learning.job_prompts()
         names = {s.name for s in self.skills.all()}
         return {n for n in names for p in prompts if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", p)}
 
@@ -129,7 +127,7 @@ class Curator:
         async with self._lock:
             started = self.clock()
             run_id = self._new_id(started)
-            await self.store.learning.run_started(run_id, started, dry_run, trigger)
+            await self.learning.run_started(run_id, started, dry_run, trigger)
             error, merged = None, None
             changes = await self.plan()
             try:
@@ -139,7 +137,7 @@ class Curator:
                         if change.after == "archived":
                             await self.skills.archive(change.skill)
                         else:
-                            await self.ledger.state(change.skill, "stale")
+                            await self.learning.set_skill_state(change.skill, "stale")
                 if self.consolidate is not None and not dry_run:
                     candidates = await self.touchable()
                     if len(candidates) >= 2:
@@ -151,7 +149,7 @@ class Curator:
                 raise
             finally:
                 report = await asyncio.to_thread(self._report, run_id, started, dry_run, changes, error, merged)
-                await self.store.learning.run_finished(run_id, self.clock(), [_as_dict(c) for c in changes], error)
+                await self.learning.run_finished(run_id, self.clock(), [_as_dict(c) for c in changes], error)
             if changes and not dry_run and self.notify is not None:
                 stale = sum(c.after == "stale" for c in changes)
                 await self.notify(f"🧹 Skill curator run {run_id}: {stale} marked stale, {len(changes) - stale} archived "
@@ -169,13 +167,10 @@ class Curator:
             self.skills.changed()
             archived = set(self.skills.archived())
             for skill in self.skills.all():
-                await self.ledger.state(skill.name, "active")
+                await self.learning.set_skill_state(skill.name, "active")
             for name in archived:
-                await self.ledger.state(name, "archived")
+                await self.learning.set_skill_state(name, "archived")
         return f"restored the skills as they were before run {run_id} (the replaced library is in {aside})"
-
-    async def runs(self, limit: int = 10) -> list[dict[str, Any]]:
-        return await self.store.learning.curator_runs(limit)
 
     async def prune_reports(self, keep: int) -> int:
         """Keep the newest `keep` runs' folders (`logs/curator/<run>/`) and rows; return how many older
@@ -184,12 +179,12 @@ class Curator:
         if self._lock.locked():  # a run or a restore is going on: next time
             return 0
         async with self._lock:
-            recorded = await self.store.learning.recorded_runs()
-            last = await self.store.learning.last_applied_run()
+            recorded = await self.learning.recorded_runs()
+            last = await self.learning.last_applied_run()
             held = {r for r, finished in recorded.items() if not finished} | ({last} if last is not None else set())
             gone = await asyncio.to_thread(self._prune_folders, set(recorded), held, max(keep, 1))
             if gone:
-                await self.store.learning.forget_runs(gone)
+                await self.learning.forget_runs(gone)
             return len(gone)
 
     def _prune_folders(self, recorded: set[str], held: set[str], keep: int) -> list[str]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from agent import usage as usage_scope
 from agent.tools.learning import TOOLSET
@@ -40,6 +41,9 @@ from gateway.storage import Store
 from gateway.storage.learning import TurnCount
 from gateway.tasks import finish_or_cancel
 from platforms.base import ChatRef
+
+if TYPE_CHECKING:
+    from gateway.config import ReviewConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,23 +74,21 @@ REVIEW_REQUEST = ("Review the conversation above for what to keep in memory{skil
 
 class Learning:
     def __init__(self, store: Store, memory: Memory, skills: SkillLibrary, tools: ToolRegistry, *,
-                 review_agent: Agent | None, delivery: Delivery, trust: Trust, memory_every: int = 10,
-                 skill_every: int = 10, max_concurrent: int = 2, notify: bool = False,
-                 after_pause: float = 0.0) -> None:
-        self.store = store
+                 review_agent: Agent | None, delivery: Delivery, trust: Trust, settings: "ReviewConfig") -> None:
+        self.store = store  # its groups `learning` and `sessions`; the whole only for `Trust.settle`, which takes it
         self.trust = trust
         self.memory = memory
         self.skills = skills
         self.tools = tools
         self.review_agent = review_agent
         self.delivery = delivery
-        self.memory_every = memory_every
-        self.skill_every = skill_every
-        self.notify = notify
-        self._slots = asyncio.Semaphore(max_concurrent)
+        self.memory_every = settings.memory_every_turns
+        self.skill_every = settings.skill_every_iterations
+        self.notify = settings.notify
+        self._slots = asyncio.Semaphore(settings.max_concurrent)
         self._reviews: set[asyncio.Task[None]] = set()
         self._queued: set[int] = set()  # sessions whose review waits for a pause or a slot
-        self.after_pause = after_pause
+        self.after_pause = settings.after_pause_seconds
         self._last_turn: dict[int, float] = {}  # session with a waiting review → when its last turn finished
         self.reviews_done = 0
 
@@ -133,9 +135,6 @@ class Learning:
                                    name=f"review:{session_id}")
         self._reviews.add(task)
         task.add_done_callback(self._reviews.discard)
-
-    async def counters(self, session_id: int) -> tuple[int, int]:
-        return await self.store.learning.counters(session_id)
 
     async def _review(self, session_id: int, chat: ChatRef, platform: str, user_id: str, skills: bool) -> None:
         assert self.review_agent is not None

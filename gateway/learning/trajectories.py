@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gateway.ops.redact import redact
-from gateway.storage import Store
+from gateway.storage.sessions import SessionStore
 
 ROLES = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}
 DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
@@ -46,15 +46,15 @@ def conversation(messages: list[dict[str, Any]], secrets: Iterable[str] = ()) ->
 
 
 class Trajectories:
-    def __init__(self, store: Store, home: Path, secrets: Iterable[str] = ()) -> None:
-        self.store = store
+    def __init__(self, sessions: SessionStore, home: Path, secrets: Iterable[str] = ()) -> None:
+        self.sessions = sessions
         self.dir = home / "trajectories"
         self.secrets = list(secrets)
 
     async def export(self, session_id: int) -> Path | None:
         """Append the session to today's file; None when it has no exchange worth keeping."""
-        session = await self.store.learning.session_facts(session_id)
-        messages = await self.store.sessions.history(session_id, limit=10_000)
+        session = await self.sessions.facts(session_id)
+        messages = await self.sessions.history(session_id, limit=10_000)
         if session is None or not any(m["role"] == "assistant" for m in messages):
             return None
         record = {"id": str(session_id), "platform": session.platform, "started_at": session.created_at,

@@ -186,7 +186,7 @@ class CronStore(Tables):
         return await self.db.write(take)
 
     async def queue_run(self, job_id: int) -> int:
-        """Queue a "run now" of the job; the run's id."""
+        """Queue a "run now" of the job (the gateway that sees it first claims it); the run's id."""
         cursor = await self.db.write(lambda db: db.execute(
             "INSERT INTO cron_runs (job_id, scheduled_at, manual, state) VALUES (?, ?, 1, 'queued')",
             (job_id, time.time())), single=True)

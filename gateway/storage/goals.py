@@ -1,4 +1,4 @@
-"""Goals and subagent runs.
+"""Goals.
 
 A goal is a row of `goals`; each of its turns is an inbox row of its own, with the message id
 `goal:<id>:<seq>`: `seq` is the goal's latest turn, `judged` the latest one the judge (or an
@@ -6,9 +6,6 @@ interruption) has dealt with. A verdict is recorded by compare-and-set (only whi
 and that turn not yet judged), in one transaction with the goal's counters, the notice to the chat and
 the next turn's inbox row (`settle`). A resume that gives a goal more turns is a row of `goal_resumes`
 for a day, counted per person in the same transaction.
-
-A subagent run is a row of `subagent_runs`, linked to the parent's session and turn (its inbox row),
-with its transcript in a session of its own (key `subagent:<run id>`) that ends when the run ends.
 """
 
 from __future__ import annotations
@@ -20,10 +17,9 @@ from typing import Any
 
 import aiosqlite
 
-from gateway.storage.database import Work, first_row
+from gateway.storage.database import first_row
 from gateway.storage.inbox import decode_inbound, encode_inbound, insert_inbox
 from gateway.storage.outbox import OutboxItem, insert_outbox
-from gateway.storage.sessions import BATCH, forget_sessions
 from gateway.storage.tables import Tables
 from platforms.base import InboundMessage
 
@@ -102,22 +98,7 @@ async def _claim(db: aiosqlite.Connection, goal: Goal, seq: int, state: str, rea
     return cur.rowcount == 1
 
 
-def end_run(run_id: int, session_id: int, state: str, summary: str) -> Work:
-    """A unit for the transaction that commits the run's transcript (`also=`): the run ends in `state`
-    with its summary, and its session ends."""
-    now = time.time()
-
-    async def end(db: aiosqlite.Connection) -> None:
-        await db.execute("UPDATE subagent_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?",
-                         (state, summary, now, run_id))
-        await db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", (now, session_id))
-
-    return end
-
-
 class GoalStore(Tables):
-    # -- goals ------------------------------------------------------------------------------
-
     async def create(self, key: str, origin: InboundMessage, objective: str, max_turns: int,
                      first_turn: str) -> tuple[Goal, GoalTurn | None]:
         """A new active goal of the session `key`, and its first turn (text `first_turn`), in one write."""
@@ -220,55 +201,3 @@ class GoalStore(Tables):
             " AND g.judged < g.seq AND i.state NOT IN ('received', 'processing')")
         return [Unjudged(_goal(r), GoalTurn(r["inbox_id"], r["session_key"], decode_inbound(r["payload"]),
                                             (r["id"], r["seq"])), r["turn_state"]) for r in rows]
-
-    # -- subagent runs ---------------------------------------------------------------------
-
-    async def start_run(self, parent_session_id: int | None, parent_inbox_id: int | None, depth: int, task: str,
-                        platform: str, chat_id: str, thread_id: str | None) -> int:
-        """A running subagent run and its transcript's session, in one write; the run's id."""
-        now = time.time()
-
-        async def start(db: aiosqlite.Connection) -> int:
-            cur = await db.execute(
-                "INSERT INTO subagent_runs (parent_session_id, parent_inbox_id, depth, task, state, started_at)"
-                " VALUES (?, ?, ?, ?, 'running', ?)", (parent_session_id, parent_inbox_id, depth, task, now))
-            run_id = int(cur.lastrowid)
-            cur = await db.execute(
-                "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, 'subagent', ?, ?)",
-                (f"subagent:{run_id}", platform, chat_id, thread_id, now, now))
-            await db.execute("UPDATE subagent_runs SET session_id = ? WHERE id = ?", (cur.lastrowid, run_id))
-            return run_id
-
-        return await self.db.write(start)
-
-    async def run_session(self, run_id: int) -> int | None:
-        """The session of the run's transcript (None: no such run, or its session was forgotten)."""
-        row = await self.fetch_one("SELECT session_id FROM subagent_runs WHERE id = ?", (run_id,))
-        return row["session_id"] if row else None
-
-    async def interrupt_runs(self) -> None:
-        """Every running run becomes interrupted, and its session ends, in one write."""
-        now = time.time()
-
-        async def interrupt(db: aiosqlite.Connection) -> None:
-            await db.execute("UPDATE sessions SET ended_at = ? WHERE ended_at IS NULL AND id IN"
-                             " (SELECT session_id FROM subagent_runs WHERE state = 'running')", (now,))
-            await db.execute("UPDATE subagent_runs SET state = 'interrupted', ended_at = ? WHERE state = 'running'",
-                             (now,))
-
-        await self.db.write(interrupt)
-
-    async def prune_runs(self, before: float) -> int:
-        """Forget runs that ended before `before` (a running one never), each with its transcript's session,
-        `BATCH` a write; return how many."""
-        async def batch(db: aiosqlite.Connection) -> int:
-            rows = list(await db.execute_fetchall(
-                "SELECT id, session_id FROM subagent_runs WHERE state != 'running' AND ended_at < ? LIMIT ?",
-                (before, BATCH)))
-            await forget_sessions(db, [r["session_id"] for r in rows if r["session_id"] is not None])
-            await db.execute("DELETE FROM subagent_runs WHERE id IN (SELECT value FROM json_each(?))",
-                             (json.dumps([r["id"] for r in rows]),))
-            return len(rows)
-
-        return await self.in_batches(batch)

@@ -55,15 +55,6 @@ class TurnCount:
                 (self.memory_due, self.skill_due, self.session_id))
 
 
-@dataclass(frozen=True, slots=True)
-class SessionFacts:
-    """What a trajectory export says of a session besides its messages."""
-
-    platform: str
-    created_at: float
-    ended_at: float | None
-
-
 class LearningStore(Tables):
     # -- the frozen block and the review counters ------------------------------------------
 
@@ -159,7 +150,7 @@ class LearningStore(Tables):
         await self.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
                            (finished_at, json.dumps(changes), error, run_id))
 
-    async def curator_runs(self, limit: int) -> list[dict[str, Any]]:
+    async def curator_runs(self, limit: int = 10) -> list[dict[str, Any]]:
         """The newest runs' rows (id, started_at, finished_at, dry_run, trigger, changes as JSON, error)."""
         rows = await self.fetch_all("SELECT * FROM curator_runs ORDER BY started_at DESC LIMIT ?", (limit,))
         return [dict(r) for r in rows]
@@ -172,9 +163,3 @@ class LearningStore(Tables):
     async def forget_runs(self, run_ids: list[str]) -> None:
         await self.execute(
             "DELETE FROM curator_runs WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(run_ids),))
-
-    # -- trajectories ----------------------------------------------------------------------
-
-    async def session_facts(self, session_id: int) -> SessionFacts | None:
-        row = await self.fetch_one("SELECT platform, created_at, ended_at FROM sessions WHERE id = ?", (session_id,))
-        return SessionFacts(row["platform"], row["created_at"], row["ended_at"]) if row else None

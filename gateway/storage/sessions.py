@@ -30,6 +30,15 @@ _IDS = "(SELECT value FROM json_each(?))"
 
 
 @dataclass(frozen=True, slots=True)
+class SessionFacts:
+    """What a trajectory export says of a session besides its messages."""
+
+    platform: str
+    created_at: float
+    ended_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class TurnStart:
     """What a turn starts from (`SessionStore.open_turn`)."""
 
@@ -222,6 +231,10 @@ class SessionStore(Tables):
         person), in the order of their latest message."""
         rows = await self.fetch_all(_SPEAKERS, (session_id,))
         return [(r["platform"] or "", r["user_id"]) for r in rows]
+
+    async def facts(self, session_id: int) -> SessionFacts | None:
+        row = await self.fetch_one("SELECT platform, created_at, ended_at FROM sessions WHERE id = ?", (session_id,))
+        return SessionFacts(row["platform"], row["created_at"], row["ended_at"]) if row else None
 
     async def chat_type(self, key: str) -> str | None:
         """The chat type ("dm", "group", "channel") of the key's latest session; None: it has none (kept)."""

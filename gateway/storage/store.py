@@ -29,6 +29,7 @@ from gateway.storage.inbox import InboxStore
 from gateway.storage.learning import LearningStore
 from gateway.storage.outbox import OutboxStore
 from gateway.storage.sessions import SessionStore
+from gateway.storage.subagents import SubagentStore
 from gateway.storage.tables import Tables
 from gateway.storage.upkeep import Upkeep
 from gateway.storage.usage import UsageStore
@@ -57,6 +58,7 @@ class Store(Tables):
         self.access = AccessStore(db)
         self.cron = CronStore(db)
         self.goals = GoalStore(db)
+        self.subagents = SubagentStore(db, self.sessions)
         self.learning = LearningStore(db)
         self.usage = UsageStore(db)
         self.upkeep = Upkeep(db)
@@ -104,11 +106,6 @@ class Store(Tables):
     async def until_stored(self, call: Callable[[], Awaitable[T]], what: str) -> T:
         """`call`, tried again while the storage refuses it (see `Database.until_stored`)."""
         return await self.db.until_stored(call, what)
-
-    async def data_version(self) -> int:
-        """Changes when another connection (another process) commits to the database."""
-        row = await self.fetch_one("PRAGMA data_version")
-        return int(row[0]) if row else 0
 
     async def backup(self, target: Path) -> None:
         """A consistent copy of the database while it is in use (SQLite's online backup)."""

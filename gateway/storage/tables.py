@@ -35,3 +35,8 @@ class Tables:
         """One write statement, group-committed; how many rows it changed."""
         cursor = await self.db.write(lambda c: c.execute(sql, args), single=True)
         return int(cursor.rowcount)
+
+    async def data_version(self) -> int:
+        """Changes when another connection (another process) commits to the database."""
+        row = await self.fetch_one("PRAGMA data_version")
+        return int(row[0]) if row else 0
