@@ -18,8 +18,8 @@ class SubagentRuns:
         self.store = store
 
     async def started(self, ctx: ToolContext, task: str, depth: int) -> int:
-        return await self.store.goals.start_run(ctx.session_id, ctx.extras.get("inbox_id"), depth, task,
-                                                ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
+        return await self.store.goals.start_run(ctx.session_id, ctx.place.inbox_id, depth, task,
+                                                ctx.platform, ctx.chat_id, ctx.place.thread_id)
 
     async def finished(self, run_id: int, state: str, messages: list[dict[str, Any]], summary: str) -> None:
         """The run's transcript is committed, and with it the run and its session end."""
