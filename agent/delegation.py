@@ -28,9 +28,6 @@ from agent.tools import AskingFor, Tool, ToolContext, ToolScope
 log = logging.getLogger(__name__)
 
 NAME = "delegate_task"
-DEPTH = "delegation_depth"  # ToolContext.extras: how deep in delegation this run is (the main agent: 0)
-SEAT = "delegation_seat"  # ToolContext.extras: a subagent's place among its person's working subagents
-TURN = "delegation_turn"  # ToolContext.extras: what a turn's calls share (`_Turn`), copied to its subagents
 MAX_TASKS = 10
 SUMMARY_CHARS = 4000
 SUBAGENT_IDENTITY = (
@@ -90,14 +87,6 @@ class _Seat:
         self.give_back()
 
 
-@dataclass(slots=True)
-class _Turn:
-    """What the calls of one turn (and of its subagents) share: whose places they use, how many started."""
-
-    person: tuple[str, str]  # (platform, user id) the turn acted for at its first call
-    started: int = 0
-
-
 class Delegation:
     def __init__(self, agent: Agent, log_: SubagentLog, limits: Limits = Limits()) -> None:
         self.agent = agent  # the children's agent: SUBAGENT_IDENTITY, delegation.max_iterations
@@ -131,17 +120,19 @@ class Delegation:
             return "error: tasks must be a list of objects, each with a non-empty task"
         if len(tasks) > MAX_TASKS:
             return f"error: at most {MAX_TASKS} tasks at once; you sent {len(tasks)}"
-        depth = int(ctx.extras.get(DEPTH, 0)) + 1
+        depth = ctx.depth + 1
         if depth > self.limits.max_depth or ctx.tools is None:
             return "error: a subagent at the deepest level cannot delegate further; do the work yourself"
-        turn = ctx.extras.setdefault(TURN, _Turn((ctx.platform, ctx.user_id)))  # (in the turn's own extras)
-        granted = max(0, min(len(tasks), self.limits.max_per_turn - turn.started))
-        turn.started += granted
+        turn = ctx.turn  # (shared by the turn's calls and its subagents')
+        if turn.person is None:
+            turn.person = (ctx.platform, ctx.user_id)
+        granted = max(0, min(len(tasks), self.limits.max_per_turn - turn.subagents_started))
+        turn.subagents_started += granted
         key = turn.person
         places = self._places.get(key) or self._places.setdefault(key, _Places(self.limits.max_concurrent))
         places.users += 1
-        seat = ctx.extras.get(SEAT)  # a subagent delegating: its place is free while its children work
-        if isinstance(seat, _Seat):
+        seat = ctx.seat  # a subagent delegating: its place is free while its children work
+        if seat is not None:
             seat.give_back()
         try:
             reports = await asyncio.gather(*(self._child(ctx, t, depth, places) for t in tasks[:granted]))
@@ -149,7 +140,7 @@ class Delegation:
             places.users -= 1
             if places.users == 0 and self._places.get(key) is places:
                 del self._places[key]
-        if isinstance(seat, _Seat):
+        if seat is not None:
             await seat.take()
         refused = (f"status: refused\nnot started: this turn has started {self.limits.max_per_turn} subagents "
                    "already, as many as delegation.max_children_per_turn allows; do this part yourself")
@@ -170,14 +161,13 @@ class Delegation:
         task = spec["task"].strip()
         context = str(spec.get("context") or "").strip()
         async with _Seat(places) as seat:
-            run_id = await self.log.started(ctx.session_id, ctx.extras.get("inbox_id"), depth, task, ctx.platform,
-                                            ctx.chat_id, ctx.extras.get("thread_id"))
+            run_id = await self.log.started(ctx.session_id, ctx.place.inbox_id, depth, task, ctx.platform,
+                                            ctx.chat_id, ctx.place.thread_id)
             assert ctx.tools is not None
             scope = self._scope(ctx.tools, spec.get("toolsets"), depth)
             shown = task if len(task) <= 120 else task[:119] + "…"
             asking = AskingFor(ctx.approvals, f"asked by a subagent working on: {shown}") if ctx.approvals else None
-            child = replace(ctx, approvals=asking,
-                            extras={**ctx.extras, DEPTH: depth, SEAT: seat}, tools=None)
+            child = replace(ctx, approvals=asking, depth=depth, seat=seat, tools=None)
             record: list[dict[str, Any]] = []
             state, report = "failed", ""
             try:

@@ -10,14 +10,14 @@ turn that keeps working is not cut short, a model that stalls is.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable
 
 from agent.compression import Compressor, is_context_overflow
 from agent.llm import Callback, Completion, LLMClient, LLMError, TextSink
 from agent.tools import ToolContext, ToolScope
 
-SteerSource = Callable[[], list[str]]
+SteerSource = Callable[[ToolContext], tuple[list[str], ToolContext]]  # (the messages, the context from now on)
 SummarySink = Callable[[str, int], Awaitable[None]]  # (summary, index in history of the last message it covers)
 
 
@@ -49,14 +49,15 @@ class Agent:
         Every message the turn adds is appended to `record` as soon as it exists, so a caller
         that cancels the turn still knows what happened. Tool calls of one step run
         concurrently; their results are appended in call order. `steer` is polled after each
-        tool step for messages the user sent meanwhile. `on_tool(name, arguments)` hears of each
+        tool step for messages the user sent meanwhile, and gives the context the turn's calls act
+        under from then on (another person's words may lower it). `on_tool(name, arguments)` hears of each
         tool call as it starts (for a person watching: "running terminal …"). With a compressor,
         each request is made to fit the context window first (`agent.compression`), and an
         endpoint that still refuses it for its length gets it compressed once more; `on_summary`
         hears of a new summary and which of `history` it replaces.
         """
         added = record if record is not None else []
-        ctx.tools = tools  # (what a subagent of this run may use at most)
+        ctx = replace(ctx, tools=tools)  # (what a subagent of this run may use at most)
         system = self.identity + (f"\n\n{context}" if context else "")
         messages = [{"role": "system", "content": system}, *history]
 
@@ -110,8 +111,10 @@ class Agent:
             calls_made += len(reply.tool_calls)
             for call, result in zip(reply.tool_calls, results):
                 add({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
-            for text in steer() if steer else ():
-                add({"role": "user", "content": text})
+            if steer is not None:
+                texts, ctx = steer(ctx)
+                for text in texts:
+                    add({"role": "user", "content": text})
         text = (f"I stopped after {self.max_iterations} steps without finishing. "
                 "Tell me how to continue, or narrow the request.")
         add({"role": "assistant", "content": text})

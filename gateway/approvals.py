@@ -231,7 +231,7 @@ class Approvals:
     async def _ask(self, ctx: ToolContext, request: ApprovalRequest, digest: str,
                    confinement: str) -> ApprovalOutcome:
         approval_id = secrets.token_urlsafe(12)
-        chat = ChatRef(ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
+        chat = ChatRef(ctx.platform, ctx.chat_id, ctx.place.thread_id)
         shown, cut = shown_subject(request.subject, self.secrets)
         reasons = [redact_values(reason, self.secrets) for reason in request.reasons]  # they quote the command
         if any(map(_invisible, request.subject.replace("\r\n", "\n"))):
@@ -241,11 +241,11 @@ class Approvals:
                            "deny it unless you know the rest")
         now = time.time()
         await self.stored.add(Approval(
-            approval_id, ctx.extras.get("session_key", ""), ctx.session_id, chat.platform, chat.chat_id,
+            approval_id, ctx.place.session_key or "", ctx.session_id, chat.platform, chat.chat_id,
             chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, reasons, now, now + self.timeout,
             reach=request.reach if confinement == "unconfined" else ""))
         future: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
-        self._waiting[approval_id] = _Waiting(approval_id, ctx.extras.get("session_key", ""), future)
+        self._waiting[approval_id] = _Waiting(approval_id, ctx.place.session_key or "", future)
         try:
             if not await self._show_prompt(approval_id, chat):
                 await self.decide(approval_id, "expired", "gateway", "the approval prompt could not be shown")

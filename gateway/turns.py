@@ -32,14 +32,14 @@ import json
 import logging
 import re
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from agent import usage as usage_scope
 from agent.llm import LLMError
 from agent.loop import Agent
-from agent.tools import ApprovalPort, ToolContext, ToolScope
+from agent.tools import ApprovalPort, Place, ToolContext, ToolScope
 from gateway.access.trust import Trust
 from gateway.delivery import Delivery
 from gateway.files import Outgoing, discard
@@ -47,6 +47,7 @@ from gateway.goals import Goals
 from gateway.learning.review import Learning, personal_session
 from gateway.ops.logs import log_context
 from gateway.ops.metrics import Metrics
+from gateway.preview import StreamPreview
 from gateway.sessions import SessionWorker, WorkItem
 from gateway.storage import Store
 from gateway.storage.outbox import OutboxItem
@@ -57,6 +58,7 @@ log = logging.getLogger(__name__)
 NO_LLM = ("No language model is configured yet. Set llm.base_url (and llm.api_key if it needs one) in "
           "config.yaml or OPENAI_BASE_URL / OPENAI_API_KEY in the environment, then restart chatgate.")
 SHOWN_EFFECTS = 10
+MAIN_ARGUMENTS = ("command", "path", "query", "url", "action", "name")  # what a tool call is shown by, first found
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -97,19 +99,43 @@ def session_context(msg: InboundMessage) -> str:
     return f"You are talking on {msg.platform}, in {where}{who}."
 
 
+@dataclass(frozen=True, slots=True)
+class CallShown:
+    """A tool call as a person sees it — in the journal of a turn cut off (`terminal: make deploy`) and while
+    it runs (`running terminal: make deploy`): its name and its main argument, else all its arguments."""
+
+    name: str
+    main: str | None  # a command, a path, a query, an address, an action or a name
+    arguments: str  # all of them in one line
+
+    @classmethod
+    def of(cls, name: str, arguments: str) -> CallShown:
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            args = arguments
+        if not isinstance(args, dict):
+            return cls(name, None, " ".join(str(args).split()))
+        main = next((args[k] for k in MAIN_ARGUMENTS if isinstance(args.get(k), str)), None)
+        everything = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        return cls(name, None if main is None else " ".join(main.split()), " ".join(everything.split()))
+
+    def line(self, limit: int = 200) -> str:
+        """`write_file: notes.txt`; with no main argument, every argument."""
+        return _cut(f"{self.name}: {self.main if self.main is not None else self.arguments}", limit)
+
+    def activity(self, limit: int = 160) -> str:
+        """`running terminal: ls -la`; with no main argument, only the name."""
+        return _cut(f"running {self.name}" + (f": {self.main}" if self.main else ""), limit)
+
+
+def _cut(line: str, limit: int) -> str:
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def describe_call(name: str, arguments: str, limit: int = 200) -> str:
     """A tool call in one line for a person: `terminal: make deploy`, `write_file: notes.txt`."""
-    try:
-        args = json.loads(arguments or "{}")
-    except ValueError:
-        args = arguments
-    if isinstance(args, dict):
-        main = next((args[k] for k in ("command", "path", "action", "name") if isinstance(args.get(k), str)), None)
-        shown = main if main is not None else ", ".join(f"{k}={v!r}" for k, v in args.items())
-    else:
-        shown = str(args)
-    line = f"{name}: {' '.join(str(shown).split())}"
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return CallShown.of(name, arguments).line(limit)
 
 
 def interrupted_text(effects: tuple[str, ...]) -> str:
@@ -137,6 +163,59 @@ class _Journal:
         what = self.redact(describe_call(name, arguments))
         await self.store.until_stored(lambda: self.store.inbox.add_effect(self.inbox_id, what),
                                       f"the journal of inbox message {self.inbox_id}")
+
+
+class _Steering:
+    """The messages busy policy `steer` folds into a running turn, and the turn's context as each joins it
+    (another person's words: it acts for the less trusted of them, `Trust.joined`)."""
+
+    def __init__(self, worker: SessionWorker, trust: Trust, store: Store, inbox_id: int) -> None:
+        self.worker, self.trust, self.store, self.inbox_id = worker, trust, store, inbox_id
+        self.taken: list[WorkItem] = []
+
+    def take(self, ctx: ToolContext) -> tuple[list[str], ToolContext]:
+        """What was sent meanwhile, for the model, and the context the turn's calls act under from now on."""
+        taken = list(self.worker.steered)
+        self.worker.steered.clear()
+        self.taken.extend(taken)
+        for i in taken:
+            ctx = self.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)
+        return [user_text(i.msg) for i in taken], ctx
+
+    def give_back(self) -> None:
+        """The turn will not answer what was folded in: back to the front of the session's queue."""
+        self.worker.steered.extendleft(reversed(self.taken))
+        self.taken.clear()
+
+    @property
+    def inbox_ids(self) -> list[int]:
+        """The rows the turn answers: its own, then each folded in."""
+        return [self.inbox_id, *(i.inbox_id for i in self.taken)]
+
+    @property
+    def authors(self) -> list[str]:
+        return [i.msg.user_id for i in self.taken]
+
+
+@dataclass(slots=True)
+class _Open:
+    """A turn once it is open: what it answers, its session, what the model is given, whom it acts for,
+    and what it has produced so far."""
+
+    msg: InboundMessage  # (its attachments fetched)
+    session_id: int
+    history: list[dict[str, Any]]
+    ids: list[int | None]  # each history message's id (None: a summary)
+    context: str
+    ctx: ToolContext
+    outgoing: Outgoing
+    started: float  # (monotonic)
+    steering: _Steering
+    record: list[dict[str, Any]] = field(default_factory=list)
+    preview: StreamPreview | None = None  # once shown
+
+    def authored(self) -> list[dict[str, Any]]:
+        return authored(self.record, self.steering.authors)
 
 
 class Turns:
@@ -204,10 +283,18 @@ class Turns:
 
     async def _run(self, worker: SessionWorker, item: WorkItem) -> str:
         """The turn; returns its outcome (ok, no_llm, llm_error, error, refused)."""
+        turn = await self._open(worker, item)
+        if isinstance(turn, str):
+            return turn
+        reply, status, outcome, tool_iterations = await self._converse(worker, item, turn)
+        return await self._finish(worker, item, turn, reply, status, outcome, tool_iterations)
+
+    async def _open(self, worker: SessionWorker, item: WorkItem) -> _Open | str:
+        """Everything before the model is asked: the attachments fetched (a message of refused files only
+        ends here, "refused"), the session opened, the prompt, whom the turn acts for."""
         started = time.monotonic()
         msg = await self._fetch(item.msg)
         chat = msg.reply_chat
-        reply_to = answers(item)
         refused = [a.error for a in msg.attachments if a.error]
         if refused:
             nothing_left = not msg.text.strip() and all(a.error for a in msg.attachments)
@@ -216,124 +303,125 @@ class Turns:
             if nothing_left:
                 return "refused"
         start = await self.store.sessions.open_turn(item.key, msg.chat, msg.chat_type)
-        session_id, history, ids = start.session_id, start.history, start.ids
+        session_id = start.session_id
         log_context(session=session_id)
         usage_scope.serving("goal" if item.origin == "goal" else "main", session_id, msg.platform, msg.user_id)
-
-        async def summarised(summary: str, through: int) -> None:  # a compression's new starting point
-            if through >= 0 and ids[through] is not None:
-                await self.store.until_stored(lambda: self.store.sessions.save_summary(
-                    session_id, ids[through], summary), f"a summary in {item.key}")
-
         context = session_context(msg)
         if self.learning is not None:
             block = start.prompt if start.prompt is not None else await self.learning.session_block(
                 session_id, platform=msg.platform, user_id=msg.user_id,
                 personal=personal_session(item.key, msg.chat_type, msg.user_id))
             context += f"\n\n{block}" if block else ""
-        inbox_ids = [item.inbox_id]
-        record: list[dict[str, Any]] = []
         outgoing = Outgoing(self.files_root.parent)  # files the agent sends: copied under the home
-
-        steered_by: list[str] = []
-        steered: list[WorkItem] = []
-
-        def steer() -> list[str]:
-            taken = list(worker.steered)
-            worker.steered.clear()
-            steered.extend(taken)
-            inbox_ids.extend(i.inbox_id for i in taken)
-            steered_by.extend(i.msg.user_id for i in taken)
-            for i in taken:  # another person's words: the turn acts for the less trusted
-                self.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)
-            return [user_text(i.msg) for i in taken]
-
         ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,
                           transcripts=self.store.sessions, approvals=self.approvals,
                           journal=_Journal(self.store, item.inbox_id, self.redact), files=outgoing,
-                          extras={"timezone": self.timezone, "thread_id": chat.thread_id, "session_key": item.key,
-                                  "inbox_id": item.inbox_id})
-        await self._settle(ctx, item, msg)
-        preview = self.delivery.stream(chat, reply_to, inbox_id=item.inbox_id, draft=item.draft_message_id,
+                          timezone=self.timezone,
+                          place=Place(thread_id=chat.thread_id, session_key=item.key, inbox_id=item.inbox_id))
+        ctx = await self._settle(ctx, item, msg)
+        return _Open(msg, session_id, start.history, start.ids, context, ctx, outgoing, started,
+                     _Steering(worker, self.trust, self.store, item.inbox_id))
+
+    async def _converse(self, worker: SessionWorker, item: WorkItem, turn: _Open) -> tuple[str, str, str, int]:
+        """The model's answer, streamed to a preview, with the messages `steer` folds in: its text, the
+        transcript's status, the outcome and how many tool steps it took. A model that fails is the
+        person's answer (what to do); a cancelled turn is recorded as stopped and the cancel goes on."""
+        msg, chat = turn.msg, turn.msg.reply_chat
+        preview = self.delivery.stream(chat, answers(item), inbox_id=item.inbox_id, draft=item.draft_message_id,
                                        intent=item.draft_intent)
         preview.begin()  # (after every wait before the turn's try: a turn stopped before it leaves no preview)
+        turn.preview = preview
         status, outcome, tool_iterations = "ok", "ok", 0
         try:
             async with self.delivery.typing.shown(chat):
                 if self.agent is None:
                     text, outcome = NO_LLM, "no_llm"
-                    record.append({"role": "user", "content": user_text(msg)})
+                    turn.record.append({"role": "user", "content": user_text(msg)})
                 else:
                     try:
                         result = await self.agent.run_turn(
-                            history, user_text(msg), self.tools, ctx, record=record, context=context,
-                            on_text=preview.push, on_restart=preview.reset,
-                            steer=steer if self.busy_policy == "steer" else None, on_summary=summarised,
-                            on_tool=lambda name, args: self.delivery.typing.activity(chat, self._activity(name, args)))
+                            turn.history, user_text(msg), self.tools, turn.ctx, record=turn.record,
+                            context=turn.context, on_text=preview.push, on_restart=preview.reset,
+                            steer=turn.steering.take if self.busy_policy == "steer" else None,
+                            on_summary=self._summary_sink(item, turn),
+                            on_tool=lambda name, args: self.delivery.typing.activity(
+                                chat, self.redact(CallShown.of(name, args).activity())))
                         text, tool_iterations = result.text, result.iterations - 1
                     except LLMError as exc:
                         log.warning("turn in %s failed: %s", item.key, exc)
                         text, outcome = exc.user_message, "llm_error"
-                        del record[1:]  # keep the user's message; drop the unfinished exchange
-                        if steered:  # what was folded in is not answered by this: back to the queue
-                            worker.steered.extendleft(reversed(steered))
-                            del inbox_ids[1:], steered_by[:]
+                        del turn.record[1:]  # keep the user's message; drop the unfinished exchange
+                        turn.steering.give_back()  # what was folded in is not answered by this: back to the queue
         except asyncio.CancelledError:
-            preview.stop()
-            if outgoing.files:  # nothing of a cancelled turn is sent (a turn run again takes its copies anew)
-                await asyncio.to_thread(discard, outgoing.entries)
-            if worker.cancel_reason in ("stop", "interrupt"):
-                note = "⏹ Stopped." if worker.cancel_reason == "stop" else "⏹ Interrupted by a newer message."
-                await self.store.until_stored(lambda: self.store.sessions.commit_turn(
-                    session_id, inbox_ids, msg.chat, msg.user_id, authored(record, steered_by), None,
-                    status="cancelled"), f"the stopped turn in {item.key}")
-                draft = await preview.finish()
-                if draft:
-                    await self._mark_draft(msg, draft, note)
-                self.metrics.turns.labels(worker.cancel_reason).inc()
-            # on shutdown the inbox row stays unfinished: the next start decides (see the module doc)
+            await self._cancelled(worker, item, turn)
             raise
         except Exception as exc:
             log.exception("turn in %s failed", item.key)
             text, status, outcome = failed_text(exc), "failed", "error"
+        return text, status, outcome, tool_iterations
+
+    async def _finish(self, worker: SessionWorker, item: WorkItem, turn: _Open, text: str, status: str,
+                      outcome: str, tool_iterations: int) -> str:
+        """The reply committed with the transcript, then delivered over the preview; metrics; a review if
+        one is due. Returns the outcome."""
+        msg, preview = turn.msg, turn.preview
+        assert preview is not None
         preview.stop()  # durability first: the reply is committed before any preview call is waited on
-        reply = OutboxItem(chat=chat, text=text or "(The model returned an empty answer.)", reply_to=reply_to,
-                           inbox_id=item.inbox_id, files=outgoing.entries)
-        count = self.learning.turn_count(session_id, tool_iterations) \
+        reply = OutboxItem(chat=msg.reply_chat, text=text or "(The model returned an empty answer.)",
+                           reply_to=answers(item), inbox_id=item.inbox_id, files=turn.outgoing.entries)
+        count = self.learning.turn_count(turn.session_id, tool_iterations) \
             if self.learning is not None and outcome == "ok" else None
         worker.answered = True  # from the commit on, /stop and a newer message leave this turn be
         async with self.delivery.final_reply(reply, preview):  # (a storage error: held here until it is stored)
             await self.store.until_stored(lambda: self.store.sessions.commit_turn(
-                session_id, inbox_ids, msg.chat, msg.user_id, authored(record, steered_by), reply, status=status,
-                also=count), f"the answer in {item.key}")
+                turn.session_id, turn.steering.inbox_ids, msg.chat, msg.user_id, turn.authored(), reply,
+                status=status, also=count), f"the answer in {item.key}")
         self.metrics.turns.labels(outcome).inc()
-        self.metrics.turn_seconds.observe(time.monotonic() - started)
+        self.metrics.turn_seconds.observe(time.monotonic() - turn.started)
         if self.learning is not None and count is not None:  # after delivery: never delays the reply
             try:
-                self.learning.review_if_due(count, chat, platform=msg.platform, user_id=msg.user_id)
+                self.learning.review_if_due(count, msg.reply_chat, platform=msg.platform, user_id=msg.user_id)
             except Exception:  # (the turn is done: a review that cannot start is not its failure)
                 log.exception("could not start the review of %s", item.key)
         return outcome
 
-    async def _settle(self, ctx: ToolContext, item: WorkItem, msg: InboundMessage) -> None:
+    async def _cancelled(self, worker: SessionWorker, item: WorkItem, turn: _Open) -> None:
+        """A turn cancelled before its commit: nothing of it is sent; by `/stop` or a newer message it is
+        recorded as cancelled and its preview says so. On shutdown its inbox row stays unfinished: the
+        next start decides (see the module doc)."""
+        msg, preview = turn.msg, turn.preview
+        assert preview is not None
+        preview.stop()
+        if turn.outgoing.files:  # (a turn run again takes its copies anew)
+            await asyncio.to_thread(discard, turn.outgoing.entries)
+        if worker.cancel_reason not in ("stop", "interrupt"):
+            return
+        note = "⏹ Stopped." if worker.cancel_reason == "stop" else "⏹ Interrupted by a newer message."
+        await self.store.until_stored(lambda: self.store.sessions.commit_turn(
+            turn.session_id, turn.steering.inbox_ids, msg.chat, msg.user_id, turn.authored(), None,
+            status="cancelled"), f"the stopped turn in {item.key}")
+        draft = await preview.finish()
+        if draft:
+            await self._mark_draft(msg, draft, note)
+        self.metrics.turns.labels(worker.cancel_reason).inc()
+
+    def _summary_sink(self, item: WorkItem, turn: _Open) -> Callable[[str, int], Awaitable[None]]:
+        """Where a compression's summary goes: the session's new starting point."""
+        async def summarised(summary: str, through: int) -> None:
+            if through >= 0 and turn.ids[through] is not None:
+                await self.store.until_stored(lambda: self.store.sessions.save_summary(
+                    turn.session_id, turn.ids[through], summary), f"a summary in {item.key}")
+        return summarised
+
+    async def _settle(self, ctx: ToolContext, item: WorkItem, msg: InboundMessage) -> ToolContext:
         """Whom the turn acts for and what its search reads (`Trust.settle`): the least trusted of everyone
         whose words are in its session and of whom it is for now — the person asking; nobody asks for a
         goal's turn now, so its creator and whoever added criteria. Its search reads this conversation
         only, unless the chat is a direct one (its one person alone reads the answer)."""
         run_for = await self.goals.run_for(item) if self.goals is not None and item.origin == "goal" \
             else [(msg.platform, msg.user_id)]
-        await self.trust.settle(ctx, self.store, run_for, private=msg.chat_type == "dm")
-
-    def _activity(self, name: str, arguments: str) -> str:
-        """"running terminal: ls -la" — the call's main argument, redacted and cut short."""
-        try:
-            args = json.loads(arguments or "{}")
-        except ValueError:
-            args = {}
-        detail = next((str(args[k]) for k in ("command", "path", "query", "name", "url") if isinstance(args, dict)
-                       and k in args), "")
-        text = f"running {name}" + (f": {' '.join(detail.split())}" if detail else "")
-        return self.redact(text if len(text) <= 160 else text[:159] + "…")
+        ctx, _ = await self.trust.settle(ctx, self.store, run_for, private=msg.chat_type == "dm")
+        return ctx
 
     async def _fetch(self, msg: InboundMessage) -> InboundMessage:
         """Download the message's attachments (now, after the access check, not at intake)."""

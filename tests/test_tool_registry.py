@@ -235,13 +235,13 @@ async def test_current_time_defaults_to_utc() -> None:
 
 
 async def test_current_time_uses_the_configured_zone() -> None:
-    _, abbrev, offset = parse_stamp(await current_time(ToolContext(extras={"timezone": "Asia/Kolkata"})))
+    _, abbrev, offset = parse_stamp(await current_time(ToolContext(timezone="Asia/Kolkata")))
     assert (abbrev, offset) == ("IST", "+0530")
     # an explicit zone beats the configured one
-    _, abbrev, _ = parse_stamp(await current_time(ToolContext(extras={"timezone": "Asia/Kolkata"}), tz="UTC"))
+    _, abbrev, _ = parse_stamp(await current_time(ToolContext(timezone="Asia/Kolkata"), tz="UTC"))
     assert abbrev == "UTC"
     # a tzinfo object works too
-    _, _, offset = parse_stamp(await current_time(ToolContext(extras={"timezone": ZoneInfo("Asia/Tokyo")})))
+    _, _, offset = parse_stamp(await current_time(ToolContext(timezone=ZoneInfo("Asia/Tokyo"))))
     assert offset == "+0900"
 
 
@@ -259,7 +259,7 @@ async def test_current_time_with_a_bad_zone(zone: str) -> None:
 
 
 async def test_current_time_with_a_bad_configured_zone_is_a_clear_error() -> None:
-    result = await current_time(ToolContext(extras={"timezone": "Nowhere/Land"}))
+    result = await current_time(ToolContext(timezone="Nowhere/Land"))
     assert result == "error: unknown time zone 'Nowhere/Land'; use an IANA name such as Europe/Berlin"
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.tools.contract import CONVERSATION_ONLY, Tool, ToolContext
+from agent.tools.contract import Tool, ToolContext
 
 
 async def current_time(ctx: ToolContext, tz: str | None = None) -> str:
-    default = ctx.extras.get("timezone")  # gateway.timezone: a name, a tzinfo, or None
+    default = ctx.timezone
     name = tz or (default if isinstance(default, str) else None)
     try:
         zone = ZoneInfo(name) if name else default or timezone.utc
@@ -24,7 +24,7 @@ async def session_search(ctx: ToolContext, query: str, limit: int = 5) -> str:
         return "error: conversation search is not available here"
     hits = await ctx.transcripts.search(query, platform=ctx.platform, user_id=ctx.user_id,
                                         limit=max(1, min(int(limit), 20)))
-    shared = bool(ctx.extras.get(CONVERSATION_ONLY))  # the gateway lends a search of this conversation only
+    shared = ctx.conversation_only  # the gateway lends a search of this conversation only
     if not hits:
         return f"No {'earlier messages of this conversation' if shared else 'past messages'} match {query!r}."
     lines = [f"- session {h.session_id}, {datetime.fromtimestamp(h.created_at, timezone.utc):%Y-%m-%d %H:%M} UTC,"

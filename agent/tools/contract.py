@@ -1,4 +1,4 @@
-"""The tool contract: a tool, what it is lent (`ToolContext`, the ports the gateway implements), the registry.
+"""The tool contract: a tool, the ports the gateway implements (lent in `agent.tools.context.ToolContext`), the registry.
 
 Every tool declares its JSON schema and toolset; runs can be limited. A `ToolScope` is the only way
 a run sees tools. It offers the model the schemas of the tools it allows and refuses any other call,
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Iterable, Protocol
+
+from agent.tools.context import ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ class ApprovalOutcome:
 class ApprovalPort(Protocol):
     """How a tool asks the person it works for; the gateway decides how (buttons, rules, mode)."""
 
-    async def request(self, ctx: "ToolContext", request: ApprovalRequest) -> ApprovalOutcome: ...
+    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome: ...
 
 
 class AskingFor:
@@ -58,7 +60,7 @@ class AskingFor:
         self.port = port
         self.on_behalf_of = " ".join(on_behalf_of.split())
 
-    async def request(self, ctx: "ToolContext", request: ApprovalRequest) -> ApprovalOutcome:
+    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
         return await self.port.request(ctx, replace(request, reasons=(self.on_behalf_of, *request.reasons)))
 
 
@@ -77,29 +79,6 @@ class FileSink(Protocol):
         """Copy the regular file open as `source` (at most `limit` bytes, else `agent.safety.beneath.TooLarge`)
         to go out as `name`; `where` says where it came from. Refuses with `agent.safety.beneath.Refused`."""
         ...
-
-
-SEVERAL_PEOPLE = "several_people"  # ToolContext.extras: the run acts on the words of several people
-# ToolContext.extras: others read what this run answers (a group, a channel, a thread), so its `transcripts`
-# search only this conversation
-CONVERSATION_ONLY = "conversation_only"
-
-
-@dataclass(slots=True)
-class ToolContext:
-    """Who a tool call acts for, and the ports the gateway lends it. `platform` is "" where no person of
-    any platform is behind the run (an operator's scheduled job)."""
-
-    platform: str = ""
-    chat_id: str = ""
-    user_id: str = ""
-    session_id: int | None = None
-    transcripts: TranscriptSearch | None = None
-    approvals: ApprovalPort | None = None  # None: nobody can consent, so anything needing consent is refused
-    journal: ToolJournal | None = None
-    files: FileSink | None = None  # None: this conversation cannot receive files
-    extras: dict[str, Any] = field(default_factory=dict)
-    tools: "ToolScope | None" = None  # the run's tools (set by the agent loop): a subagent's are no wider
 
 
 ToolHandler = Callable[..., Awaitable[str]]

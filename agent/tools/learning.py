@@ -1,8 +1,8 @@
 """The tools the agent learns with: `memory`, `skills_list`, `skill_view`, `skill_manage`.
 
 They form the toolset "learning", the only tools a background review may use. Writes carry
-the provenance in `ctx.extras["provenance"]` ("agent" in a conversation, "review" in a review).
-A run on the words of several people (`ctx.extras[SEVERAL_PEOPLE]`) keeps no notes about one person.
+the provenance in `ctx.provenance` ("agent" in a conversation, "review" in a review).
+A run on the words of several people (`ctx.several_people`) keeps no notes about one person.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from agent.memory import Memory, MemoryRefused
 from agent.skills import SkillLibrary, SkillRefused
-from agent.tools.contract import SEVERAL_PEOPLE, Tool, ToolContext
+from agent.tools.contract import Tool, ToolContext
 
 TOOLSET = "learning"
 SKILL_ACTIONS = ("create", "patch", "edit", "archive", "write_file", "remove_file")
@@ -36,7 +36,7 @@ def _untrusted(ctx: ToolContext, untrusted: Untrusted) -> bool:
 def memory_tool(memory: Memory, untrusted: Untrusted = lambda platform, user: False) -> Tool:
     async def handle(ctx: ToolContext, action: str, target: str, text: str = "", old_text: str = "") -> str:
         try:
-            if target == "user" and ctx.extras.get(SEVERAL_PEOPLE):
+            if target == "user" and ctx.several_people:
                 return ("error: several people spoke in this conversation, so no notes about one of them are kept "
                         "from it; such notes are kept in a conversation with that person alone")
             if target == "memory" and _untrusted(ctx, untrusted):
@@ -77,7 +77,7 @@ def skill_tools(skills: SkillLibrary, untrusted: Untrusted = lambda platform, us
     async def skill_manage(ctx: ToolContext, action: str, name: str, description: str | None = None,
                            body: str | None = None, old_text: str = "", new_text: str = "",
                            file: str = "", content: str = "") -> str:
-        provenance = str(ctx.extras.get("provenance", "agent"))
+        provenance = ctx.provenance
         try:
             if _untrusted(ctx, untrusted):  # shared by every conversation: an admin accepts it first
                 return await skills.propose(action, name, description=description, body=body, old_text=old_text,

@@ -12,7 +12,7 @@ one run for now, else the one who spoke last), so that everything decided by who
 whether shared notes and skills wait for an admin, a scheduled job's owner and rights, who may answer
 its approvals and which grants cover them — is decided for that person (an approval prompt then says
 on whose behalf it asks); and as **nobody in particular**: it keeps no notes about one person
-(`agent.tools.SEVERAL_PEOPLE`). So does a person's turn from the moment another person's message is
+(`ToolContext.several_people`). So does a person's turn from the moment another person's message is
 folded into it (busy policy `steer`): it then acts on both people's words.
 
 What a run's `session_search` may read depends on who reads its answer, not only on whom it acts for:
@@ -25,10 +25,10 @@ it was made in, or nowhere) searches that person's conversations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
-from agent.tools import CONVERSATION_ONLY, SEVERAL_PEOPLE, ApprovalPort, AskingFor, ToolContext
+from agent.tools import ApprovalPort, AskingFor, Rank, ToolContext
 from gateway.access.pairing import Pairing
 from gateway.access.policy import check_access, is_admin
 from gateway.config import AccessConfig
@@ -36,8 +36,7 @@ from gateway.storage import Store
 from gateway.storage.sessions import SearchHit
 from platforms.base import InboundMessage
 
-ANYONE, PAIRED, ALLOWED, ADMIN = range(4)
-RANK = "trust_rank"  # ToolContext.extras: the rank of the person a run acts as
+ANYONE, PAIRED, ALLOWED, ADMIN = Rank
 Person = tuple[str, str]  # (platform, user id)
 
 
@@ -48,7 +47,7 @@ class Acting:
 
     platform: str
     user_id: str
-    rank: int
+    rank: Rank
     several: bool
 
 
@@ -58,13 +57,13 @@ class Trust:
         self.pairing = pairing
         self.local = local  # platforms on a local, already-authenticated surface (see check_access)
 
-    def known_rank(self, platform: str, user_id: str) -> int:
+    def known_rank(self, platform: str, user_id: str) -> Rank:
         """The rank the configuration gives (a paired person counts as anyone here)."""
         if platform in self.local or is_admin(self.access, platform, user_id):
             return ADMIN
         return ALLOWED if user_id in self.access.allowed_users.get(platform, ()) else ANYONE
 
-    async def rank(self, platform: str, user_id: str) -> int:
+    async def rank(self, platform: str, user_id: str) -> Rank:
         known = self.known_rank(platform, user_id)
         if known == ANYONE and await self.pairing.is_paired(platform, user_id):
             return PAIRED
@@ -94,39 +93,36 @@ class Trust:
         return Acting(platform, user_id, rank, len(distinct) > 1)
 
     async def settle(self, ctx: ToolContext, store: Store, run_for: Iterable[Person], *,
-                     private: bool) -> Acting | None:
-        """The rule of every run (see the module doc): `ctx` acts for the least trusted of the session's
-        speakers and `run_for` (who the run is for now), and unless `private` (one person alone reads its
-        answer) its search sees only its own conversation. One read besides the ranks: the speakers."""
+                     private: bool) -> tuple[ToolContext, Acting | None]:
+        """The rule of every run (see the module doc): the context `ctx` becomes, acting for the least
+        trusted of the session's speakers and `run_for` (who the run is for now), its search seeing only its
+        own conversation unless `private` (one person alone reads its answer); and whom it acts for. One
+        read besides the ranks: the speakers."""
         heard = await store.sessions.speakers(ctx.session_id) if ctx.session_id is not None else []
         acting = await self.acting_for([*heard, *run_for])
         if acting is not None:
-            self.apply(ctx, acting, store)
-        if not private:
-            confine(ctx, store)
-        return acting
+            ctx = self.apply(ctx, acting, store)
+        return (ctx if private else confine(ctx, store)), acting
 
-    def apply(self, ctx: ToolContext, acting: Acting, store: Store) -> None:
-        """Make a run's tool context act for `acting` (see the module doc)."""
-        if acting.user_id != ctx.user_id and ctx.approvals is not None:  # the prompt says for whom it asks
-            ctx.approvals = OnBehalf(ctx.approvals, acting)
-        ctx.user_id = acting.user_id
-        ctx.extras[RANK] = acting.rank
-        if acting.several:
-            ctx.extras[SEVERAL_PEOPLE] = True
-            confine(ctx, store)
+    def apply(self, ctx: ToolContext, acting: Acting, store: Store) -> ToolContext:
+        """`ctx` made to act for `acting` (see the module doc)."""
+        approvals = ctx.approvals
+        if acting.user_id != ctx.user_id and approvals is not None:  # the prompt says for whom it asks
+            approvals = OnBehalf(approvals, acting)
+        ctx = replace(ctx, user_id=acting.user_id, rank=acting.rank, approvals=approvals)
+        return confine(replace(ctx, several_people=True), store) if acting.several else ctx
 
-    def joined(self, ctx: ToolContext, person: Person, store: Store) -> None:
-        """`person`'s message joins a running turn (busy policy `steer`), a goal's or a person's own: from
-        now on it acts for the least trusted of them all (by the configuration: a paired person counts as
-        anyone), as a run on several people's words."""
+    def joined(self, ctx: ToolContext, person: Person, store: Store) -> ToolContext:
+        """The context of a running turn (busy policy `steer`), a goal's or a person's own, once `person`'s
+        message joins it: from then on it acts for the least trusted of them all (by the configuration: a
+        paired person counts as anyone), as a run on several people's words."""
         if person == (ctx.platform, ctx.user_id):
-            return
+            return ctx
         rank = self.known_rank(*person)
-        current = ctx.extras.get(RANK)  # (a person's own turn: their rank by the configuration)
-        current = self.known_rank(ctx.platform, ctx.user_id) if current is None else int(current)
+        current = ctx.rank  # (a person's own turn: their rank by the configuration)
+        current = self.known_rank(ctx.platform, ctx.user_id) if current is None else current
         chosen = Acting(*person, rank, True) if rank <= current else Acting(ctx.platform, ctx.user_id, current, True)
-        self.apply(ctx, chosen, store)
+        return self.apply(ctx, chosen, store)
 
 
 class OnBehalf(AskingFor):
@@ -140,11 +136,12 @@ class OnBehalf(AskingFor):
                                "words this turn reads")
 
 
-def confine(ctx: ToolContext, store: Store) -> None:
-    """Let the run's `session_search` see only its own conversation (no session: nothing)."""
-    ctx.extras[CONVERSATION_ONLY] = True
-    if ctx.transcripts is not None and not isinstance(ctx.transcripts, ConversationSearch):
-        ctx.transcripts = ConversationSearch(store, ctx.session_id) if ctx.session_id is not None else None
+def confine(ctx: ToolContext, store: Store) -> ToolContext:
+    """`ctx` with its `session_search` seeing only its own conversation (no session: nothing)."""
+    transcripts = ctx.transcripts
+    if transcripts is not None and not isinstance(transcripts, ConversationSearch):
+        transcripts = ConversationSearch(store, ctx.session_id) if ctx.session_id is not None else None
+    return replace(ctx, conversation_only=True, transcripts=transcripts)
 
 
 class ConversationSearch:

@@ -141,7 +141,7 @@ class CronManager:
 
     def tool(self) -> Tool:
         async def cron(ctx: ToolContext, action: str, job: str | int | None = None, **fields: Any) -> str:
-            chat = ChatRef(ctx.platform, ctx.chat_id, ctx.extras.get("thread_id"))
+            chat = ChatRef(ctx.platform, ctx.chat_id, ctx.place.thread_id)
 
             async def consent(kind: str, subject: str, why: str) -> str | None:  # a person says yes
                 if ctx.approvals is None:
@@ -150,7 +150,7 @@ class CronManager:
                 return None if outcome.approved else outcome.message
 
             return await self.act(action, platform=ctx.platform, user_id=ctx.user_id, chat=chat,
-                                  session_key=ctx.extras.get("session_key"), consent=consent,
+                                  session_key=ctx.place.session_key, consent=consent,
                                   job=str(job) if job is not None else None, **fields)
 
         text = {"type": "string"}

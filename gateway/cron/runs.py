@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from agent import usage as usage_scope
 from agent.llm import LLMError
 from agent.loop import Agent
-from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, ToolContext, ToolScope
+from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, Place, ToolContext, ToolScope
 from gateway.access.trust import Trust
 from gateway.cron.jobs import Job, utc
 from gateway.cron.ledger import Claim, RunLedger
@@ -142,10 +142,10 @@ class CronRuns:
         usage_scope.serving("cron", session_id, home.platform, job.owner_id or "")
         ctx = ToolContext(platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id, session_id=session_id,
                           transcripts=self.store.sessions, approvals=self._consent(job),
-                          extras={"timezone": job.timezone or self.timezone, "thread_id": home.thread_id,
-                                  "session_key": job.owner_key or key, "cron_job": job.id})
-        await self.trust.settle(ctx, self.store, [] if job.by_operator else [(job.owner_platform, job.owner_id)],
-                                private=await self._read_by_owner_alone(job))
+                          timezone=job.timezone or self.timezone,
+                          place=Place(thread_id=home.thread_id, session_key=job.owner_key or key))
+        ctx, _ = await self.trust.settle(ctx, self.store, [] if job.by_operator else [(job.owner_platform, job.owner_id)],
+                                         private=await self._read_by_owner_alone(job))
         record: list[dict[str, Any]] = []
         status = "cancelled"
         try:

@@ -72,7 +72,7 @@ def consolidator(agent: Agent, base: SkillLibrary) -> Consolidator:
                    ". Read them with skill_view, merge the ones that overlap, then answer with one line.")
         usage_scope.serving("curator")
         try:
-            result = await agent.run_turn([], request, tools, ToolContext(extras={"provenance": "agent"}))
+            result = await agent.run_turn([], request, tools, ToolContext())
         finally:
             base.changed()
         return result.text.strip().splitlines()[0] if result.text.strip() else "(no answer)"

@@ -146,9 +146,9 @@ class Learning:
             try:
                 history = await self.store.sessions.history(session_id)  # the snapshot this review works on
                 ctx = ToolContext(platform=platform, chat_id=chat.chat_id, user_id=user_id, session_id=session_id,
-                                  extras={"provenance": "review"})
+                                  provenance="review")
                 # (its speakers are read after the snapshot: any who spoke since too, never fewer)
-                acting = await self.trust.settle(ctx, self.store, [(platform, user_id)], private=False)
+                ctx, acting = await self.trust.settle(ctx, self.store, [(platform, user_id)], private=False)
                 assert acting is not None
                 known = self.render_block(platform, "" if acting.several else acting.user_id)
                 request = REVIEW_REQUEST.format(skills=" and which skills to write or improve" if skills else "")
