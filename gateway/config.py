@@ -253,6 +253,15 @@ class Config(BaseSettings):
     _home: Path = PrivateAttr(default_factory=lambda: default_home())
     _file: Path | None = PrivateAttr(None)  # the one named with --config
     _secret_files: list[Path] = PrivateAttr(default_factory=list)  # read through NAME_FILE variables
+    _origins: dict[tuple[str, ...], str] = PrivateAttr(default_factory=dict)  # key path -> where it was set
+
+    def origin(self, path: tuple[str, ...]) -> str:
+        """Where the value at `path` came from: a variable (and the file it was read from), the
+        config file, or the default (`chatgate config show --origin`)."""
+        for length in range(len(path), 0, -1):  # (a variable may set a whole section as YAML)
+            if (found := self._origins.get(path[:length])) is not None:
+                return found
+        return "default"
 
     @property
     def home(self) -> Path:
@@ -385,4 +394,12 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
     config._home = home
     config._file = file.path if path else None
     config._secret_files = read.secret_files
+    config._origins = {**{key: str(file.path) for key in _leaves(file.data)}, **aliases.origins, **variables.origins}
     return config
+
+
+def _leaves(data: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every key path the file sets a value at."""
+    if not isinstance(data, dict):
+        return [path] if path else []
+    return [leaf for key, value in data.items() for leaf in _leaves(value, (*path, str(key)))]

@@ -86,6 +86,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.param(["setup", "--help"], 0, "usage: chatgate setup", LIGHT, id="setup --help"),
     pytest.param(["status"], 3, "chatgate is not running", SDKS, id="status"),
     pytest.param(["cron", "list"], 0, "standup", SDKS, id="cron list"),
+    pytest.param(["config", "show"], 0, "llm:\n", SDKS, id="config show"),
 ])
 def test_a_command_loads_only_what_it_uses(home: Path, args: list[str], status: int, prints: str,
                                            forbidden: set[str]):
