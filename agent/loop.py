@@ -102,15 +102,8 @@ class Agent:
             if not reply.tool_calls:
                 add({"role": "assistant", "content": reply.content})
                 return TurnResult(reply.content, added, iteration, calls_made)
-            add({"role": "assistant", "content": reply.content or "",
-                 "tool_calls": [{"id": c.id, "type": "function",
-                                 "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]})
-            for call in reply.tool_calls if on_tool else ():
-                on_tool(call.name, call.arguments)
-            results = await asyncio.gather(*(tools.call(c.name, c.arguments, ctx) for c in reply.tool_calls))
+            await _tool_step(reply, tools, ctx, add, on_tool)
             calls_made += len(reply.tool_calls)
-            for call, result in zip(reply.tool_calls, results):
-                add({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
             if steer is not None:
                 texts, ctx = steer(ctx)
                 for text in texts:
@@ -119,3 +112,16 @@ class Agent:
                 "Tell me how to continue, or narrow the request.")
         add({"role": "assistant", "content": text})
         return TurnResult(text, added, self.max_iterations, calls_made, exhausted=True)
+
+
+async def _tool_step(reply: Completion, tools: ToolScope, ctx: ToolContext,
+                     add: Callable[[dict[str, Any]], None], on_tool: Callable[[str, str], None] | None) -> None:
+    """The model's tool calls: recorded as asked, run concurrently, their results added in call order."""
+    add({"role": "assistant", "content": reply.content or "",
+         "tool_calls": [{"id": c.id, "type": "function",
+                         "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]})
+    for call in reply.tool_calls if on_tool else ():
+        on_tool(call.name, call.arguments)
+    results = await asyncio.gather(*(tools.call(c.name, c.arguments, ctx) for c in reply.tool_calls))
+    for call, result in zip(reply.tool_calls, results):
+        add({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})

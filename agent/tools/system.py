@@ -51,29 +51,40 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
     shell = Shell(workspace, redact, tuple(secrets), float(timeout), int(output_limit), sandbox)
     protected = tuple(Path(os.path.realpath(p)) for p in protected)
     files = Files(workspace, int(output_limit), redact, protected)
+    tools = [_terminal(shell, workspace, protected, unconfined, timeout=timeout, output_limit=output_limit),
+             *_file_tools(files)]
+    return [Tool(t.name, t.description, t.parameters, _redacting(t.handler, redact), t.toolset, t.side_effects)
+            for t in tools]
+
+
+def _terminal(shell: Shell, workspace: Path, protected: Sequence[Path], unconfined: str, *, timeout: float,
+              output_limit: int) -> Tool:
     cap = int(max(MAX_TIMEOUT, timeout))
-    tools = [
-        Tool("terminal",
-             f"Run a bash command in the workspace ({workspace}) and get back 'exit code N' followed by its "
-             f"combined stdout and stderr. No input can be typed, so interactive programs will not work. "
-             f"Stops after {timeout:g} s unless you pass timeout (max {cap} s); on timeout the result starts "
-             f"with 'timed out'. Processes the command leaves in the background are stopped when it ends. "
-             f"Output over {output_limit} characters is cut in the middle. Dangerous commands wait for a "
-             f"person's approval (if refused, the result says the command was NOT run); some are never run. "
-             f"Commands run in a sandbox when one is available: only the workspace can be written, there is "
-             f"no network and no access to the user's home; if a command needs those, run it again with "
-             f"outside_sandbox=true, which always asks a person first."
-             + (" Where there is no sandbox, only simple read-only commands on workspace files (ls, cat, head, "
-                "tail, wc, grep, find, sort, git status/diff/log) run without asking." if unconfined == "allowlist"
-                else ""),
-             {"type": "object", "required": ["command"],
-              "properties": {
-                  "command": {"type": "string", "description": "the command line, run by bash"},
-                  "timeout": {"type": "integer", "minimum": 1, "maximum": cap,
-                              "description": f"seconds before the command is killed (default {timeout:g})"},
-                  "outside_sandbox": {"type": "boolean",
-                                      "description": "run it outside the sandbox (asks a person first)"}}},
-             terminal_tool(shell, protected, unconfined), TOOLSET, side_effects=True),
+    return Tool("terminal",
+                f"Run a bash command in the workspace ({workspace}) and get back 'exit code N' followed by its "
+                f"combined stdout and stderr. No input can be typed, so interactive programs will not work. "
+                f"Stops after {timeout:g} s unless you pass timeout (max {cap} s); on timeout the result starts "
+                f"with 'timed out'. Processes the command leaves in the background are stopped when it ends. "
+                f"Output over {output_limit} characters is cut in the middle. Dangerous commands wait for a "
+                f"person's approval (if refused, the result says the command was NOT run); some are never run. "
+                f"Commands run in a sandbox when one is available: only the workspace can be written, there is "
+                f"no network and no access to the user's home; if a command needs those, run it again with "
+                f"outside_sandbox=true, which always asks a person first."
+                + (" Where there is no sandbox, only simple read-only commands on workspace files (ls, cat, head, "
+                   "tail, wc, grep, find, sort, git status/diff/log) run without asking." if unconfined == "allowlist"
+                   else ""),
+                {"type": "object", "required": ["command"],
+                 "properties": {
+                     "command": {"type": "string", "description": "the command line, run by bash"},
+                     "timeout": {"type": "integer", "minimum": 1, "maximum": cap,
+                                 "description": f"seconds before the command is killed (default {timeout:g})"},
+                     "outside_sandbox": {"type": "boolean",
+                                         "description": "run it outside the sandbox (asks a person first)"}}},
+                terminal_tool(shell, protected, unconfined), TOOLSET, side_effects=True)
+
+
+def _file_tools(files: Files) -> list[Tool]:
+    return [
         Tool("read_file",
              "Read a text file, as numbered lines ('     1<TAB>text'). Paths are relative to the workspace; "
              "a path outside it needs a person's approval. Long files come in pages: the result then ends "
@@ -113,7 +124,5 @@ def system_tools(workspace: Path, *, secrets: Sequence[str] = (), timeout: float
              "the workspace; a file outside it needs a person's approval.",
              {"type": "object", "required": ["path"],
               "properties": {"path": {"type": "string", "description": "file path, relative to the workspace"}}},
-             send_file_tool(files), TOOLSET),
+             send_file_tool(files), TOOLSET)
     ]
-    return [Tool(t.name, t.description, t.parameters, _redacting(t.handler, redact), t.toolset, t.side_effects)
-            for t in tools]

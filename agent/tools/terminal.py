@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from agent.safety.reach import (glob_matches, out_through_a_link, path_words, reach_digest, reading,
                                 through_a_process, touches_protected)
@@ -76,6 +76,36 @@ def _changed(before: tuple[tuple[str, object], ...], now: tuple[tuple[str, objec
     return ", ".join(os.path.basename(n.rstrip("/")) or n for n in names[:5]) or "the files it runs"
 
 
+def _unconfined_reasons(code: Sequence[Path], state: Any, outside: bool, judged: tuple[str, ...],
+                        unlisted: str, unknown: str) -> tuple[str, ...]:
+    """Why a command with no sandbox around it must ask (none: it runs unasked). `judged`: the
+    classifier's reasons when it did not call the command safe, else ()."""
+    return (*([f"runs code from the workspace ({', '.join(p.name for p in code)}) with no sandbox around it"]
+              if code else []),
+            *([f"reaches {state} (chatgate's own state) with no sandbox around it"] if state else []),
+            *(["runs OUTSIDE the sandbox: with chatgate's own access to files, secrets and the network"]
+              if outside else []),
+            *judged,
+            *([f"not on the read-only list ({unlisted}): with no sandbox it would run with chatgate's own rights"]
+              if unlisted else []),
+            *([f"its paths cannot be checked before it runs ({unknown}): with no sandbox it would run with "
+               "chatgate's own rights"] if unknown else []))
+
+
+async def _ask(shell: Shell, ctx: ToolContext, subject: str, reasons: tuple[str, ...], confinement: str, *,
+               reach: str = "", each_time: bool = False) -> tuple[bool, str]:
+    """(True, the outcome's words) when a person said yes (or a grant of theirs covers it); else (False,
+    what to tell the model)."""
+    if ctx.approvals is None:
+        return False, (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
+                       "and nobody can approve here. The command was NOT run.")
+    outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(subject), reasons,
+                                                               confinement, reach, each_time))
+    if not outcome.approved:
+        return False, f"{outcome.message}\nThe command was NOT run."
+    return True, outcome.message
+
+
 def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: str = "allowlist") -> ToolHandler:
     """The `terminal` handler: classify, decide whether a person must say yes, run.
 
@@ -114,7 +144,7 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
         if sandboxed and not outside:  # confined: only the classifier's findings ask
             said = ""
             if verdict.verdict != "safe":
-                approved, said = await _ask(ctx, command, findings or ("no reason given",), "sandbox")
+                approved, said = await _ask(shell, ctx, command, findings or ("no reason given",), "sandbox")
                 if not approved:
                     return said
                 said += "\n"
@@ -123,16 +153,10 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
         async with gate.exclusive():  # unconfined: nothing of ours changes the workspace while it is judged
             state, code, unlisted, unknown = await asyncio.to_thread(_unconfined, command, shell.workspace, protected,
                                                                      unconfined == "allowlist", verdict.interpreted)
-            reasons = (*([f"runs code from the workspace ({', '.join(p.name for p in code)}) with no sandbox "
-                          "around it"] if code else []),
-                       *([f"reaches {state} (chatgate's own state) with no sandbox around it"] if state else []),
-                       *(["runs OUTSIDE the sandbox: with chatgate's own access to files, secrets and the network"]
-                         if outside else []),
-                       *((findings or ("no reason given",)) if verdict.verdict != "safe" else ()),
-                       *([f"not on the read-only list ({shell.redact(unlisted)}): with no sandbox it would run "
-                          "with chatgate's own rights"] if unlisted else []),
-                       *([f"its paths cannot be checked before it runs ({shell.redact(unknown)}): with no sandbox "
-                          "it would run with chatgate's own rights"] if unknown else []))
+            judged = (findings or ("no reason given",)) if verdict.verdict != "safe" else ()
+            reasons = _unconfined_reasons(code, state, outside, judged,
+                                          shell.redact(unlisted) if unlisted else "",
+                                          shell.redact(unknown) if unknown else "")
             if not reasons:  # plainly read-only (or, opted into, safe to the classifier): it runs before the
                 return await shell.run(command, seconds)  # gate is given up — what was checked is what it opens
             subject = command
@@ -141,7 +165,7 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
             shown = await asyncio.to_thread(_snapshot, command, shell.workspace)
             reach = await asyncio.to_thread(reach_digest, command, shell.workspace, code)
         # A grant covers only this command leading where it leads now; one that reaches the state, none.
-        approved, said = await _ask(ctx, subject, reasons, "unconfined", reach=reach, each_time=bool(state))
+        approved, said = await _ask(shell, ctx, subject, reasons, "unconfined", reach=reach, each_time=bool(state))
         if not approved:
             return said
         async with gate.exclusive():  # what runs is what was shown: checked again, held to the end
@@ -151,18 +175,5 @@ def terminal_tool(shell: Shell, protected: tuple[Path, ...] = (), unconfined: st
                         f"({shell.redact(_changed(shown, now))}). The command was NOT run; ask again if it is "
                         "still needed.")
             return f"{said}\n{await shell.run(command, seconds, confined=not outside)}"
-
-    async def _ask(ctx: ToolContext, subject: str, reasons: tuple[str, ...], confinement: str, *, reach: str = "",
-                   each_time: bool = False) -> tuple[bool, str]:
-        """(True, the outcome's words) when a person said yes (or a grant of theirs covers it); else (False,
-        what to tell the model)."""
-        if ctx.approvals is None:
-            return False, (f"refused: this command ({'; '.join(reasons)}) needs a person's approval "
-                           "and nobody can approve here. The command was NOT run.")
-        outcome = await ctx.approvals.request(ctx, ApprovalRequest("command", shell.redact(subject), reasons,
-                                                                   confinement, reach, each_time))
-        if not outcome.approved:
-            return False, f"{outcome.message}\nThe command was NOT run."
-        return True, outcome.message
 
     return terminal
