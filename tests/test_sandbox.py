@@ -196,12 +196,15 @@ async def test_without_a_sandbox_ordinary_commands_do_not_ask(home: Path):
                     "git status --short 2>/dev/null; echo done"):
         assert "NOT run" not in await run(command), command
     assert approver.requests == []
-    # a code runner is not a read-only command: without a sandbox it asks, unless the operator opted into
-    # the classifier alone (agent.sandbox.unconfined: classifier), which calls it safe
-    assert "NOT run" in await run("python3 -c 'print(1)'")
+    # a command off the read-only list asks without a sandbox, unless the operator opted into the classifier
+    # alone (agent.sandbox.unconfined: classifier), which calls it safe; code handed to an interpreter asks
+    # there too (its paths cannot be checked before it runs: issue 33's attack review)
+    assert "NOT run" in await run("printf '%s\\n' one two | tr a-z A-Z")
     assert "not on the read-only list" in approver.requests[0].reasons[-1]
     classifier, _ = terminal(home, approver, unconfined="classifier", mode="off")
-    assert await classifier("python3 -c 'print(1)'") == "exit code 0\n1\n" and len(approver.requests) == 1
+    assert await classifier("printf '%s\\n' one two | tr a-z A-Z") == "exit code 0\nONE\nTWO\n"
+    assert len(approver.requests) == 1
+    assert "NOT run" in await classifier("python3 -c 'print(1)'") and len(approver.requests) == 2
 
 
 @pytest.mark.parametrize("command", ["cat ../config.yaml", "sqlite3 ../state.db 'select * from approvals'",
