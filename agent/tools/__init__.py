@@ -12,9 +12,9 @@ redaction; files → redaction; every family → contract → context. Subagents
 `delegate_task` tool) run the agent loop, so they stand beside it in `agent/`, not here.
 """
 
-from agent.tools.context import Place, Rank, ToolContext, TurnShare
-from agent.tools.contract import (ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, FileSink, Tool, ToolHandler,
-                                  ToolJournal, ToolRegistry, ToolScope, TranscriptSearch)
+from agent.tools.contract import (ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, FileSink, Place, Rank,
+                                  Tool, ToolContext, ToolHandler, ToolJournal, ToolRegistry, ToolScope,
+                                  TranscriptSearch, TurnShare)
 
 __all__ = ["ApprovalOutcome", "ApprovalPort", "ApprovalRequest", "AskingFor", "FileSink", "Place", "Rank", "Tool",
            "ToolContext", "ToolHandler", "ToolJournal", "ToolRegistry", "ToolScope", "TranscriptSearch", "TurnShare"]
