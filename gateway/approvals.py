@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
 from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
-from gateway.delivery import Delivery
+from gateway.chat.delivery import Delivery
 from gateway.ops.redact import redact_values
 from gateway.storage.approvals import Approval, ApprovalStore
 from platforms.base import Button, ButtonPress, ChatRef, PlatformAdapter, Reply

@@ -27,8 +27,8 @@ from typing import Any, Callable
 from agent.goal_judge import Judge, Verdict
 from agent.llm import LLMError
 from gateway.access.trust import ADMIN, Person, Trust
-from gateway.delivery import Delivery
-from gateway.sessions import WorkItem
+from gateway.chat.delivery import Delivery
+from gateway.chat.sessions import WorkItem
 from gateway.storage.goals import Goal, GoalStore, GoalTurn
 from gateway.storage.inbox import InboxStore
 from gateway.storage.outbox import OutboxItem

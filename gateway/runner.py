@@ -1,7 +1,7 @@
 """The gateway runner: builds everything, starts it in order and stops it in reverse.
 
-Intake is `gateway.inbound`, chat commands `gateway.commands` (handlers: `gateway.command_handlers`), a turn
-`gateway.turns`.
+Intake is `gateway.chat.inbound`, chat commands `gateway.chat.commands` (handlers: `gateway.chat.command_handlers`), a turn
+`gateway.chat.turns`.
 
 Start order: store → agent → HTTP server → adapters → resume unfinished work → accept. (With only
 polling platforms, which nothing reaches over HTTP, the adapters' first calls go out before the HTTP
@@ -38,20 +38,22 @@ from gateway.access.trust import Trust
 from gateway.agents import Agents
 from gateway.approvals import PREFIX as APPROVAL_PREFIX
 from gateway.approvals import Approvals
-from gateway.command_handlers import REGISTRY, Commands, Services
+from gateway.chat.command_handlers import REGISTRY, Commands, Services
+from gateway.chat.control import Control
+from gateway.chat.delivery import Delivery
+from gateway.chat.files import OUTGOING, prune_files
+from gateway.chat.inbound import Inbound
+from gateway.chat.sessions import Sessions, WorkItem
+from gateway.chat.turns import Turns
 from gateway.config import Config
 from gateway.connections import Connections, NothingToServe
-from gateway.control import Control
 from gateway.cron.jobs import CronJobs
 from gateway.cron.ledger import RunLedger, new_instance_id
 from gateway.cron.manage import TOOLSET as CRON_TOOLSET
 from gateway.cron.manage import CronManager
 from gateway.cron.runs import CronRuns
 from gateway.cron.timers import CronTimers
-from gateway.delivery import Delivery
-from gateway.files import OUTGOING, prune_files
 from gateway.goals import Goals
-from gateway.inbound import Inbound
 from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
 from gateway.learning.curator import Curator
 from gateway.learning.review import REVIEW_IDENTITY, Learning
@@ -60,11 +62,9 @@ from gateway.ops import systemd
 from gateway.ops.metrics import Metrics
 from gateway.ops.redact import redact
 from gateway.retention import Retention
-from gateway.sessions import Sessions, WorkItem
 from gateway.storage import StorageError, Store
 from gateway.storage.subagents import SubagentStore
 from gateway.tick import Tick
-from gateway.turns import Turns
 from gateway.usage import UsageLedger
 from platforms.base import ButtonPress, PlatformAdapter
 
@@ -181,7 +181,7 @@ class GatewayRunner:
         self.tick.add_hook("expire pairing codes", store.access.expire_codes)
         self.tick.add_hook("prune old rows", self.retention.tick)  # (gateway.retention)
         self.tick.add_hook("prune old files", self._prune_files)
-        self.tick.add_hook("send stranded replies", delivery.sweep)  # (a safety net: see gateway.delivery)
+        self.tick.add_hook("send stranded replies", delivery.sweep)  # (a safety net: see gateway.chat.delivery)
         if cfg.curator.enabled:
             self.tick.add_hook("curator", self.curator.tick)
         self.button_handlers[APPROVAL_PREFIX] = approvals.on_button

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from gateway.tasks import finish_or_cancel
+from platforms.loops import finish_or_cancel
 
 if TYPE_CHECKING:  # APScheduler is imported when the tick starts: after the platforms are up
     from apscheduler.schedulers.asyncio import AsyncIOScheduler

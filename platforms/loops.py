@@ -1,4 +1,5 @@
-"""Long-lived loops that cannot die silently or spin.
+"""Long-lived loops that cannot die silently or spin, and background tasks ended at shutdown
+(the asyncio helpers of the whole daemon live here).
 
 `supervise` runs a loop body; if it raises, the error is logged (the log handler redacts it),
 reported through `on_down`, and the body starts again after a pause that doubles from
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 log = logging.getLogger(__name__)
 
@@ -55,3 +56,18 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
         return True
     except TimeoutError:
         return event.is_set()
+
+
+async def finish_or_cancel(tasks: Iterable[asyncio.Task[Any]], timeout: float, *,
+                           before_cancel: Callable[[asyncio.Task[Any]], None] | None = None) -> None:
+    """Let `tasks` finish for up to `timeout` seconds, cancel what is left (`before_cancel` hears of
+    each first), and wait for all of them to end."""
+    running = [t for t in tasks if not t.done()]
+    if not running:
+        return
+    _, pending = await asyncio.wait(running, timeout=timeout)
+    for task in pending:
+        if before_cancel is not None:
+            before_cancel(task)
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)

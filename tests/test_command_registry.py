@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.commands import Answer, Registry
-from gateway.sessions import Sessions, SessionWorker, WorkItem
+from gateway.chat.commands import Answer, Registry
+from gateway.chat.sessions import Sessions, SessionWorker, WorkItem
 from platforms.base import InboundMessage
 
 

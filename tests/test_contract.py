@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from gateway.chat.files import prune_files
+from gateway.chat.turns import describe_call, interrupted_text
 from gateway.config import load_config
-from gateway.files import prune_files
 from gateway.ops.logs import RedactingFormatter
-from gateway.turns import describe_call, interrupted_text
 from platforms.base import ChatRef, PlatformAdapter, Reply
 from platforms.loops import supervise, wait_event
 from platforms.ratelimit import RateLimits

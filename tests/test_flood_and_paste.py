@@ -80,7 +80,7 @@ async def test_a_flood_of_121_messages_gets_one_notice_and_each_one_beyond_the_l
 
 
 def test_a_notice_is_let_through_once_per_key_and_window():
-    from gateway.throttle import Throttle  # (here: the end-to-end tests of this file run on older code too)
+    from gateway.chat.throttle import Throttle  # (here: the end-to-end tests of this file run on older code too)
 
     now = [1000.0]
     told = Throttle(60.0, clock=lambda: now[0])

@@ -17,11 +17,11 @@ import pytest
 LINES = [
     "2026-11-29 01:00:00,001 INFO chatgate: chatgate is running\n",
     "2026-11-29 01:00:01,002 WARNING gateway.connections [platform=telegram]: telegram is down: retrying\n",
-    "2026-11-29 01:00:02,003 ERROR gateway.turns [platform=telegram chat=1 session=2 turn=3]: the turn failed\n",
+    "2026-11-29 01:00:02,003 ERROR gateway.chat.turns [platform=telegram chat=1 session=2 turn=3]: the turn failed\n",
     "Traceback (most recent call last):\n",
     "  RuntimeError: boom\n",
     '{"time": "2026-11-29T01:00:03.004", "level": "DEBUG", "logger": "gateway.tick", "message": "tick"}\n',
-    "<6>INFO gateway.delivery: sent\n",
+    "<6>INFO gateway.chat.delivery: sent\n",
 ]
 
 
@@ -121,9 +121,9 @@ async def test_following_the_log_file_shows_new_lines_at_the_priority_until_ctrl
         assert await asyncio.wait_for(process.stdout.readline(), 30) == LINES[4].encode()  # the last one at err
         with log.open("a") as more:
             more.write("2026-11-29 02:00:00,000 INFO chatgate: not shown\n")
-            more.write("2026-11-29 02:00:01,000 ERROR gateway.delivery: shown\n")
+            more.write("2026-11-29 02:00:01,000 ERROR gateway.chat.delivery: shown\n")
         assert await asyncio.wait_for(process.stdout.readline(), 30) == \
-            b"2026-11-29 02:00:01,000 ERROR gateway.delivery: shown\n"
+            b"2026-11-29 02:00:01,000 ERROR gateway.chat.delivery: shown\n"
         process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(process.wait(), 30) == 130
     finally:

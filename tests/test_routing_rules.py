@@ -8,10 +8,10 @@ import pytest
 
 from gateway.access import policy
 from gateway.access.policy import is_admin
-from gateway.command_handlers import REGISTRY
-from gateway.commands import Command
+from gateway.chat.command_handlers import REGISTRY
+from gateway.chat.commands import Command
+from gateway.chat.session_key import session_key
 from gateway.config import AccessConfig, load_config
-from gateway.session_key import session_key
 from platforms.base import InboundMessage
 from platforms.webchat.adapter import WebChatAdapter
 

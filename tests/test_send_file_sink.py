@@ -1,4 +1,4 @@
-"""The sink behind `send_file` (`gateway.files.Outgoing`): a private copy per file, made when the
+"""The sink behind `send_file` (`gateway.chat.files.Outgoing`): a private copy per file, made when the
 tool runs, bounded in size and number; links, FIFOs and folders refused without hanging."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from agent.safety.beneath import Refused
 from agent.tools import ToolContext
 from agent.tools.system import system_tools
-from gateway.files import MAX_FILES_PER_REPLY, OUTGOING, Outgoing, discard
+from gateway.chat.files import MAX_FILES_PER_REPLY, OUTGOING, Outgoing, discard
 from tests.harness import Approver
 
 REPORT = b"a,b\n1,2\n"

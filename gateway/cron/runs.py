@@ -21,9 +21,9 @@ from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, Place, ToolContext, ToolScope
 from gateway.access.trust import Trust
+from gateway.chat.delivery import Delivery
 from gateway.cron.jobs import Job, utc
 from gateway.cron.ledger import Claim, RunLedger
-from gateway.delivery import Delivery
 from gateway.storage import Store
 from gateway.storage.cron import run_session_key
 from gateway.storage.outbox import OutboxItem

@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable
 from gateway.cron.jobs import utc
 from gateway.cron.ledger import Claim, RunLedger
 from gateway.storage.cron import CronStore
-from gateway.tasks import finish_or_cancel
+from platforms.loops import finish_or_cancel
 from gateway.tick import Tick
 
 log = logging.getLogger(__name__)

@@ -36,10 +36,10 @@ from agent.memory import Memory
 from agent.skills import SkillLibrary
 from agent.tools import ToolContext, ToolRegistry
 from gateway.access.trust import Trust
-from gateway.delivery import Delivery
+from gateway.chat.delivery import Delivery
 from gateway.storage import Store
 from gateway.storage.learning import TurnCount
-from gateway.tasks import finish_or_cancel
+from platforms.loops import finish_or_cancel
 from platforms.base import ChatRef
 
 if TYPE_CHECKING:
@@ -171,8 +171,3 @@ class Learning:
 
     async def stop(self, timeout: float) -> None:
         await finish_or_cancel(self._reviews, timeout)
-
-
-def personal_session(key: str, chat_type: str, user_id: str) -> bool:
-    """A session only this person takes part in (their profile may enter its prompt)."""
-    return chat_type == "dm" or key.endswith(f":user:{user_id}")

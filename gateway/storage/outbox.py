@@ -71,7 +71,7 @@ class OutboxItem:
     id: int | None = None
     sent_ids: list[str] = field(default_factory=list)
     attempts: int = 0
-    files: list[dict[str, str]] = field(default_factory=list)  # captured copies sent after the text (gateway.files)
+    files: list[dict[str, str]] = field(default_factory=list)  # captured copies sent after the text (gateway.chat.files)
     created_at: float = 0.0  # when it was queued (a reply is given up by its age)
     intent: SendIntent | None = None  # the part that may be on its way (see `SendIntent`)
 

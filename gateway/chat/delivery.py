@@ -24,7 +24,7 @@ Each part is recorded as sent once the platform took it. The record is tried aga
 database refuses it (it is idempotent); while it cannot be written, what was sent (and the draft
 a turn's reply edits) is kept in memory, so a later flush sends no part twice, and the chat is
 tried again after `RECORD_RETRY` seconds. A part sent as a new message has its intent recorded
-before it (`gateway.intents`): when the process is killed before the part's record, or the
+before it (`gateway.chat.intents`): when the process is killed before the part's record, or the
 connection breaks after the platform may have taken it, the next try looks for the message first.
 
 The retry loop runs only while some chat waits on a timer, and sleeps until the earliest one.
@@ -43,10 +43,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable, Literal, Mapping, TypeVar
 
-from gateway.files import OutgoingFile, discard
-from gateway.intents import DraftSend, may_have_landed, reclaim
+from gateway.chat.files import OutgoingFile, discard
+from gateway.chat.intents import DraftSend, may_have_landed, reclaim
+from gateway.chat.preview import StreamPreview, Typing
 from gateway.ops.metrics import Metrics
-from gateway.preview import StreamPreview, Typing
 from gateway.storage.inbox import InboxStore
 from gateway.storage.outbox import OutboxItem, OutboxStore, SendIntent
 from platforms.base import Button, ChatRef, ChatUnavailable, DeliveryError, PlatformAdapter, Reply
@@ -243,7 +243,7 @@ class Delivery:
         return await self._send_new(adapter, item, part, index)
 
     async def _send_new(self, adapter: PlatformAdapter, item: OutboxItem, part: Reply, index: int) -> str:
-        """Part `index` as a new message, under an intent (`gateway.intents`): the one the reply was queued
+        """Part `index` as a new message, under an intent (`gateway.chat.intents`): the one the reply was queued
         with or the part before recorded, else one written now (it waited meanwhile). When a send under it
         may have reached the platform already (an earlier run, a try whose answer was lost), the message
         it made is looked for first."""
@@ -420,7 +420,7 @@ class Delivery:
                intent: SendIntent | None = None) -> StreamPreview:
         """The preview of the turn answering inbox message `inbox_id`: `draft`, a message an earlier run of
         it sent, is edited; `intent`, a first send an earlier run started and never recorded, is looked for.
-        A first message it sends is recorded on that row (`gateway.intents.DraftSend`): a turn run again
+        A first message it sends is recorded on that row (`gateway.chat.intents.DraftSend`): a turn run again
         after a crash edits it, and so does `final_reply`."""
         adapter = self.adapters.get(chat.platform)
         first = None if adapter is None else DraftSend(self.inbox, self.outbox, adapter, chat, inbox_id, intent)

@@ -3,7 +3,7 @@
 Both are best effort and never delay the reply: a preview that is rate limited skips edits (it
 waits in its own task, which `stop()` ends at once), and the final reply, committed to the
 outbox first, edits the draft in place. The draft's first message is made by `first_send`
-(`gateway.intents.DraftSend`: its intent recorded before, its id after), so a turn run again
+(`gateway.chat.intents.DraftSend`: its intent recorded before, its id after), so a turn run again
 after a crash edits that message instead of sending a second one.
 """
 
@@ -24,7 +24,7 @@ TYPING_REFRESH = 4.0
 # indicator of a burst of new turns goes out while their requests wait on the model, not before them.
 TYPING_DELAY = 0.25
 # A reply complete this soon after its first words goes out once, as itself: no draft to send, to write
-# the intent of first (`gateway.intents`) and to replace. Any longer one shows its draft from then on.
+# the intent of first (`gateway.chat.intents`) and to replace. Any longer one shows its draft from then on.
 FIRST_DRAFT_DELAY = 0.05
 
 

@@ -6,13 +6,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Mapping
 
-from gateway.turns import NO_LLM
+from gateway.chat.turns import NO_LLM
 from platforms.base import ChatOpened, ChatRef, InboundMessage
 
 if TYPE_CHECKING:
     from agent.llm import LLMClient
     from gateway.access.pairing import Pairing
-    from gateway.delivery import Delivery
+    from gateway.chat.delivery import Delivery
     from platforms.base import PlatformAdapter
 
 log = logging.getLogger(__name__)

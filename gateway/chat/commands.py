@@ -5,7 +5,7 @@ A message's text is parsed once, at intake (`Inbound` calls `Registry.parse`); t
 (or None: an ordinary message) rides on the work item. A command that acts at once runs as soon as
 it is stored, even while a turn runs; the others wait their turn in the session's queue, whose
 worker runs them (`command_handlers.Commands.run`) and `Turns.run` for everything else. The
-handlers are registered in `gateway.command_handlers`: adding a command is writing its handler there.
+handlers are registered in `gateway.chat.command_handlers`: adding a command is writing its handler there.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class Answer:
     acted: bool = True
 
 
-C = TypeVar("C")  # what a handler is given (`gateway.command_handlers.Call`)
+C = TypeVar("C")  # what a handler is given (`gateway.chat.command_handlers.Call`)
 Handler = Callable[[C], Awaitable[Answer]]
 
 

@@ -16,24 +16,23 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from gateway.access.policy import check_access
-from gateway.command_handlers import bare_answer
-from gateway.learning.review import personal_session
-from gateway.session_key import session_key
-from gateway.sessions import WorkItem
+from gateway.chat.command_handlers import bare_answer
+from gateway.chat.session_key import personal_session, session_key
+from gateway.chat.sessions import WorkItem
+from gateway.chat.throttle import Throttle
 from gateway.storage.database import StorageError
-from gateway.throttle import Throttle
 from platforms.base import ButtonPress, ChatOpened, InboundEvent, InboundMessage, Intake, StorageUnavailable, Unreadable
 
 if TYPE_CHECKING:
     from gateway.access.pairing import Pairing
     from gateway.approvals import Approvals
-    from gateway.command_handlers import Commands
-    from gateway.commands import Command
+    from gateway.chat.command_handlers import Commands
+    from gateway.chat.commands import Command
     from gateway.config import Config
-    from gateway.control import Control
-    from gateway.delivery import Delivery
+    from gateway.chat.control import Control
+    from gateway.chat.delivery import Delivery
     from gateway.ops.metrics import Metrics
-    from gateway.sessions import Sessions
+    from gateway.chat.sessions import Sessions
     from gateway.storage.inbox import InboxStore
     from gateway.storage.sessions import SessionStore
     from platforms.base import PlatformAdapter

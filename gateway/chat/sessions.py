@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Awaitable, Callable, Literal
 
 from gateway.storage.outbox import SendIntent
 from platforms.base import InboundMessage
-from platforms.loops import wait_event
+from platforms.loops import finish_or_cancel, wait_event
 
 if TYPE_CHECKING:
-    from gateway.commands import Command
+    from gateway.chat.commands import Command
 
 log = logging.getLogger(__name__)
 
@@ -153,12 +153,5 @@ class Sessions:
         workers = list(self.workers.values())
         for worker in workers:
             worker.close()
-        tasks = [w.task for w in workers]
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=timeout)
-        for worker in workers:
-            if worker.task in pending:
-                worker.cancel_turn("shutdown")
-                worker.task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        by_task = {worker.task: worker for worker in workers}
+        await finish_or_cancel(by_task, timeout, before_cancel=lambda task: by_task[task].cancel_turn("shutdown"))

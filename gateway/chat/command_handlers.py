@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from gateway.commands import Answer, Command, Registry
+from gateway.chat.commands import Answer, Command, Registry
 from gateway.goals import describe
 
 if TYPE_CHECKING:
@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from gateway.approvals import Approvals
     from gateway.config import Config
     from gateway.cron.manage import CronManager
-    from gateway.delivery import Delivery
+    from gateway.chat.delivery import Delivery
     from gateway.goals import Goals
-    from gateway.sessions import SessionWorker, WorkItem
+    from gateway.chat.sessions import SessionWorker, WorkItem
     from gateway.storage.inbox import InboxStore
     from gateway.storage.sessions import SessionStore
     from gateway.usage import UsageLedger

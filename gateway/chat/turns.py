@@ -41,14 +41,15 @@ from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalPort, Place, ToolContext, ToolScope
 from gateway.access.trust import Trust
-from gateway.delivery import Delivery
-from gateway.files import Outgoing, discard
+from gateway.chat.delivery import Delivery
+from gateway.chat.files import Outgoing, discard
+from gateway.chat.preview import StreamPreview
+from gateway.chat.session_key import personal_session
+from gateway.chat.sessions import SessionWorker, WorkItem
 from gateway.goals import Goals
-from gateway.learning.review import Learning, personal_session
+from gateway.learning.review import Learning
 from gateway.ops.logs import log_context
 from gateway.ops.metrics import Metrics
-from gateway.preview import StreamPreview
-from gateway.sessions import SessionWorker, WorkItem
 from gateway.storage import Store
 from gateway.storage.outbox import OutboxItem
 from platforms.base import Attachment, InboundMessage, PlatformAdapter, Reply

@@ -1,4 +1,4 @@
-"""The one rule that maps a message to its session."""
+"""The rules of sessions: which session a message belongs to, and whose it is."""
 
 from __future__ import annotations
 
@@ -14,3 +14,8 @@ def session_key(msg: InboundMessage, group_sessions: str = "per_user") -> str:
     if msg.chat_type == "dm" or group_sessions == "shared":
         return base
     return f"{base}:user:{msg.user_id}"
+
+
+def personal_session(key: str, chat_type: str, user_id: str) -> bool:
+    """A session only this person takes part in (their profile may enter its prompt)."""
+    return chat_type == "dm" or key.endswith(f":user:{user_id}")
