@@ -65,13 +65,14 @@ from agent.safety.classifier.paths import GLOB, norm_path, secret_label, write_r
 from agent.safety.classifier.registry import RULE_NAMES, check
 from agent.safety.classifier.rules.code import fork_bombs, scan_code
 from agent.safety.classifier.rules.escapes import EXTRA_INTERP_OPTS, EXTRA_INTERPRETERS, escape
-from agent.safety.classifier.rules.execution import EXTRA_WRAPPERS, PRIVILEGED, assignments, wrapped, wrapper_hits
+from agent.safety.classifier.rules.execution import PRIVILEGED, assignments, wrapped, wrapper_hits
 from agent.safety.classifier.rules.exfil import SENDERS, pipeline_hits, private_source
 from agent.safety.classifier.rules.host import vital
 from agent.safety.classifier.rules.remote import reads_stdin
 from agent.safety.classifier.rules.sql import scan_sql
 from agent.safety.classifier.rules.tools import download_info
 from agent.safety.classifier.vocabulary import ASSIGN, DANGEROUS, HARDLINE, SAFE, Call, Hit, parse
+from agent.safety.classifier.wrappers import RUNNERS, WRAPPERS
 
 __all__ = ["Verdict", "classify"]
 
@@ -133,27 +134,7 @@ def _rooted(via: tuple) -> bool:
 
 
 _RESERVED = frozenset("{ } ! then do else elif if while until time fi done esac coproc".split())
-# wrappers that run the rest of the line: (short options taking a value, long ones, positionals to skip)
-_WRAPPERS = {
-    "sudo": ("ugpChDrtUT", ("user", "group", "prompt", "close-from", "chdir", "role", "type", "other-user", "host",
-                            "command-timeout"), 0),
-    "doas": ("uC", (), 0), "pkexec": ("", ("user",), 0), "nohup": ("", (), 0), "setsid": ("", (), 0),
-    "unbuffer": ("", (), 0), "builtin": ("", (), 0), "exec": ("a", (), 0), "time": ("fo", ("format", "output"), 0),
-    "nice": ("n", ("adjustment",), 0), "ionice": ("cnp", ("class", "classdata", "pid"), 0),
-    "stdbuf": ("ioe", ("input", "output", "error"), 0), "timeout": ("sk", ("signal", "kill-after"), 1),
-    "chroot": ("", ("userspec", "groups"), 1), "taskset": ("", (), 1), "chrt": ("", (), 1),
-    "strace": ("oepsuEPIab", (), 0), "ltrace": ("oepsuEnaA", (), 0), "torsocks": ("upaP", (), 0),
-    "proxychains": ("f", (), 0), "proxychains4": ("f", (), 0), "caffeinate": ("tw", (), 0),
-    "faketime": ("f", (), 1), "numactl": ("CmNPip", (), 0), "busybox": ("", (), 0), "toybox": ("", (), 0),
-    "command": ("", (), 0), "env": ("uCS", ("unset", "chdir", "split-string"), 0), "su": ("cgsG", (
-        "command", "group", "shell"), 0), "runuser": ("cugGs", ("command", "user", "group", "shell"), 0),
-    "flock": ("cwE", ("command", "timeout", "conflict-exit-code"), 1), "watch": ("ndgq", ("interval",), 0),
-    "systemd-run": ("upEMHs", ("unit", "property", "setenv", "machine", "host", "slice", "uid", "gid"), 0),
-    "nix-shell": ("pAI", ("run", "command", "packages", "attr"), 0), "sg": ("c", (), 1), **EXTRA_WRAPPERS,
-}
-_RUNNERS = {"poetry": "run", "pipenv": "run", "pdm": "run", "uv": "run", "hatch": "run", "rye": "run",
-            "bundle": "exec", "conda": "run", "mamba": "run", "micromamba": "run", "npm": "exec", "pnpm": "exec"}
-KNOWN = RULE_NAMES | SHELLS | set(INTERPRETERS) | set(_WRAPPERS) | DOWNLOADERS | {
+KNOWN = RULE_NAMES | SHELLS | set(INTERPRETERS) | set(WRAPPERS) | DOWNLOADERS | {
     "python", "python3", "eval", "source", "xargs", "ssh", "echo", "printf", "cat"}
 _DYNAMIC = lazy_re(r"\s*\$\{?[A-Za-z_@*0-9]")
 _PLAIN = lazy_re(r"[\w@%+=:,./~*?\[\]{}$!^#()…-]+")
@@ -308,7 +289,7 @@ class _Analysis:
 
     def unwrap(self, name: str, argv: list) -> list | str | None:
         """The command a wrapper runs: an argv, a shell string, or None when it runs nothing."""
-        short, long, skip = _WRAPPERS[name]
+        short, long, skip = WRAPPERS[name]
         if (special := wrapped(name, argv)) is not True or name == "su" and {"--help", "-h", "-V"} & set(argv):
             return special if special is not True else None
         if name in ("su", "flock", "sg"):  # options may follow the user / lock file
@@ -336,11 +317,13 @@ class _Analysis:
             return ["sh"]
         return rest or None
 
-    def run_argv(self, argv: list, cmd: Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int,
-                 bulk: bool = False) -> Stream:
-        if depth > MAX_DEPTH:
-            self.hit(DANGEROUS, "too deeply nested to analyse", show(argv), via, cap)
-            return Stream()
+    def peel(self, argv: list, cmd: Cmd, stdin: Stream, depth: int, via: tuple, env: dict,
+             cap: int) -> tuple[list, str, tuple, bool] | None:
+        """The command a line of wrappers runs (`sudo env X=1 nice timeout 5 uv run …`): each wrapper
+        judged on its way and peeled off, up to 32 of them. (argv, the name last looked at — the
+        command's, unless 32 rounds ran out —, via, whether one raised privilege),
+        or None when what is left runs nothing this check can follow further (a script given as text
+        is judged here)."""
         sudo = False
         for _ in range(32):
             if argv and ASSIGN.match(argv[0]):  # PAGER=…, LD_PRELOAD=…: variables that make programs run code
@@ -348,14 +331,14 @@ class _Analysis:
                           env, cap)
             argv = self.prefix(argv, env)
             if not argv:
-                return Stream()
+                return None
             name = _name(argv[0])
-            if name in _RUNNERS and argv[1:2] == [_RUNNERS[name]]:
+            if name in RUNNERS and argv[1:2] == [RUNNERS[name]]:
                 o = parse(argv[2:], "np", ("with", "python", "env-file", "project", "directory", "package",
                                                  "extra", "group", "index", "name", "prefix"), stop=True)
-                argv, via = o.rest, via + (f"{name} {_RUNNERS[name]}",)
+                argv, via = o.rest, via + (f"{name} {RUNNERS[name]}",)
                 continue
-            if name not in _WRAPPERS or (name in ("time", "command", "exec", "builtin") and len(argv) == 1):
+            if name not in WRAPPERS or (name in ("time", "command", "exec", "builtin") and len(argv) == 1):
                 break
             nxt = self.unwrap(name, argv)  # (what it runs; and a wrapper's own risk: detaching, chroot, an escape)
             self.take(wrapper_hits(name, argv, show(argv), nxt, not (cmd.stdin_set or stdin.desc or stdin.text is not
@@ -363,10 +346,21 @@ class _Analysis:
             sudo = sudo or name in _PRIVILEGED
             if isinstance(nxt, str):
                 self.script(nxt, depth + 1, via + (name,), dict(env), cap)
-                return Stream()
+                return None
             if nxt is None:
-                return Stream()
+                return None
             argv, via = nxt, via + (name,)
+        return argv, name, via, sudo
+
+    def run_argv(self, argv: list, cmd: Cmd, stdin: Stream, depth: int, via: tuple, env: dict, cap: int,
+                 bulk: bool = False) -> Stream:
+        if depth > MAX_DEPTH:
+            self.hit(DANGEROUS, "too deeply nested to analyse", show(argv), via, cap)
+            return Stream()
+        peeled = self.peel(argv, cmd, stdin, depth, via, env, cap)
+        if peeled is None:
+            return Stream()
+        argv, name, via, sudo = peeled
         if GLOB.search(name):
             for cand in sorted(n for n in KNOWN if fnmatch.fnmatchcase(n, name)):
                 self.run_argv([cand] + argv[1:], cmd, stdin, depth + 1, via + (f"glob {argv[0]}",), env, cap, bulk)
@@ -406,36 +400,9 @@ class _Analysis:
         elif name == "deno" and args[:1] == ["eval"] and len(args) > 1:
             self.code("node", args[1], depth + 1, via + ("deno eval",), env, cap)
         elif name == "xargs":
-            o = parse(args, "ILnPsdEa", ("max-args", "max-procs", "delimiter", "arg-file", "replace", "eof",
-                                               "max-lines", "max-chars", "process-slot-var"), stop=True)
-            if stdin.origin:
-                self.hit(DANGEROUS, f"{_ORIGIN[stdin.origin]} fed to xargs", f"{stdin.desc} | {shown}", via, cap)
-            sep = "\0" if o.has("0", "null") else (o.val("d", "delimiter") or None)
-            extra = [w for w in (stdin.text or "").split(unescape(sep) if sep else None) if w.strip()][:64]
-            rep = o.val("I", "replace")
-            sub = o.rest or ["echo"]
-            extra = [EVERY_PID] if stdin.every and stdin.text is None else extra
-            if rep and not extra and stdin.text is None:  # ls ~ | xargs -I{} rm -rf ~/{}: {} is any name
-                sub = [w.replace(rep, "*") for w in sub]
-            elif rep and extra:
-                sub = [w.replace(rep, extra[0]) for w in sub]
-            elif extra:
-                sub = sub + extra
-            inner = self.run_argv(sub, cmd, Stream(), depth + 1, via + ("xargs",), env, cap,
-                                  bulk=stdin.text is None or stdin.every)
+            inner = self.xargs(args, cmd, stdin, shown, depth, via, env, cap)
         elif name == "ssh":
-            self.take(check(Call(name, list(args), shown)), cmd, stdin, depth, via, env, cap)
-            o = parse(args, "BbcDEeFIiJLlmOopQRSWw", stop=True)
-            if len(o.rest) > 1:
-                self.script(" ".join(o.rest[1:]), depth + 1, via + (f"ssh {o.rest[0]}",), {}, cap)
-            unseen = " ".join(o.rest[1:2]).startswith("$(…)")  # ssh host "$(cat setup.sh)"
-            if o.rest and (len(o.rest) == 1 or reads_stdin(o.rest[1:]) or unseen):  # ssh host 'bash -s' < setup.sh
-                if stdin.text:
-                    self.script(stdin.text, depth + 1, via + (f"stdin of ssh {o.rest[0]}",), {}, cap)
-                elif unseen or stdin.desc or any(op == "<" and t != "/dev/null" for op, t in cmd.redirs):
-                    self.hit(DANGEROUS, "runs a script the check cannot read on another host", f"{stdin.desc} | {shown}"
-                             if stdin.desc else shown + "".join(f" < {t}" for op, t in cmd.redirs if op == "<"), via, cap)
-            self.last_name = name  # (what ran on the other host is not what this pipeline sends to)
+            self.ssh(args, cmd, stdin, shown, depth, via, env, cap)
         elif name in ("at", "batch") and stdin.text:
             self.hit(DANGEROUS, f"starts something that outlives the command ({name})", shown, via, cap)
             self.script(stdin.text, depth + 1, via + (name,), dict(env), cap)
@@ -452,10 +419,48 @@ class _Analysis:
             return Stream(None, inner.origin, out.desc)
         return out
 
+    def xargs(self, args: list, cmd: Cmd, stdin: Stream, shown: str, depth: int, via: tuple, env: dict,
+              cap: int) -> Stream:
+        """xargs runs its command with words read from stdin: judged with the words it is fed (what it
+        prints is what that command prints)."""
+        o = parse(args, "ILnPsdEa", ("max-args", "max-procs", "delimiter", "arg-file", "replace", "eof",
+                                     "max-lines", "max-chars", "process-slot-var"), stop=True)
+        if stdin.origin:
+            self.hit(DANGEROUS, f"{_ORIGIN[stdin.origin]} fed to xargs", f"{stdin.desc} | {shown}", via, cap)
+        sep = "\0" if o.has("0", "null") else (o.val("d", "delimiter") or None)
+        extra = [w for w in (stdin.text or "").split(unescape(sep) if sep else None) if w.strip()][:64]
+        rep = o.val("I", "replace")
+        sub = o.rest or ["echo"]
+        extra = [EVERY_PID] if stdin.every and stdin.text is None else extra
+        if rep and not extra and stdin.text is None:  # ls ~ | xargs -I{} rm -rf ~/{}: {} is any name
+            sub = [w.replace(rep, "*") for w in sub]
+        elif rep and extra:
+            sub = [w.replace(rep, extra[0]) for w in sub]
+        elif extra:
+            sub = sub + extra
+        return self.run_argv(sub, cmd, Stream(), depth + 1, via + ("xargs",), env, cap,
+                             bulk=stdin.text is None or stdin.every)
+
+    def ssh(self, args: list, cmd: Cmd, stdin: Stream, shown: str, depth: int, via: tuple, env: dict,
+            cap: int) -> None:
+        """ssh's own risk, and the script it runs on the other host (given as words, or fed on stdin)."""
+        self.take(check(Call("ssh", list(args), shown)), cmd, stdin, depth, via, env, cap)
+        o = parse(args, "BbcDEeFIiJLlmOopQRSWw", stop=True)
+        if len(o.rest) > 1:
+            self.script(" ".join(o.rest[1:]), depth + 1, via + (f"ssh {o.rest[0]}",), {}, cap)
+        unseen = " ".join(o.rest[1:2]).startswith("$(…)")  # ssh host "$(cat setup.sh)"
+        if o.rest and (len(o.rest) == 1 or reads_stdin(o.rest[1:]) or unseen):  # ssh host 'bash -s' < setup.sh
+            if stdin.text:
+                self.script(stdin.text, depth + 1, via + (f"stdin of ssh {o.rest[0]}",), {}, cap)
+            elif unseen or stdin.desc or any(op == "<" and t != "/dev/null" for op, t in cmd.redirs):
+                self.hit(DANGEROUS, "runs a script the check cannot read on another host", f"{stdin.desc} | {shown}"
+                         if stdin.desc else shown + "".join(f" < {t}" for op, t in cmd.redirs if op == "<"), via, cap)
+        self.last_name = "ssh"  # (what ran on the other host is not what this pipeline sends to)
+
     def call(self, name: str, args: list, raw0: str, bulk: bool, stdin: Stream, cmd: Cmd, via: tuple, sudo: bool,
              shown: str = "") -> Call:
         """A simple command as the rules see it, with what the line around it says: privilege, stdin, memo."""
-        terminal = not (cmd.stdin_set or stdin.desc or stdin.text is not None) and all(v in _WRAPPERS for v in via)
+        terminal = not (cmd.stdin_set or stdin.desc or stdin.text is not None) and all(v in WRAPPERS for v in via)
         return Call(name, list(args), shown or show([name, *args]), raw0, bulk, stdin.text, self.cwd,
                     sudo or _rooted(via), "" if terminal else stdin.origin or "input", self.memo)
 
