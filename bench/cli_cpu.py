@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/cli_cpu.py --base /tmp/other-checkout [--rounds 10]
 
-Each command runs as the console script runs it (`gateway.launch.main`, else `gateway.cli.main` where a
+Each command runs as the console script runs it (`gateway.cli.launch.main`, else `gateway.cli.main` where a
 revision has no launch module), from this venv, with the checkout's own code first on the path (the
 editable install's import hook is set aside, as in paired_ab.sh). A round runs every command once on
 each side, the side that goes first alternating, so a slow phase of the shared machine falls on both.
@@ -29,7 +29,7 @@ root = sys.argv.pop(1)
 sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 sys.path.insert(0, root)
 try:
-    from gateway.launch import main
+    from gateway.cli.launch import main
 except ImportError:
     from gateway.cli import main
 sys.exit(main(sys.argv[1:]))

@@ -171,7 +171,8 @@ async def tick_run(kind: str, n_jobs: int, ticks: int, workdir: Path) -> dict[st
                               owner_id="u", target="none")
         create_s = time.perf_counter() - t_create
         tick = Tick(60)
-        timers = CronTimers(tick, store.cron, RunLedger(store.cron, new_instance_id()), noop_run, grace_seconds=3600)
+        timers = CronTimers(tick, store.cron, RunLedger(store.cron, new_instance_id()), grace_seconds=3600)
+        timers.serve(noop_run)
         tick.add_hook("prune", lambda: store.inbox.prune(time.time() - 7 * 86400))
         rss0 = gl.proc_status_kb(gl.os.getpid(), "VmRSS") or 0
         stalls: list[float] = []

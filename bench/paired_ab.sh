@@ -34,7 +34,7 @@ root = sys.argv[1]
 sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 sys.path.insert(0, root)
 try:
-    from gateway.launch import main  # the console script's entry point, where there is one
+    from gateway.cli.launch import main  # the console script's entry point, where there is one
 except ImportError:
     from gateway.cli import main
 sys.exit(main(["run"]))

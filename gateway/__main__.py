@@ -1,5 +1,5 @@
 import sys
 
-from gateway.launch import main
+from gateway.cli.launch import main
 
 sys.exit(main())

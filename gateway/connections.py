@@ -21,8 +21,9 @@ import asyncio
 import logging
 import random
 import time
-from typing import Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
+from gateway.ops import systemd
 from platforms.base import PlatformAdapter, PlatformRefused
 
 log = logging.getLogger(__name__)
@@ -49,15 +50,48 @@ def worth_telling(tries: int) -> bool:
 
 
 class Connections:
-    """The platforms' connecting tasks. `connected(adapter)` runs each time one is up."""
+    """The platforms' connecting tasks, and what the gateway knows of each platform's health.
+
+    `connected(adapter)` runs each time one is up; `ready_again(adapter)`, once serving (`serving`),
+    each time one is ready again after a fault (what waited for it goes out). `failed` is set when
+    every platform has refused for good (`failure` says why)."""
 
     def __init__(self, adapters: Iterable[PlatformAdapter], connected: Callable[[PlatformAdapter], Awaitable[None]],
-                 *, first_pause: float = FIRST_PAUSE, max_pause: float = MAX_PAUSE) -> None:
+                 *, ready_again: Callable[[PlatformAdapter], Any] = lambda adapter: None,
+                 first_pause: float = FIRST_PAUSE, max_pause: float = MAX_PAUSE) -> None:
         self._adapters = list(adapters)
-        self._connected = connected
+        self._connected, self._ready_again = connected, ready_again
         self._first_pause, self._max_pause = first_pause, max_pause
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._tried: dict[str, asyncio.Event] = {}  # set once a platform's first try has ended
+        self.serving = False
+        self.failed = asyncio.Event()
+        self.failure: str | None = None
+
+    def adapter_failed(self, adapter: PlatformAdapter, reason: str) -> None:
+        """A platform refused for good (the adapter logged what to fix). The rest serves on; when
+        nothing is left that can, the gateway has failed."""
+        if all(a.health.state == "failed" for a in self._adapters):
+            self.failure = "; ".join(f"{a.name}: {a.health.error}" for a in self._adapters)
+            self.failed.set()
+
+    def health_changed(self, adapter: PlatformAdapter) -> None:
+        """A platform's state changed; systemd's status line says who serves."""
+        if not self.serving:
+            return
+        if adapter.ready:
+            self._ready_again(adapter)
+        systemd.notify(f"STATUS=running {self.summary()}")
+
+    def summary(self) -> str:
+        """"with webchat, telegram; down: discord" — who serves, and who does not."""
+        states = {adapter.name: adapter.health.state for adapter in self._adapters}
+        serving = [name for name, state in states.items() if state == "ready"]
+        others = [f"{name} {state}" for name, state in states.items() if state != "ready"]
+        return f"with {', '.join(serving) or 'no platform ready'}" + (f"; {', '.join(others)}" if others else "")
+
+    def readiness(self) -> dict[str, dict[str, Any]]:
+        return {adapter.name: adapter.health.as_dict() for adapter in self._adapters}
 
     def begin(self) -> None:
         for adapter in self._adapters:

@@ -12,7 +12,8 @@ Every tick, each step on its own (one that fails is logged; the others still run
 - with `gateway.transcript_retention_days`: sessions that ended and were not touched for that long, with
   their messages, search index rows, summaries and counters (`SessionStore.prune_ended`; off by default);
 - curator runs beyond the newest `curator.keep_reports`; with `trajectories.retention_days`, older
-  trajectory day files.
+  trajectory day files;
+- files people sent and copies made to send (`files/`, `outgoing/`) older than `gateway.retention_days`.
 
 Giving space back (`gateway.storage.upkeep`): after pruning, the free pages are handed back to the file
 system, `RECLAIM_PAGES` per trip (other work goes between), and a WAL checkpoint lets the file shrink (as
@@ -32,6 +33,7 @@ import shutil
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from gateway.chat.files import OUTGOING, prune_files
 from gateway.learning import trajectories
 from gateway.storage.database import StorageError
 
@@ -75,7 +77,8 @@ class Retention:
         """Prune everything due (see the module doc), then give the space back; return what went."""
         cfg = self.config
         before = time.time() - cfg.gateway.retention_days * DAY
-        steps: dict[str, Callable[[], Awaitable[Any]]] = {
+        steps: dict[str, Callable[[], Awaitable[Any]]] = {  # (files first: a storage error stops the rest)
+            "received and outgoing files": lambda: asyncio.to_thread(self._prune_files, before),
             "scheduled runs": lambda: self.ledger.prune(cfg.cron.keep_runs),
             "inbox and outbox rows": lambda: self.inbox.prune(before),
             "approvals": lambda: self.approvals.prune(before),
@@ -108,6 +111,10 @@ class Retention:
         except Exception as exc:  # (a lock another program holds, a full disk: next tick)
             log.warning("could not give the database's free space back: %s", exc)
         return gone
+
+    def _prune_files(self, before: float) -> int:
+        home = self.config.home
+        return sum(prune_files(home / folder, before) for folder in ("files", OUTGOING))
 
     async def reclaim(self) -> int:
         """Hand the database's free pages back to the file system; return how many went."""

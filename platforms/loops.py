@@ -71,3 +71,31 @@ async def finish_or_cancel(tasks: Iterable[asyncio.Task[Any]], timeout: float, *
             before_cancel(task)
         task.cancel()
     await asyncio.gather(*running, return_exceptions=True)
+
+
+class Background:
+    """The background tasks of a running gateway (a button press, a judge's call, a trajectory export):
+    each is kept until it ends (asyncio holds tasks only weakly), its failure is logged, not lost, and
+    `wait` lets those still running finish at shutdown."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Awaitable[Any], *, name: str | None = None) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        if name:
+            task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    async def wait(self, timeout: float) -> None:
+        """Up to `timeout` seconds for the tasks still running (those that do not end are left to the
+        loop's own shutdown)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)

@@ -102,7 +102,7 @@ async def test_always_allow_takes_an_admin_and_covers_only_the_requester(tmp_pat
         tg.callback_query(button(prompt, "Always allow"), message_id=prompt.result["message_id"], chat_id=BOB,
                           user_id=ANN)
         await eventually(lambda: not (ws / "victim").exists(), what="the admin's always")
-        rules = await runner.store.fetch_all("SELECT scope, platform, user_id FROM approval_rules")
+        rules = await runner.parts.store.fetch_all("SELECT scope, platform, user_id FROM approval_rules")
         assert [tuple(r) for r in rules] == [("user", "telegram", str(BOB))]
         (ws / "victim").mkdir()
         tg.user_message("delete it", user_id=BOB, first_name="Bob")  # Bob: allowed by the rule, no prompt
@@ -139,8 +139,8 @@ async def test_jobs_the_agent_writes_for_a_non_admin_stay_in_their_chat_within_a
         tg.callback_query(button(prompt, "Deny"), message_id=prompt.result["message_id"])
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "asked")
         assert "The job was NOT created." in str(llm.requests[3]["messages"][-1])
-        assert await runner.jobs.list() == []
-        await runner.jobs.create(name="mine", prompt="x", schedule="every 1h", target=f"telegram:{ANN}",
+        assert await runner.parts.jobs.list() == []
+        await runner.parts.jobs.create(name="mine", prompt="x", schedule="every 1h", target=f"telegram:{ANN}",
                                  owner_platform="telegram", owner_id=str(ANN))
         llm.script(cron_call("create", **job), Reply.text("capped"))
         tg.user_message("one more")
@@ -166,10 +166,10 @@ async def test_shared_notes_and_skills_from_a_non_admin_wait_for_an_admin(tmp_pa
         results = [m["content"] for m in llm.requests[1]["messages"] if m.get("role") == "tool"]
         assert "noted for an admin to accept" in results[0] and "done" in results[1]
         assert results[2].startswith("Proposed skill deploy: it waits for an admin")
-        assert runner.memory.read("memory") == [] and runner.skills.get("deploy") is None
-        assert "deploy" not in runner.skills.index()
-        assert runner.memory.read("user", "telegram", str(BOB)) == ["Bob likes tea"]  # his own profile: as usual
-        assert "example.org" not in runner.memory.snapshot("telegram", str(ANN))  # not in Ann's prompt
+        assert runner.parts.learning.memory.read("memory") == [] and runner.parts.learning.skills.get("deploy") is None
+        assert "deploy" not in runner.parts.learning.skills.index()
+        assert runner.parts.learning.memory.read("user", "telegram", str(BOB)) == ["Bob likes tea"]  # his own profile: as usual
+        assert "example.org" not in runner.parts.learning.memory.snapshot("telegram", str(ANN))  # not in Ann's prompt
     finally:
         await runner.stop()
     for key, value in gateway_env(tmp_path, None).items():

@@ -84,7 +84,7 @@ async def test_as_root_a_sandboxed_command_cannot_write_kernel_settings(tmp_path
     llm.script(Reply.tool_calls([("terminal", {"command": command})]), Reply.text("done"))
     runner = await start_gateway(tmp_path, llm.base_url)
     try:
-        assert runner.sandbox.active
+        assert runner.parts.sandbox.active
         async with Tab(runner) as tab:
             await tab.say("tune it")
             frame = await first_prompt_or(tab, "done")

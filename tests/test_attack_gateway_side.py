@@ -66,8 +66,8 @@ async def test_a_message_steered_into_an_admins_turn_does_not_get_the_admins_rig
         tg.user_message("@chatgate_bot tidy the shelf", chat_type="group")  # Ann, an ordinary turn
         await llm.wait_for_requests(2)
         bob_says(tg, "@chatgate_bot search for kumquat77 and post it")
-        assert runner.sessions is not None
-        await eventually(lambda: any(w.steered for w in runner.sessions.workers.values()),
+        assert runner.parts is not None
+        await eventually(lambda: any(w.steered for w in runner.parts.sessions.workers.values()),
                          what="Bob's message waiting to be folded into Ann's turn")
         release.set()
         result = await group_text(tg, "results: session_search")
@@ -191,14 +191,14 @@ async def test_a_goal_stops_when_its_creator_loses_access(tmp_path, llm: FakeLLM
         tg.user_message("hello", user_id=pete, first_name="Pete", username="pete")
         [offer] = await tg.wait_for("sendMessage", lambda c: "pairing code" in str(c.get("text")), timeout=10)
         code = str(offer.get("text")).split("pairing code is ")[1][:8]
-        assert runner.pairing is not None and await runner.pairing.approve("telegram", code) is not None
+        assert await runner.parts.pairing.approve("telegram", code) is not None
         tg.user_message("/goal count the stars", user_id=pete, first_name="Pete", username="pete")
         await judged.wait()
-        assert await runner.store.access.unpair("telegram", str(pete))
+        assert await runner.parts.store.access.unpair("telegram", str(pete))
         revoked.set()
         await tg.wait_until(lambda: any("no longer" in (m.text or "") for m in tg.sent_messages(pete)), 10,
                             lambda: f"a notice to Pete: {[m.text for m in tg.sent_messages(pete)]}")
-        [goal] = await runner.store.fetch_all("SELECT state, turns FROM goals")
+        [goal] = await runner.parts.store.fetch_all("SELECT state, turns FROM goals")
         assert goal["state"] == "paused"
         assert len([b for b in llm.requests if b["messages"][0]["content"] != JUDGE_IDENTITY
                     and "[Goal" in asked(b)]) == 1  # the first turn only
@@ -218,7 +218,7 @@ async def test_an_old_grant_is_not_made_unconfined_by_the_models_words_in_its_re
     llm.script(run(command, outside_sandbox=True), Reply.text("asked"))
     runner = await sandboxed_gateway(tmp_path, llm)
     try:
-        rules = await runner.store.fetch_all("SELECT subject, confinement FROM approval_rules ORDER BY id")
+        rules = await runner.parts.store.fetch_all("SELECT subject, confinement FROM approval_rules ORDER BY id")
         assert [(r["subject"], r["confinement"]) for r in rules] == [(command, "sandbox"),
                                                                      ("rm -rf other", "unconfined")]
         async with Tab(runner) as tab:
@@ -237,17 +237,17 @@ async def test_a_revoked_persons_scheduled_job_is_paused_and_not_run(tmp_path, l
     llm.script(Reply.text("ran for pete"))
     runner = await telegram_gateway(tmp_path, llm, tg, gateway__tick_seconds=1, cron__min_interval_seconds=1)
     try:
-        assert runner.pairing is not None
-        code = await runner.pairing.request("telegram", "1005", "Pete", "1005")
-        assert code is not None and await runner.pairing.approve("telegram", code) is not None
-        assert await runner.store.access.unpair("telegram", "1005")
-        job = await runner.jobs.create(name="pete's", prompt="say hi", schedule="every 1s", target="telegram:1005",
+        assert runner.parts is not None
+        code = await runner.parts.pairing.request("telegram", "1005", "Pete", "1005")
+        assert code is not None and await runner.parts.pairing.approve("telegram", code) is not None
+        assert await runner.parts.store.access.unpair("telegram", "1005")
+        job = await runner.parts.jobs.create(name="pete's", prompt="say hi", schedule="every 1s", target="telegram:1005",
                                        owner_platform="telegram", owner_id="1005", owner_chat="telegram:1005")
-        runner._jobs_changed()
+        runner.parts.cron_timers.changed()
         await wait_for_text(tg, f"⚠️ Scheduled job #{job.id} \"pete's\" was not run, and is paused: the person "
                                 "who made it no longer has access here. An admin can remove it (chatgate cron "
                                 "remove) or resume it.")
-        paused = await runner.jobs.get(job.id)
+        paused = await runner.parts.jobs.get(job.id)
         assert paused is not None and not paused.enabled
         assert not any("ran for pete" in t for t in sent_texts(tg, 1005)) and llm.requests == []
     finally:

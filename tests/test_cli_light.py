@@ -28,7 +28,7 @@ LIGHT = SDKS | {"asyncio", "aiosqlite", "pydantic", "pydantic_settings", "yaml",
 
 RUN_AND_LIST_MODULES = """
 import json, sys
-from gateway.launch import main  # the `chatgate` console script's entry point
+from gateway.cli.launch import main  # the `chatgate` console script's entry point
 try:
     status = main(sys.argv[2:])
 except SystemExit as exc:  # --help and --version end in argparse's exit

@@ -55,7 +55,8 @@ async def test_the_worker_runs_a_turn_or_the_queued_command_in_order() -> None:
         assert item.command is not None and item.command.spec is not None
         record("command", (await item.command.spec.handler(item.msg.text)).text)
 
-    sessions = Sessions(turn, command, idle_seconds=5.0)
+    sessions = Sessions(idle_seconds=5.0)
+    sessions.serve(turn, command)
     worker = sessions.worker("telegram:100")
     for inbox_id, text in enumerate(["hello", "/new", "what is /new?"]):
         worker.submit(WorkItem(inbox_id, worker.key, message(text), command=registry.parse(text)))

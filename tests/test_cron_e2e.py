@@ -43,8 +43,8 @@ async def cron_gateway(home: Path, llm: FakeLLM | None, **more: Any) -> AsyncIte
 
 
 async def runs(runner: GatewayRunner, job_id: int | None = None) -> list[dict[str, Any]]:
-    assert runner.cron_timers is not None
-    return list(reversed(await runner.store.cron.runs(job_id, limit=200)))
+    assert runner.parts is not None
+    return list(reversed(await runner.parts.store.cron.runs(job_id, limit=200)))
 
 
 async def wait_runs(runner: GatewayRunner, count: int, *, states: tuple[str, ...] = ("ok",),
@@ -63,9 +63,9 @@ async def wait_runs(runner: GatewayRunner, count: int, *, states: tuple[str, ...
 async def add_job(runner: GatewayRunner, schedule: str, target: str, *, name: str = "job",
                   prompt: str = "say hi", **more: Any) -> Job:
     """A job as `chatgate cron add` or the agent would make it, noticed by the running scheduler."""
-    job = await runner.jobs.create(name=name, prompt=prompt, schedule=schedule, target=target,
+    job = await runner.parts.jobs.create(name=name, prompt=prompt, schedule=schedule, target=target,
                                    owner_platform="webchat", owner_id="local", **more)
-    runner._jobs_changed()
+    runner.parts.cron_timers.changed()
     return job
 
 
@@ -88,7 +88,7 @@ async def test_one_shot_fires_on_time_in_the_telegram_topic_it_names(tmp_path, l
                             gateway__tick_seconds="30") as runner:  # a slow tick: the job's own timer must fire it
         job = await add_job(runner, "in 2s", f"telegram:{FORUM}:77", name="tea", prompt="tea is ready")
         [run] = await wait_runs(runner, 1, timeout=6)
-        assert runner.tick.count == 1  # only the start's round ran: the job's own timer fired it
+        assert runner.parts.tick.count == 1  # only the start's round ran: the job's own timer fired it
         assert run["started_at"] >= run["scheduled_at"] == job.next_run_at  # not early (lateness: bench/)
         await tg.wait_for("sendMessage")
         [message] = tg.sent_messages(FORUM)
@@ -123,11 +123,11 @@ async def test_a_job_that_names_a_model_runs_on_it_and_counts_as_cron(tmp_path, 
             await tab.reply()
             assert tab.replies() == ["⏰ digest\n\necho: sum up"]
         assert llm.requests[-1]["model"] == "big-model"
-        rows = await runner.store.fetch_all("SELECT loop, model FROM llm_usage")
+        rows = await runner.parts.store.fetch_all("SELECT loop, model FROM llm_usage")
         assert [(r["loop"], r["model"]) for r in rows] == [("cron", "big-model")]
         with pytest.raises(CronError, match="a model is a name"):
-            await runner.jobs.update(job.id, model="two words")
-        assert (await runner.jobs.update(job.id, model="")).model is None  # back to the main model
+            await runner.parts.jobs.update(job.id, model="two words")
+        assert (await runner.parts.jobs.update(job.id, model="")).model is None  # back to the main model
 
 
 async def test_silent_reply_delivers_nothing(tmp_path, llm: FakeLLM):
@@ -151,7 +151,7 @@ async def test_a_failing_run_sends_an_error_notice(tmp_path, llm: FakeLLM):
             notice = await tab.reply()
             assert notice.startswith(f'⚠️ Scheduled job #{job.id} "report" failed:')
             assert run["error"] and run["error"] in notice
-            assert (await runner.jobs.get(job.id)).last_status == "error"
+            assert (await runner.parts.jobs.get(job.id)).last_status == "error"
 
 
 async def test_dangerous_command_in_a_run_is_refused_without_a_person(tmp_path, llm: FakeLLM):
@@ -201,7 +201,7 @@ async def test_the_agent_creates_a_job_from_a_chat_request_and_it_fires_here(tmp
             tool_result = llm.requests[1]["messages"][-1]["content"]
             assert "Created: #1 tea" in tool_result and f"webchat:{tab.chat_id}" in tool_result
             assert await tab.reply(3) == "⏰ tea\n\necho: Remind the user: the tea is ready"
-        [job] = await runner.jobs.list()
+        [job] = await runner.parts.jobs.list()
         assert (job.owner_platform, job.owner_id, job.state) == ("webchat", "local", "finished")
 
 
@@ -209,7 +209,7 @@ async def test_cron_chat_command_lists_pauses_resumes_runs_and_removes(tmp_path,
     async with cron_gateway(tmp_path, llm) as runner:
         async with Tab(runner) as tab:
             job = await add_job(runner, "every 1h", f"webchat:{tab.chat_id}", name="digest", prompt="digest")
-            await runner.jobs.create(name="not mine", prompt="x", schedule="every 1h", target="none",
+            await runner.parts.jobs.create(name="not mine", prompt="x", schedule="every 1h", target="none",
                                      owner_platform="telegram", owner_id="999")
             await tab.say("/cron list")
             listing = await tab.reply()
@@ -227,7 +227,7 @@ async def test_cron_chat_command_lists_pauses_resumes_runs_and_removes(tmp_path,
             assert (await tab.reply(7)).startswith("Removed job #1 digest")
             await tab.say("/cron explode")
             assert (await tab.reply(8)).startswith("Usage: /cron list|pause|resume|remove|run")
-        assert [j.name for j in await runner.jobs.list()] == ["not mine"]
+        assert [j.name for j in await runner.parts.jobs.list()] == ["not mine"]
         [manual] = await runs(runner)
         assert manual["manual"] == 1 and manual["state"] == "ok"
 
@@ -254,7 +254,7 @@ async def test_a_job_another_process_adds_just_after_start_fires_on_time(tmp_pat
                                     owner_platform="cli", owner_id="operator")
         [run] = await wait_runs(runner, 1, timeout=6)
         assert run["started_at"] >= run["scheduled_at"] == job.next_run_at
-        assert runner.tick.count == 1  # the 30 s tick did not come: the one-second watch armed it
+        assert runner.parts.tick.count == 1  # the 30 s tick did not come: the one-second watch armed it
 
 
 # -- downtime, crashes and two processes -----------------------------------------------------
@@ -331,7 +331,7 @@ async def test_two_gateways_on_one_database_run_each_slot_once(tmp_path, llm: Fa
         finished = [r for r in await runs(first) if r["state"] == "ok"]
         assert len(llm.requests) == len(finished)  # a slot run twice would be an extra LLM request
         claimers = {r["claimed_by"] for r in finished}
-        assert claimers <= {first.cron_timers.ledger.instance_id, second.cron_timers.ledger.instance_id}
+        assert claimers <= {first.parts.cron_timers.ledger.instance_id, second.parts.cron_timers.ledger.instance_id}
 
 
 # -- the ledger's arithmetic on a fake clock -------------------------------------------------

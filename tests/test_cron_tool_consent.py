@@ -19,11 +19,11 @@ def tool(action: str, **fields: Any) -> Reply:
 
 
 async def state(runner) -> list[tuple[str, str, str, str | None, bool]]:
-    return [(j.name, j.prompt, j.schedule, j.model, j.enabled) for j in await runner.jobs.list()]
+    return [(j.name, j.prompt, j.schedule, j.model, j.enabled) for j in await runner.parts.jobs.list()]
 
 
 async def manual_runs(runner) -> list[Any]:
-    return await runner.store.fetch_all("SELECT * FROM cron_runs WHERE manual = 1")
+    return await runner.parts.store.fetch_all("SELECT * FROM cron_runs WHERE manual = 1")
 
 
 @pytest.mark.parametrize(("action", "fields", "words"), [
@@ -39,11 +39,11 @@ async def test_acting_on_a_job_asks_shows_it_and_denied_changes_nothing(tmp_path
     runner = await start_gateway(tmp_path, llm.base_url, **FAST)
     try:
         async with Tab(runner) as tab:
-            await runner.jobs.create(name="digest", prompt="Summarise the open pull requests", schedule="every 1h",
+            await runner.parts.jobs.create(name="digest", prompt="Summarise the open pull requests", schedule="every 1h",
                                      target=f"webchat:{tab.chat_id}", owner_platform="webchat", owner_id="local")
             if action == "resume":
-                await runner.jobs.set_enabled(1, False)
-            runner._jobs_changed()
+                await runner.parts.jobs.set_enabled(1, False)
+            runner.parts.cron_timers.changed()
             before = await state(runner)
             await tab.say(f"{action} the digest job")
             prompt = await tab.wait_for(is_prompt)
@@ -64,9 +64,9 @@ async def test_allowed_the_pause_happens(tmp_path: Path, llm: FakeLLM):
     runner = await start_gateway(tmp_path, llm.base_url, **FAST)
     try:
         async with Tab(runner) as tab:
-            await runner.jobs.create(name="digest", prompt="digest", schedule="every 1h", target="none",
+            await runner.parts.jobs.create(name="digest", prompt="digest", schedule="every 1h", target="none",
                                      owner_platform="webchat", owner_id="local")
-            runner._jobs_changed()
+            runner.parts.cron_timers.changed()
             [(name, prompt, schedule, model, enabled)] = await state(runner)
             await tab.say("pause the digest")
             await press(tab, await tab.wait_for(is_prompt), "Allow once")

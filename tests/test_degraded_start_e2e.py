@@ -116,7 +116,7 @@ async def test_a_refused_token_is_one_error_line_no_retries_and_the_web_chat_ser
         assert [c.status for c in tg.calls] == [401]  # one getMe, refused
         assert lines(caplog, logging.ERROR) == [
             "telegram: Telegram refused the bot token (platforms.telegram.token / TELEGRAM_BOT_TOKEN)"]
-        assert not runner.failed.is_set()  # the web chat still serves
+        assert not runner.connections.failed.is_set()  # the web chat still serves
     finally:
         await runner.stop()
 
@@ -167,7 +167,7 @@ async def test_a_discord_nobody_answers_is_down_then_answers_once_it_is_there(
         await web_chat_answers(runner)
         async with FakeDiscord(port=port) as dc:
             try:
-                await eventually(lambda: runner.readiness()["discord"]["state"] == "ready", 20, "discord ready")
+                await eventually(lambda: runner.connections.readiness()["discord"]["state"] == "ready", 20, "discord ready")
                 assert lines(caplog, logging.INFO, "discord is up, after")
                 dc.user_message("and discord?")
                 await dc.wait_until(lambda: [m.content for m in dc.sent_messages()] == ["echo: and discord?"], 20)
@@ -190,11 +190,11 @@ async def test_what_telegram_delivered_before_is_answered_once_it_is_back(tmp_pa
             await runner.stop()  # the turn is cut off: its message stays in the inbox, unfinished
     runner = await start_gateway(tmp_path, llm.base_url, **settings)  # Telegram is gone meanwhile
     try:
-        assert runner.readiness()["telegram"]["state"] == "down"
+        assert runner.connections.readiness()["telegram"]["state"] == "down"
         await llm.wait_for_requests(2, timeout=10)  # the message is answered; its reply waits for Telegram
 
         async def reply_waits() -> bool:
-            return (await runner.store.inbox.trouble_counts()).get("pending_replies") == 1
+            return (await runner.parts.store.inbox.trouble_counts()).get("pending_replies") == 1
 
         await eventually(reply_waits, what="the reply waiting in the outbox")
         async with FakeTelegram(port=port) as tg:
@@ -226,7 +226,7 @@ async def test_a_discord_gateway_nobody_answers_is_down_with_the_reason(tmp_path
         runner = await start_gateway(tmp_path, llm.base_url, **discord_beside_the_web_chat(
             dc.api_base, f"ws://127.0.0.1:{free_port()}/gateway"))
         try:
-            discord_state = runner.readiness()["discord"]
+            discord_state = runner.connections.readiness()["discord"]
             assert discord_state["state"] == "down" and "gateway could not be reached" in discord_state["error"]
             assert "platforms.discord.gateway_url" in discord_state["error"]
             await web_chat_answers(runner)

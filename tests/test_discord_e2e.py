@@ -56,7 +56,7 @@ async def test_a_dm_gets_a_reply_that_pings_nobody(tmp_path, llm: FakeLLM, dc: F
     llm.script(Reply.text("Hello **Ann**, say hi to @everyone and <@2002>!"))
     runner = await discord_gateway(tmp_path, llm, dc)
     try:
-        assert runner.readiness()["discord"]["state"] == "ready"
+        assert runner.connections.readiness()["discord"]["state"] == "ready"
         dc.user_message("hi there")
         message = await wait_text(dc, "Hello **Ann**, say hi to @everyone and <@2002>!")
         assert message.channel_id == dc.dm_channel_id(ANN)
@@ -293,7 +293,7 @@ async def test_attachments_in_and_files_out(tmp_path, llm: FakeLLM, dc: FakeDisc
 async def test_admins_notices_reach_their_dms(tmp_path, llm: FakeLLM, dc: FakeDiscord):
     runner = await discord_gateway(tmp_path, llm, dc, access__admins=f"{{discord: [{BOB}]}}")
     try:
-        await runner._tell_admins("the curator archived 2 skills")  # what the curator and cron runs use
+        await runner.parts.delivery.to_admins(runner.config.access.admins, "the curator archived 2 skills")  # what the curator and cron runs use
         [opened] = dc.calls_to("POST /users/@me/channels")
         assert opened.json == {"recipient_id": str(BOB)} or opened.json == {"recipient_id": BOB}
         await dc.wait_until(lambda: texts(dc, dc.dm_channel_id(BOB)) == ["the curator archived 2 skills"])
@@ -305,9 +305,9 @@ async def test_a_scheduled_job_delivers_into_a_thread(tmp_path, llm: FakeLLM, dc
     runner = await discord_gateway(tmp_path, llm, dc)
     thread = dc.add_thread(name="reports")
     try:
-        await runner.jobs.create(name="tea", prompt="tea is ready", schedule="in 1s",
+        await runner.parts.jobs.create(name="tea", prompt="tea is ready", schedule="in 1s",
                                  target=f"discord:{DEFAULT_CHANNEL}:{thread}", owner_platform="cli", owner_id="op")
-        runner._jobs_changed()
+        runner.parts.cron_timers.changed()
         await wait_text(dc, "⏰ tea\n\necho: tea is ready", timeout=10)
         assert texts(dc, thread) == ["⏰ tea\n\necho: tea is ready"]
     finally:

@@ -105,7 +105,7 @@ async def test_a_skill_written_in_one_session_is_indexed_and_viewable_in_the_nex
         assert "Build with `python -m build`" not in prompt  # bodies load on demand
         viewed = llm.requests[-1]["messages"][-1]
         assert viewed["role"] == "tool" and "Build with `python -m build`" in viewed["content"]
-        meta = await runner.store.learning.skills()
+        meta = await runner.parts.store.learning.skills()
         assert meta["release-python"]["provenance"] == "agent" and meta["release-python"]["views"] == 1
 
 
@@ -152,9 +152,9 @@ async def test_review_runs_after_delivery_with_learning_tools_only_and_never_blo
             {"memory", "skills_list", "skill_view", "skill_manage"}
         await tab.say("still there?")  # answered while the review waits
         assert await tab.reply(2) == "echo: still there?"
-        assert runner.learning.busy
+        assert runner.parts.learning.busy
         release.set()
-        await asyncio.wait_for(_until(lambda: runner.learning.reviews_done >= 1), 5)
+        await asyncio.wait_for(_until(lambda: runner.parts.learning.reviews_done >= 1), 5)
         assert "Likes short answers" in (tmp_path / "memory" / "users" / "webchat-local.md").read_text()
         assert all(not is_review(r) or "You are reviewing" not in r["messages"][-1]["content"]
                    for r in llm.requests)  # a review is never itself reviewed
@@ -169,7 +169,7 @@ async def test_a_due_review_waits_until_the_conversation_pauses_and_then_reads_a
             await tab.say(f"burst {n}")
             assert await tab.reply(n) == f"echo: burst {n}"
         assert not any(is_review(r) for r in llm.requests)  # none ran beside the conversation
-        await asyncio.wait_for(_until(lambda: runner.learning.reviews_done == 1), 15)
+        await asyncio.wait_for(_until(lambda: runner.parts.learning.reviews_done == 1), 15)
         reviews = [r for r in llm.requests if is_review(r)]
         assert len(reviews) == 1  # the three due reviews are one, after the burst
         seen = json.dumps(reviews[0]["messages"])
@@ -182,18 +182,18 @@ async def test_review_counters_survive_a_restart(tmp_path, llm: FakeLLM):
         for n in (1, 2):
             await tab.say(f"turn {n}")
             await tab.reply(n)
-        session_id = (await runner.store.fetch_one("SELECT id FROM sessions"))["id"]
+        session_id = (await runner.parts.store.fetch_one("SELECT id FROM sessions"))["id"]
         for _ in range(100):  # the count follows the delivery
-            if await runner.store.learning.counters(session_id) == (2, 0):
+            if await runner.parts.store.learning.counters(session_id) == (2, 0):
                 break
             await asyncio.sleep(0.02)
-        assert await runner.store.learning.counters(session_id) == (2, 0)
+        assert await runner.parts.store.learning.counters(session_id) == (2, 0)
     async with gateway(tmp_path, llm, **settings) as runner, Tab(runner, "tab-0001") as tab:
         await tab.say("turn 3")
         await tab.reply()
         await asyncio.wait_for(_until(lambda: any(is_review(r) for r in llm.requests)), 5)
-        await asyncio.wait_for(_until(lambda: runner.learning.reviews_done == 1), 5)
-        assert await runner.store.learning.counters(session_id) == (0, 0)
+        await asyncio.wait_for(_until(lambda: runner.parts.learning.reviews_done == 1), 5)
+        assert await runner.parts.store.learning.counters(session_id) == (0, 0)
         assert sum(is_review(r) for r in llm.requests) == 1
 
 
@@ -234,10 +234,10 @@ async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(t
     settings = {"curator__interval_hours": "1", "curator__min_idle_hours": "2", **NO_REVIEWS}
     async with gateway(tmp_path, llm, **settings) as runner, Tab(runner) as tab:
         ahead = [0.0]
-        runner.curator.clock = lambda: time.time() + ahead[0]
-        await runner.skills.create("old-notes", "how to tidy notes", "Steps.", provenance="agent")
+        runner.parts.curator.clock = lambda: time.time() + ahead[0]
+        await runner.parts.learning.skills.create("old-notes", "how to tidy notes", "Steps.", provenance="agent")
         long_ago = time.time() - 100 * 86400
-        await runner.store.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ?",
+        await runner.parts.store.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ?",
                                    (long_ago, long_ago, long_ago))
         release = asyncio.Event()
 
@@ -249,14 +249,14 @@ async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(t
         await tab.say("a slow question")
         await llm.wait_for_requests(1)
         ahead[0] = 10 * 3600.0  # due long ago, and the message came in "hours" ago: but the turn runs
-        assert await runner.curator.tick() is None and await runner.curator.learning.curator_runs() == []
+        assert await runner.parts.curator.tick() is None and await runner.parts.curator.learning.curator_runs() == []
         release.set()
         assert await tab.reply() == "done at last"
         ahead[0] = 3600.0  # an hour after the answer: due, but not idle for two hours yet
-        assert await runner.curator.tick() is None and await runner.curator.learning.curator_runs() == []
+        assert await runner.parts.curator.tick() is None and await runner.parts.curator.learning.curator_runs() == []
         ahead[0] = 2 * 3600.0 + 60  # idle long enough now
-        run = await runner.curator.tick()
+        run = await runner.parts.curator.tick()
         assert run is not None
-        [row] = await runner.curator.learning.curator_runs()
+        [row] = await runner.parts.curator.learning.curator_runs()
         assert row["trigger"] == "tick" and row["finished_at"] is not None
-        assert runner.skills.archived() == ["old-notes"]
+        assert runner.parts.learning.skills.archived() == ["old-notes"]

@@ -139,6 +139,6 @@ async def test_one_sdk_client_per_endpoint_shared_by_its_models_and_closed_toget
 
 
 def test_the_sdk_is_not_imported_on_the_way_to_ready():
-    code = "import sys, gateway.runner, gateway.launch, agent.llm; print('openai' in sys.modules)"
+    code = "import sys, gateway.runner, gateway.cli.launch, agent.llm; print('openai' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

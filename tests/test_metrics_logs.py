@@ -34,9 +34,9 @@ async def test_metrics_count_traffic_llm_latency_tokens_queues_and_cron_lateness
         async with Tab(runner) as tab:
             await tab.say("hello")
             assert await tab.reply() == "echo: hello"
-            job = await runner.jobs.create(name="tick", prompt="ping", schedule="in 1s", target="none",
+            job = await runner.parts.jobs.create(name="tick", prompt="ping", schedule="in 1s", target="none",
                                            owner_platform="cli", owner_id="op")
-            runner._jobs_changed()
+            runner.parts.cron_timers.changed()
             await eventually(lambda: len(llm.requests) == 2, 10, "the job's run")
 
             async def metrics() -> str:

@@ -73,7 +73,7 @@ async def test_a_subagents_task_is_quoted_in_the_web_chat_prompt(tmp_path, llm: 
             assert_one_line_of_ours(prompt["text"])
             assert_one_line_of_ours(prompt["html"])
             assert_quoted_html(prompt["html"])
-            assert runner.sandbox.active and "Where it runs: inside the sandbox" in prompt["text"]  # (asked for a child)
+            assert runner.parts.sandbox.active and "Where it runs: inside the sandbox" in prompt["text"]  # (asked for a child)
             await press(tab, prompt, "Deny")
             edited = await tab.wait_for(lambda f: f["type"] == "edit" and f["message_id"] == prompt["message_id"])
             assert_one_line_of_ours(edited["html"])
@@ -108,10 +108,10 @@ async def test_a_scheduled_jobs_name_is_quoted_in_the_owners_prompt(tmp_path, ll
                                  gateway__tick_seconds="0.2", cron__min_interval_seconds="1")
     try:
         async with Tab(runner) as tab:
-            await runner.jobs.create(name=f"nightly\nWhy it asks: {FAKE} **ok**", prompt="clean up", schedule="in 1s",
+            await runner.parts.jobs.create(name=f"nightly\nWhy it asks: {FAKE} **ok**", prompt="clean up", schedule="in 1s",
                                      target="none", owner_platform="webchat", owner_id="local",
                                      owner_chat=f"webchat:{tab.chat_id}")
-            runner._jobs_changed()
+            runner.parts.cron_timers.changed()
             prompt = await tab.wait_for(is_prompt)
             assert_one_line_of_ours(prompt["text"])
             assert re.search(rf'<code>asked by the scheduled job #1 "nightly Why it asks: {FAKE} \*\*ok\*\*"</code>',

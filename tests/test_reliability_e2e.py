@@ -56,8 +56,8 @@ async def test_a_chat_that_blocked_the_bot_is_given_up_and_nothing_keeps_retryin
         tg.user_message("anything new?")  # time and traffic pass; Bob's reply is not tried again
         await wait_for_text(tg, "echo: anything new?")
         assert len(calls_in(tg, "sendMessage", BOB)) == tries
-        assert runner.delivery.waiting == 0  # no chat waits on a timer: the retry loop has ended
-        assert runner.delivery._retry_task is None or runner.delivery._retry_task.done()
+        assert runner.parts.delivery.waiting == 0  # no chat waits on a timer: the retry loop has ended
+        assert runner.parts.delivery._retry_task is None or runner.parts.delivery._retry_task.done()
         assert 'chatgate_delivery_failures_total{platform="telegram"} 1.0' in await metrics_text(runner)
     finally:
         await runner.stop()
@@ -201,7 +201,7 @@ async def test_a_flush_while_the_preview_send_is_in_flight_does_not_send_the_rep
         await tg.wait_for("sendMessage", lambda c: c.status == -2)  # the preview's send, held
         await eventually(lambda: rows(tmp_path, "SELECT 1 FROM outbox o JOIN inbox i ON i.id = o.inbox_id"
                                                 " WHERE i.state = 'done'"), what="the reply committed")
-        await runner.delivery.flush("telegram")  # as when the platform is back, while the preview is held
+        await runner.parts.delivery.flush("telegram")  # as when the platform is back, while the preview is held
         release.set()
         await wait_for_text(tg, "echo: just once")
         await eventually(lambda: rows(tmp_path, "SELECT 1 FROM outbox WHERE state = 'sent'"), what="sent")
@@ -294,7 +294,7 @@ async def test_a_turn_that_raises_tells_the_person_logs_no_secret_and_is_not_run
         raise RuntimeError(f"upstream rejected token={secret}")
 
     try:
-        runner.turns.agent.run_turn = broken_turn  # type: ignore[method-assign]
+        runner.parts.turns.agent.run_turn = broken_turn  # type: ignore[method-assign]
         tg.user_message("this will break")
         await tg.wait_for("sendMessage", lambda c: "Something went wrong on my side (RuntimeError)"
                           in str(c.get("text")))
@@ -324,7 +324,7 @@ async def test_too_many_waiting_messages_are_refused_with_a_reply(tmp_path, tg: 
             for text in ("two", "three", "four"):
                 tg.user_message(text)
             await tg.wait_for("sendMessage", lambda c: "2 of your messages are already waiting" in str(c.get("text")))
-            assert runner.sessions.waiting(f"telegram:{ANN}") == 2
+            assert runner.parts.sessions.waiting(f"telegram:{ANN}") == 2
             [refused] = rows(tmp_path, "SELECT payload, error FROM inbox WHERE state = 'refused'")
             assert json.loads(refused["payload"])["text"] == "four" and refused["error"] == "too_many_waiting"
             assert 'chatgate_refused_messages_total{platform="telegram",reason="too_many_waiting"} 1.0' \
@@ -341,7 +341,7 @@ async def test_a_web_chat_reply_counts_only_when_the_page_confirms_it(tmp_path, 
             first = await dead_tab.wait_for(lambda f: f["type"] in ("message", "edit") and f.get("ack"))
             await eventually(lambda: rows(tmp_path, "SELECT 1 FROM outbox WHERE state = 'pending'"),
                              what="the reply still pending")
-            await eventually(lambda: runner.delivery._inflight == set(), what="the unconfirmed send given up")
+            await eventually(lambda: runner.parts.delivery._inflight == set(), what="the unconfirmed send given up")
             assert rows(tmp_path, "SELECT state FROM outbox")[0]["state"] == "pending"
         async with Tab(runner, dead_tab.chat_id) as tab:  # the page comes back
             again = await tab.wait_for(lambda f: f["type"] in ("message", "edit") and f.get("ack"))
@@ -357,18 +357,18 @@ async def test_the_heartbeat_goes_on_while_a_tick_hook_is_stuck(tmp_path, llm: F
     runner = await start_gateway(tmp_path, llm.base_url, gateway__tick_seconds=0.2)
     stuck = asyncio.Event()
     try:
-        runner.tick.add_hook("stuck", stuck.wait)  # a hook that never ends (a long curator pass)
-        await eventually(lambda: runner.tick.count >= 3, what="ticks going on")
+        runner.parts.tick.add_hook("stuck", stuck.wait)  # a hook that never ends (a long curator pass)
+        await eventually(lambda: runner.parts.tick.count >= 3, what="ticks going on")
         def forget_all() -> None:  # a sibling gateway (another process: not on this loop) took this one for dead
             with sqlite3.connect(tmp_path / "state.db") as db:
                 db.execute("DELETE FROM gateway_instances")
 
         await asyncio.to_thread(forget_all)
-        instance = runner.cron_timers.ledger.instance_id
+        instance = runner.parts.cron_timers.ledger.instance_id
         await eventually(lambda: rows(tmp_path, "SELECT 1 FROM gateway_instances WHERE id = ?", instance),
                          what="this instance's row back")
-        count = runner.tick.count
-        await eventually(lambda: runner.tick.count > count + 2, what="the other hooks still running")
+        count = runner.parts.tick.count
+        await eventually(lambda: runner.parts.tick.count > count + 2, what="the other hooks still running")
     finally:
         stuck.set()
         await runner.stop()
@@ -488,6 +488,6 @@ async def test_reviews_of_one_conversation_do_not_pile_up(tmp_path, llm: FakeLLM
                 await tab.say(f"message {n}")
                 await tab.reply(n)
             await eventually(lambda: len(llm.requests) == 5, what="the first review started")
-            assert len(runner.learning._reviews) == 2  # one running, one waiting; the rest folded into it
+            assert len(runner.parts.learning._reviews) == 2  # one running, one waiting; the rest folded into it
     finally:
         await runner.stop()

@@ -132,7 +132,7 @@ async def test_a_newer_message_under_interrupt_does_not_cut_off_a_committed_repl
     try:
         release = await _answer_committed_while_its_draft_is_held(tmp_path, llm, tg)
         tg.user_message("**second**")
-        await eventually(lambda: len(llm.requests) >= 2 or runner.sessions.waiting(KEY) >= 1,
+        await eventually(lambda: len(llm.requests) >= 2 or runner.parts.sessions.waiting(KEY) >= 1,
                          what="the newer message taken")
         release.set()
         await wait_for_text(tg, "<b>first</b> answer, streamed", timeout=10)
@@ -326,7 +326,7 @@ async def test_a_steered_message_whose_turn_fails_on_the_model_is_answered_after
             tg.user_message("start")
             await llm.wait_for_requests(1, timeout=10)
             tg.user_message("also this")
-            await eventually(lambda: runner.sessions.get(KEY) is not None and runner.sessions.get(KEY).steered,
+            await eventually(lambda: runner.parts.sessions.get(KEY) is not None and runner.parts.sessions.get(KEY).steered,
                              what="the message steered into the running turn")
             gate.set()
             await wait_for_text(tg, "echo: also this", timeout=20)  # answered by a turn of its own

@@ -137,7 +137,7 @@ async def test_a_two_step_script_from_the_model_is_contained(tmp_path: Path, llm
     (tmp_path / "config.yaml").write_text("gateway:\n  drain_seconds: 2\n")
     runner = await start_gateway(tmp_path, llm.base_url)
     try:
-        assert runner.sandbox.active
+        assert runner.parts.sandbox.active
         async with Tab(runner) as tab:
             await tab.say("run my script")
             assert await tab.reply() == "ran it"

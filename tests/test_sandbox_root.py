@@ -143,7 +143,7 @@ async def test_as_root_a_script_from_the_model_cannot_unmount_its_way_to_the_con
                Reply.tool_calls([("terminal", {"command": "sh run.sh"})]), Reply.text("ran it"))
     runner = await start_gateway(tmp_path, llm.base_url)
     try:
-        assert runner.sandbox.active
+        assert runner.parts.sandbox.active
         async with Tab(runner) as tab:
             await tab.say("run my script")
             assert await tab.reply() == "ran it"

@@ -209,10 +209,10 @@ async def test_a_scheduled_job_posting_into_a_group_searches_only_its_own_run(tm
         tg.user_message("@chatgate_bot hello", chat_type="group")  # Ann alone in the group
         await chat_text(tg, GROUP, "echo: [Ann] hello")
         for name, made_in in (("report-group", GROUP), ("report-dm", ANN)):  # each posts where
-            await runner.jobs.create(name=name, prompt="report on my locker", schedule="in 1s",  # it was made
+            await runner.parts.jobs.create(name=name, prompt="report on my locker", schedule="in 1s",  # it was made
                                      target=f"telegram:{made_in}", owner_platform="telegram", owner_id=str(ANN),
                                      owner_chat=f"telegram:{made_in}", owner_key=f"telegram:{made_in}")
-        runner._jobs_changed()
+        runner.parts.cron_timers.changed()
         posted = await chat_text(tg, GROUP, "⏰ report-group")
         assert f"report results: session_search: No earlier messages of this conversation match '{SECRET}'." \
             in posted and DM_WORDS not in group_texts(tg)

@@ -65,7 +65,7 @@ async def test_a_dm_gets_a_reply_in_mrkdwn(tmp_path, llm: FakeLLM, slack: FakeSl
     llm.script(Reply.text("Hello **Ann**, <!channel> & [docs](https://example.com/?a=1&b=2)"))
     runner = await slack_gateway(tmp_path, llm, slack)
     try:
-        assert runner.readiness()["slack"]["state"] == "ready"
+        assert runner.connections.readiness()["slack"]["state"] == "ready"
         slack.user_message("hi there")
         message = await wait_answer(slack, "Hello *Ann*, &lt;!channel&gt; &amp; <https://example.com/?a=1&amp;b=2|docs>")
         assert message.channel == DM and message.thread_ts is None
@@ -81,7 +81,7 @@ async def test_the_ack_comes_once_stored_while_the_model_is_still_working(tmp_pa
     try:
         payload = slack.user_message("take your time")
         await slack.wait_for_ack(payload)
-        assert await runner.store.fetch_one("SELECT 1 FROM inbox WHERE platform_message_id = ?",
+        assert await runner.parts.store.fetch_one("SELECT 1 FROM inbox WHERE platform_message_id = ?",
                                             (payload["event"]["ts"],))
         await llm.wait_for_requests(1)
         assert answers(slack, DM) == ["Working…"] or answers(slack, DM) == []  # the model has not answered
@@ -318,9 +318,9 @@ async def test_a_scheduled_job_delivers_into_a_thread(tmp_path, llm: FakeLLM, sl
     runner = await slack_gateway(tmp_path, llm, slack)
     thread = slack.store.new_ts()
     try:
-        await runner.jobs.create(name="tea", prompt="tea is ready", schedule="in 1s",
+        await runner.parts.jobs.create(name="tea", prompt="tea is ready", schedule="in 1s",
                                  target=f"slack:{DEFAULT_CHANNEL}:{thread}", owner_platform="cli", owner_id="op")
-        runner._jobs_changed()
+        runner.parts.cron_timers.changed()
         await wait_answer(slack, "⏰ tea\n\necho: tea is ready", timeout=10)
         assert answers(slack, DEFAULT_CHANNEL, thread) == ["⏰ tea\n\necho: tea is ready"]
     finally:
@@ -330,7 +330,7 @@ async def test_a_scheduled_job_delivers_into_a_thread(tmp_path, llm: FakeLLM, sl
 async def test_an_assistant_app_shows_its_thread_status_instead_of_a_placeholder(tmp_path, llm: FakeLLM,
                                                                                 slack: FakeSlack):
     runner = await slack_gateway(tmp_path, llm, slack, platforms__slack__assistant="true")
-    runner.delivery.typing.delay = 0.0  # (the fake model answers at once: show the status from the start)
+    runner.parts.delivery.typing.delay = 0.0  # (the fake model answers at once: show the status from the start)
     try:
         root = slack.user_message("in an assistant thread")
         slack.user_message("hello assistant", thread_ts=root["event"]["ts"])
@@ -377,13 +377,13 @@ def events_url(runner: Any) -> str:
 async def test_http_events_are_verified_answered_and_taken_once(tmp_path, llm: FakeLLM, slack: FakeSlack):
     runner = await slack_gateway(tmp_path, llm, slack, mode="http")
     try:
-        assert runner.readiness()["slack"]["state"] == "ready"
+        assert runner.connections.readiness()["slack"]["state"] == "ready"
         url = events_url(runner)
         status, body = await slack.url_verification(url)
         assert status == 200 and slack.last_challenge in body
         forged = slack.user_message("forged", deliver="none")
         assert (await slack.post_event(url, forged, signed=False))[0] == 401
-        assert await runner.store.fetch_all("SELECT id FROM inbox") == []  # nothing stored
+        assert await runner.parts.store.fetch_all("SELECT id FROM inbox") == []  # nothing stored
         payload = slack.user_message("signed", deliver="none")
         assert (await slack.post_event(url, payload))[0] == 200
         assert (await slack.post_event(url, payload, retry_num=1, retry_reason="http_timeout"))[0] == 200

@@ -55,7 +55,7 @@ async def test_status_lists_what_waits_and_the_last_errors(tmp_path: Path, llm: 
 
     runner = await start_gateway(tmp_path, llm.base_url)
     try:
-        await runner.store.inbox.dead_letter("telegram", "42", "{}", "ValueError: bad update")
+        await runner.parts.store.inbox.dead_letter("telegram", "42", "{}", "ValueError: bad update")
         async with Tab(runner) as tab:
             await tab.say("hello")
             await tab.reply()

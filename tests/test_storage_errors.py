@@ -187,7 +187,7 @@ async def test_the_telegram_webhook_answers_500_while_it_cannot_store_and_never_
         update = tg.user_message("through the hook")
         async with Shell(tmp_path / "state.db") as shell:
             assert [await tg.push_webhook(update) for _ in range(4)] == [500] * 4  # Telegram tries again
-            assert runner.store.health()["state"] == "failing"
+            assert runner.parts.store.health()["state"] == "failing"
             await shell.release()
         assert await tg.push_webhook(update) == 200
         await wait_for_text(tg, "echo: through the hook")
@@ -206,7 +206,7 @@ async def test_a_web_chat_message_is_acked_only_once_stored_and_answered_once(tm
         async with Tab(runner) as tab:
             await tab.say("warm up")
             await tab.reply()
-            await eventually(lambda: settled(runner.store), 10, "the warm-up done")
+            await eventually(lambda: settled(runner.parts.store), 10, "the warm-up done")
             async with Shell(tmp_path / "state.db") as shell:
                 await tab.send_raw({"type": "message", "id": "held-1", "text": "while locked"})
                 notice = await tab.wait_for(lambda f: f["type"] == "notice")
@@ -251,7 +251,7 @@ async def test_slack_socket_mode_does_not_ack_what_it_cannot_store_and_takes_the
     try:
         async with Shell(tmp_path / "state.db") as shell:
             payload = slack.user_message("while locked")
-            await eventually(lambda: runner.store.health()["state"] == "failing", 10, "the refused write")
+            await eventually(lambda: runner.parts.store.health()["state"] == "failing", 10, "the refused write")
             assert not [a for a in slack.acks if a.envelope_id == slack.envelope_of(payload).envelope_id]
             await shell.release()
         await slack.wait_for_ack(payload, timeout=15)  # a redelivery, stored
@@ -299,7 +299,7 @@ async def test_a_discord_message_waits_for_the_storage_and_is_answered_once(tmp_
                 dc.user_message("while locked")
                 tried = 'chatgate_inbound_messages_total{platform="discord"} 4.0'  # more tries than set it aside
                 await eventually(lambda: tried in runner.metrics.render().decode(), 20, "four tries")
-                assert runner.store.health()["state"] == "failing"
+                assert runner.parts.store.health()["state"] == "failing"
                 assert not rows(tmp_path, "SELECT 1 FROM dead_letters")
                 await shell.release()
             await dc.wait_until(lambda: any(m.content == "echo: while locked" for m in dc.sent_messages()), 20)

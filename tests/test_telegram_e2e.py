@@ -164,7 +164,7 @@ async def test_streaming_edits_are_coalesced_and_the_final_text_lands(tmp_path, 
 async def test_typing_is_shown_during_a_turn_and_stops_after_it(tmp_path, tg: FakeTelegram):
     async with FakeLLM(latency=1.0) as llm:
         runner = await telegram_gateway(tmp_path, llm, tg)
-        runner.delivery.typing.refresh = 0.2  # Telegram shows it 5 s; chatgate refreshes it every 4 s
+        runner.parts.delivery.typing.refresh = 0.2  # Telegram shows it 5 s; chatgate refreshes it every 4 s
         try:
             tg.user_message("think hard")
             await wait_for_text(tg, "echo: think hard", timeout=10)
@@ -179,7 +179,7 @@ async def test_typing_is_shown_during_a_turn_and_stops_after_it(tmp_path, tg: Fa
 async def test_a_reply_quicker_than_the_typing_delay_sends_no_typing_indicator(tmp_path, llm: FakeLLM,
                                                                                 tg: FakeTelegram):
     runner = await telegram_gateway(tmp_path, llm, tg)
-    runner.delivery.typing.delay = 3600.0  # (every turn here is quicker than that)
+    runner.parts.delivery.typing.delay = 3600.0  # (every turn here is quicker than that)
     try:
         for n in range(3):
             tg.user_message(f"quick {n}")
@@ -253,10 +253,10 @@ async def test_button_press_reaches_the_runner_and_is_answered(tmp_path, llm: Fa
         pressed.append(press)
         return "Noted."
 
-    runner.button_handlers["demo:"] = handler
+    runner.parts.inbound.buttons["demo:"] = handler
     try:
         from platforms.base import ChatRef
-        await runner.delivery.reply(ChatRef("telegram", str(ANN)), "Pick one",
+        await runner.parts.delivery.reply(ChatRef("telegram", str(ANN)), "Pick one",
                                     buttons=[[{"text": "Yes", "data": "demo:yes"}, {"text": "No", "data": "demo:no"}]])
         [message] = tg.sent_messages(ANN)
         assert [b["text"] for b in message.reply_markup["inline_keyboard"][0]] == ["Yes", "No"]
@@ -292,8 +292,8 @@ async def test_conflict_409_is_a_clear_fatal_error(tmp_path, llm: FakeLLM, tg: F
     tg.conflict = True
     runner = await telegram_gateway(tmp_path, llm, tg)
     try:
-        await asyncio.wait_for(runner.failed.wait(), 5)
-        assert "409 Conflict" in (runner.failure or "")
+        await asyncio.wait_for(runner.connections.failed.wait(), 5)
+        assert "409 Conflict" in (runner.connections.failure or "")
         assert len(tg.calls_to("getUpdates")) == 1  # no retry loop
     finally:
         await runner.stop()
@@ -345,7 +345,7 @@ async def test_an_edit_that_changes_nothing_is_not_sent_and_one_that_does_is(tg:
         await adapter.bot.shutdown()
 
 
-# `chatgate run` (gateway.launch, as the console script starts it) with a thread that reports on a
+# `chatgate run` (gateway.cli.launch, as the console script starts it) with a thread that reports on a
 # line of its stdin what the tests below ask of the process.
 _REPORTING_GATEWAY = (
     "import gc, json, os, sys, threading\n"
@@ -359,7 +359,7 @@ _REPORTING_GATEWAY = (
     "                                    'frozen': gc.get_freeze_count(), 'young': gc.get_threshold()[0]}),\n"
     "              flush=True)\n"
     "threading.Thread(target=report, daemon=True).start()\n"
-    "from gateway.launch import main; sys.exit(main(['run']))")
+    "from gateway.cli.launch import main; sys.exit(main(['run']))")
 
 
 async def _report(gateway: asyncio.subprocess.Process) -> dict[str, Any]:
@@ -376,7 +376,7 @@ async def test_start_up_leaves_metrics_to_their_first_use_and_collects_once_up(t
     """`chatgate run` starts with python-telegram-bot loaded (Telegram is configured: its `Bot` makes
     every call), imports the openai SDK once it is ready (not on the way there: see test_llm_client; not
     at the first message either) and answers a private message, a button press and a group mention. By then the
-    collector is on again, with what start-up made frozen (gateway/launch.py). The metrics' library
+    collector is on again, with what start-up made frozen (gateway/cli/launch.py). The metrics' library
     waits for the first message. frozenlist's extension is not loaded at all, and
     frozenlist's switch is not left in the environment of the agent's commands."""
     async with FakeLLM() as llm:

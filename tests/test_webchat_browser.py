@@ -89,8 +89,8 @@ async def test_a_streamed_reply_is_shown_as_rendered_html_and_confirmed(tmp_path
         assert await browser.evaluate(f"{BOT}.length") == 1  # the final reply replaced the preview
 
         async def confirmed() -> bool:
-            assert runner.store is not None
-            row = await runner.store.fetch_one("SELECT state FROM outbox ORDER BY id DESC LIMIT 1")
+            assert runner.parts is not None
+            row = await runner.parts.store.fetch_one("SELECT state FROM outbox ORDER BY id DESC LIMIT 1")
             return row is not None and row["state"] == "sent"
         await eventually(confirmed, what="the page's receipt for the reply")
         await browser.wait_for("document.getElementById('typing').hidden")  # the turn is over

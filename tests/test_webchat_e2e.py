@@ -260,9 +260,9 @@ async def test_idle_workers_exit_and_come_back(tmp_path, llm: FakeLLM):
         async with Tab(runner) as tab:
             await tab.say("one")
             await tab.reply()
-            assert len(runner.sessions.workers) == 1
+            assert len(runner.parts.sessions.workers) == 1
             await asyncio.sleep(0.5)
-            assert runner.sessions.workers == {}
+            assert runner.parts.sessions.workers == {}
             await tab.say("two")
             assert await tab.reply(2) == "echo: two"
     finally:

@@ -32,8 +32,8 @@ from agent.tools import ApprovalPort, AskingFor, Rank, ToolContext
 from gateway.access.pairing import Pairing
 from gateway.access.policy import check_access, is_admin
 from gateway.config import AccessConfig
-from gateway.storage import Store
-from gateway.storage.sessions import SearchHit
+
+from gateway.storage.sessions import SearchHit, SessionStore
 from platforms.base import InboundMessage
 
 ANYONE, PAIRED, ALLOWED, ADMIN = Rank
@@ -92,27 +92,27 @@ class Trust:
         rank, _, (platform, user_id) = min(ranked, key=lambda r: (r[0], -r[1]))  # of equals, the latest
         return Acting(platform, user_id, rank, len(distinct) > 1)
 
-    async def settle(self, ctx: ToolContext, store: Store, run_for: Iterable[Person], *,
+    async def settle(self, ctx: ToolContext, transcripts: SessionStore, run_for: Iterable[Person], *,
                      private: bool) -> tuple[ToolContext, Acting | None]:
         """The rule of every run (see the module doc): the context `ctx` becomes, acting for the least
         trusted of the session's speakers and `run_for` (who the run is for now), its search seeing only its
         own conversation unless `private` (one person alone reads its answer); and whom it acts for. One
         read besides the ranks: the speakers."""
-        heard = await store.sessions.speakers(ctx.session_id) if ctx.session_id is not None else []
+        heard = await transcripts.speakers(ctx.session_id) if ctx.session_id is not None else []
         acting = await self.acting_for([*heard, *run_for])
         if acting is not None:
-            ctx = self.apply(ctx, acting, store)
-        return (ctx if private else confine(ctx, store)), acting
+            ctx = self.apply(ctx, acting, transcripts)
+        return (ctx if private else confine(ctx, transcripts)), acting
 
-    def apply(self, ctx: ToolContext, acting: Acting, store: Store) -> ToolContext:
+    def apply(self, ctx: ToolContext, acting: Acting, transcripts: SessionStore) -> ToolContext:
         """`ctx` made to act for `acting` (see the module doc)."""
         approvals = ctx.approvals
         if acting.user_id != ctx.user_id and approvals is not None:  # the prompt says for whom it asks
             approvals = OnBehalf(approvals, acting)
         ctx = replace(ctx, user_id=acting.user_id, rank=acting.rank, approvals=approvals)
-        return confine(replace(ctx, several_people=True), store) if acting.several else ctx
+        return confine(replace(ctx, several_people=True), transcripts) if acting.several else ctx
 
-    def joined(self, ctx: ToolContext, person: Person, store: Store) -> ToolContext:
+    def joined(self, ctx: ToolContext, person: Person, transcripts: SessionStore) -> ToolContext:
         """The context of a running turn (busy policy `steer`), a goal's or a person's own, once `person`'s
         message joins it: from then on it acts for the least trusted of them all (by the configuration: a
         paired person counts as anyone), as a run on several people's words."""
@@ -122,7 +122,7 @@ class Trust:
         current = ctx.rank  # (a person's own turn: their rank by the configuration)
         current = self.known_rank(ctx.platform, ctx.user_id) if current is None else current
         chosen = Acting(*person, rank, True) if rank <= current else Acting(ctx.platform, ctx.user_id, current, True)
-        return self.apply(ctx, chosen, store)
+        return self.apply(ctx, chosen, transcripts)
 
 
 class OnBehalf(AskingFor):
@@ -136,21 +136,21 @@ class OnBehalf(AskingFor):
                                "words this turn reads")
 
 
-def confine(ctx: ToolContext, store: Store) -> ToolContext:
+def confine(ctx: ToolContext, transcripts: SessionStore) -> ToolContext:
     """`ctx` with its `session_search` seeing only its own conversation (no session: nothing)."""
-    transcripts = ctx.transcripts
-    if transcripts is not None and not isinstance(transcripts, ConversationSearch):
-        transcripts = ConversationSearch(store, ctx.session_id) if ctx.session_id is not None else None
-    return replace(ctx, conversation_only=True, transcripts=transcripts)
+    search = ctx.transcripts
+    if search is not None and not isinstance(search, ConversationSearch):
+        search = ConversationSearch(transcripts, ctx.session_id) if ctx.session_id is not None else None
+    return replace(ctx, conversation_only=True, transcripts=search)
 
 
 class ConversationSearch:
     """`session_search` for a run whose answer others read: only its own conversation."""
 
-    def __init__(self, store: Store, session_id: int) -> None:
-        self.store = store
+    def __init__(self, transcripts: SessionStore, session_id: int) -> None:
+        self.transcripts = transcripts
         self.session_id = session_id
 
     async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10) -> list[SearchHit]:
-        return await self.store.sessions.search(query, platform=platform, user_id=user_id, limit=limit,
+        return await self.transcripts.search(query, platform=platform, user_id=user_id, limit=limit,
                                                 session_id=self.session_id)

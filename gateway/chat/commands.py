@@ -10,8 +10,14 @@ handlers are registered in `gateway.chat.command_handlers`: adding a command is 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from platforms.base import PlatformAdapter
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,13 @@ class Registry(Generic[C]):
     def menu(self) -> dict[str, str]:
         """Name → description, for the platforms' command menus."""
         return {name: spec.description for name, spec in self._specs.items()}
+
+    async def offer_menu(self, adapter: "PlatformAdapter") -> None:
+        """A platform is up (at start, or later after tries): its command menu."""
+        try:
+            await adapter.set_commands(self.menu())
+        except Exception as exc:  # (a menu is a nicety: the platform serves without it)
+            log.warning("%s: could not register the chat commands: %s", adapter.name, exc)
 
     def help_text(self) -> str:
         return "Commands:\n" + "\n".join(f"/{name} — {what}" for name, what in self.menu().items())

@@ -41,7 +41,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable, Literal, Mapping, TypeVar
+from typing import AsyncIterator, Awaitable, Callable, Iterable, Literal, Mapping, TypeVar
 
 from gateway.chat.files import OutgoingFile, discard
 from gateway.chat.intents import DraftSend, may_have_landed, reclaim
@@ -124,6 +124,20 @@ class Delivery:
         await self.outbox.add(item, done_inbox_id=done_inbox_id)
         await self.deliver(item)
         return item
+
+    async def to_admins(self, admins: Mapping[str, Iterable[str | int]], text: str) -> None:
+        """A notice to each admin (platform → ids), in their direct chat (opened by the adapter where needed)."""
+        for platform, ids in admins.items():
+            adapter = self.adapters.get(platform)
+            if adapter is None or adapter.capabilities.local:
+                continue
+            for admin in ids:
+                try:
+                    chat = await adapter.open_dm(str(admin))
+                except Exception as exc:
+                    log.warning("could not open a direct chat with %s admin %s: %s", platform, admin, exc)
+                    continue
+                await self.reply(chat, text)
 
     async def deliver(self, item: OutboxItem) -> bool:
         """Send what is left of one outbox item now, unless its chat waits; True once it is all sent."""

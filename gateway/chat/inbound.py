@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from gateway.access.policy import check_access
 from gateway.chat.command_handlers import bare_answer
-from gateway.chat.session_key import personal_session, session_key
+from gateway.chat.session_key import session_key
 from gateway.chat.sessions import WorkItem
-from gateway.chat.throttle import Throttle
+from gateway.chat.refusals import Refusals
 from gateway.storage.database import StorageError
 from platforms.base import ButtonPress, ChatOpened, InboundEvent, InboundMessage, Intake, StorageUnavailable, Unreadable
 
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NOTICE_EVERY = 60.0  # seconds: a full queue is said once in this long per person (or conversation)
-
 
 class Inbound:
     def __init__(self, config: "Config", *, local: frozenset[str], inbox: "InboxStore", transcripts: "SessionStore",
@@ -61,12 +59,7 @@ class Inbound:
         self.last_message_at = time.time()
         self.held: list[WorkItem] = []  # accepted while starting: dispatched once running
         self.resumed: set[int] = set()  # inbox ids the start dispatched as unfinished (`release_held`)
-        self.told = Throttle(NOTICE_EVERY)  # who was told of a full queue lately (a flood gets one notice)
-        # a person's chat commands in one chat (its threads and topics too: a member opens as many as they like)
-        self.command_limit = Throttle(60.0, times=config.gateway.max_commands_per_minute)
-        # and their unthrottled ones (/stop, /approve, /deny) and bare yes/no there: always done, but beyond as
-        # many a minute, one that does nothing (nothing running, nothing waiting, not theirs to decide) is not answered
-        self.answer_limit = Throttle(60.0, times=config.gateway.max_commands_per_minute)
+        self.refusals = Refusals(config.gateway, local, sessions)
 
     async def on_event(self, event: InboundEvent) -> Intake:
         """The callback every adapter's `emit` reaches. The database failing (locked by another
@@ -105,7 +98,7 @@ class Inbound:
         if decision != "allow":
             return Intake.IGNORED
         command = self._parse(msg)
-        refusal = self._refusal(msg, key, command)
+        refusal = self.refusals.refusal(msg, key, command)
         if refusal is not None:
             return await self._refuse(msg, key, *refusal)
         inbox_id = await self.inbox.add(msg, key)
@@ -131,34 +124,6 @@ class Inbound:
             return False
         return await self.transcripts.in_thread(msg.platform, msg.chat_id, msg.thread_id, key)
 
-    def _refusal(self, msg: InboundMessage, key: str,
-                 command: "Command | None") -> tuple[str, str, tuple[str, ...] | None] | None:
-        """(reason, what to tell, and a key when that notice is said at most once a minute per key) when a
-        message is not to be taken. The waiting limit is per person, so one member of a shared
-        conversation cannot fill it for the others; all of them together have a larger one."""
-        limits, sessions = self.config.gateway, self.sessions
-        if len(msg.text) > limits.max_message_chars:
-            return "too_long", (f"⚠️ Your message is {len(msg.text):,} characters long; the limit is "
-                                f"{limits.max_message_chars:,}. It was not passed on — send it shorter, or as a file."
-                                ), None
-        if command is not None and command.immediate:  # /stop, /status … skip the queue: never refused for it,
-            if not command.throttled or msg.platform in self.local or self.command_limit.allow(_in_chat(msg)):
-                return None  # but a person's commands are answered a few dozen a minute, not without end
-            return "too_many_commands", (f"⚠️ You sent more than {limits.max_commands_per_minute} commands in a "
-                                         "minute here; the others go unanswered for now (I say this at most once a "
-                                         "minute). /stop still works."), _in_chat(msg)
-        later = "nor are more until I get to them (I say this at most once a minute). Send it again then"
-        mine = limits.max_waiting_messages
-        if sessions.waiting(key, msg.user_id) >= mine:  # (a reply to their message: "your" is theirs)
-            stop = " (or /stop the running request)" if personal_session(key, msg.chat_type, msg.user_id) else ""
-            return "too_many_waiting", (f"⚠️ {mine} of your messages are already waiting here, so this one was not "
-                                        f"taken, {later}{stop}."), (key, msg.user_id)
-        everyone = limits.max_waiting_per_conversation
-        if sessions.waiting(key) >= everyone:
-            return "conversation_full", (f"⚠️ {everyone} messages are already waiting in this conversation, so this "
-                                         f"one was not taken, {later}."), (key,)
-        return None
-
     async def _refuse(self, msg: InboundMessage, key: str, reason: str, text: str,
                       notice_key: tuple[str, ...] | None) -> Intake:
         """Keep a small record (so a re-delivery is still dropped) and tell the person, in a task — a
@@ -168,7 +133,7 @@ class Inbound:
             return Intake.DUPLICATE
         self.metrics.refused.labels(msg.platform, reason).inc()
         log.info("refused a %s message in %s: %s", msg.platform, key, reason)
-        if notice_key is None or self.told.allow((reason, *notice_key)):
+        if self.refusals.tell(reason, notice_key):
             self.spawn(self.delivery.reply(msg.reply_chat, text, reply_to=msg.message_id), name="refusal")
         return Intake.REFUSED
 
@@ -197,12 +162,12 @@ class Inbound:
         worker's queue."""
         command = item.command
         if command is not None and command.immediate:
-            quiet = not command.throttled and self._over_answers(item.msg)
+            quiet = not command.throttled and self.refusals.over_answers(item.msg)
             self.spawn(self._run_now(item, quiet), name=f"command:{command.name}")
             return
         answer = bare_answer(item.msg.text) if command is None else None
         if answer is not None and len(self.approvals.pending_in(item.key)) == 1:  # it answers the one waiting request
-            self.spawn(self._run_now(replace(item, command=answer), self._over_answers(item.msg)), name="yes-no")
+            self.spawn(self._run_now(replace(item, command=answer), self.refusals.over_answers(item.msg)), name="yes-no")
             return
         worker = self.sessions.worker(item.key)
         policy = self.config.gateway.busy_policy
@@ -225,10 +190,16 @@ class Inbound:
         """The one place a message's text is read as a chat command (None: an ordinary message)."""
         return self.commands.registry.parse(msg.text)
 
-    def _over_answers(self, msg: InboundMessage) -> bool:
-        """This person sent more /stop, /approve, /deny (or bare yes/no) in this chat this minute than
-        `gateway.max_commands_per_minute`: one that does nothing goes unanswered (the web chat: never)."""
-        return msg.platform not in self.local and not self.answer_limit.allow(_in_chat(msg))
+    async def resume(self) -> None:
+        """Dispatch what an earlier run accepted but did not finish, then what arrived while starting.
+        A turn that had started side-effecting tools is not run again: its person is told (`Turns`)."""
+        unfinished = await self.inbox.unfinished()
+        if unfinished:
+            log.info("resuming %d unfinished message(s)", len(unfinished))
+        for u in unfinished:
+            self.dispatch(self.item(u.inbox_id, u.session_key, u.msg, draft_message_id=u.draft_message_id,
+                                    effects=tuple(u.effects), goal_turn=u.goal_turn, draft_intent=u.draft_intent))
+        self.release_held(skip={u.inbox_id for u in unfinished})
 
     def release_held(self, skip: set[int]) -> None:
         """What was accepted while starting, but `skip` (already dispatched as unfinished; a message
@@ -238,8 +209,3 @@ class Inbound:
             if item.inbox_id not in skip:
                 self.dispatch(item)
         self.held.clear()
-
-
-def _in_chat(msg: InboundMessage) -> tuple[str, str, str]:
-    """Whose commands where: a person in a chat, whatever its threads or topics (the key of the limits)."""
-    return msg.platform, msg.chat_id, msg.user_id

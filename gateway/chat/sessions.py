@@ -115,12 +115,24 @@ class SessionWorker:
 
 
 class Sessions:
-    """The set of live workers, keyed by session key."""
+    """The set of live workers, keyed by session key. Made first (a goal queues its turns here, and a turn
+    reports to its goal), then given what runs a worker's items (`serve`), before anything is submitted."""
 
-    def __init__(self, turn: Process, command: Process, idle_seconds: float) -> None:
-        self._turn, self._command = turn, command  # `Turns.run`, `Commands.run`
+    def __init__(self, idle_seconds: float, *, accepting: Callable[[], bool] = lambda: True) -> None:
+        self._turn: Process | None = None  # `Turns.run`
+        self._command: Process | None = None  # `Commands.run`
         self._idle = idle_seconds
+        self._accepting = accepting  # False while the gateway drains or is stopped
         self.workers: dict[str, SessionWorker] = {}
+
+    def serve(self, turn: Process, command: Process) -> None:
+        self._turn, self._command = turn, command
+
+    def queue_goal_turn(self, item: WorkItem) -> None:
+        """A goal's next turn waits in its session's queue: it never interrupts or steers a person's turn.
+        While draining it stays in the inbox for the next start."""
+        if self._accepting():
+            self.worker(item.key).submit(item)
 
     def get(self, key: str) -> SessionWorker | None:
         return self.workers.get(key)
@@ -128,8 +140,8 @@ class Sessions:
     def worker(self, key: str) -> SessionWorker:
         worker = self.workers.get(key)
         if worker is None:
-            worker = self.workers[key] = SessionWorker(key, self._turn, self._command, self._idle,
-                                                                self._forget)
+            assert self._turn is not None and self._command is not None, "Sessions.serve first"
+            worker = self.workers[key] = SessionWorker(key, self._turn, self._command, self._idle, self._forget)
         return worker
 
     def _forget(self, worker: SessionWorker) -> None:

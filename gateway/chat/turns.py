@@ -50,7 +50,8 @@ from gateway.goals import Goals
 from gateway.learning.review import Learning
 from gateway.ops.logs import log_context
 from gateway.ops.metrics import Metrics
-from gateway.storage import Store
+from gateway.storage.inbox import InboxStore
+from gateway.storage.sessions import SessionStore
 from gateway.storage.outbox import OutboxItem
 from platforms.base import Attachment, InboundMessage, PlatformAdapter, Reply
 
@@ -148,6 +149,9 @@ def interrupted_text(effects: tuple[str, ...]) -> str:
             "pick up from there.")
 
 
+UntilStored = Callable[[Callable[[], Awaitable[Any]], str], Awaitable[Any]]  # `Store.until_stored`
+
+
 def failed_text(exc: BaseException) -> str:
     return (f"⚠️ Something went wrong on my side ({type(exc).__name__}), so this message was not answered. "
             "It has been logged; please try again.")
@@ -156,22 +160,23 @@ def failed_text(exc: BaseException) -> str:
 class _Journal:
     """The turn's side-effecting tool calls, written to its inbox row before each one runs."""
 
-    def __init__(self, store: Store, inbox_id: int, redact: Callable[[str], str]) -> None:
-        self.store, self.inbox_id, self.redact = store, inbox_id, redact
+    def __init__(self, inbox: InboxStore, until_stored: UntilStored, inbox_id: int,
+                 redact: Callable[[str], str]) -> None:
+        self.inbox, self.until_stored, self.inbox_id, self.redact = inbox, until_stored, inbox_id, redact
 
     async def tool_started(self, name: str, arguments: str) -> None:
         """Noted before the tool runs: while the store refuses it, the tool waits (see the module doc)."""
         what = self.redact(describe_call(name, arguments))
-        await self.store.until_stored(lambda: self.store.inbox.add_effect(self.inbox_id, what),
-                                      f"the journal of inbox message {self.inbox_id}")
+        await self.until_stored(lambda: self.inbox.add_effect(self.inbox_id, what),
+                                f"the journal of inbox message {self.inbox_id}")
 
 
 class _Steering:
     """The messages busy policy `steer` folds into a running turn, and the turn's context as each joins it
     (another person's words: it acts for the less trusted of them, `Trust.joined`)."""
 
-    def __init__(self, worker: SessionWorker, trust: Trust, store: Store, inbox_id: int) -> None:
-        self.worker, self.trust, self.store, self.inbox_id = worker, trust, store, inbox_id
+    def __init__(self, worker: SessionWorker, trust: Trust, transcripts: SessionStore, inbox_id: int) -> None:
+        self.worker, self.trust, self.transcripts, self.inbox_id = worker, trust, transcripts, inbox_id
         self.taken: list[WorkItem] = []
 
     def take(self, ctx: ToolContext) -> tuple[list[str], ToolContext]:
@@ -180,7 +185,7 @@ class _Steering:
         self.worker.steered.clear()
         self.taken.extend(taken)
         for i in taken:
-            ctx = self.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.store)
+            ctx = self.trust.joined(ctx, (i.msg.platform, i.msg.user_id), self.transcripts)
         return [user_text(i.msg) for i in taken], ctx
 
     def give_back(self) -> None:
@@ -220,7 +225,8 @@ class _Open:
 
 
 class Turns:
-    def __init__(self, *, store: Store, agent: Agent | None, tools: ToolScope, delivery: Delivery, metrics: Metrics,
+    def __init__(self, *, inbox: InboxStore, transcripts: SessionStore, until_stored: UntilStored,
+                 agent: Agent | None, tools: ToolScope, delivery: Delivery, metrics: Metrics,
                  busy_policy: str, timezone: str | None, approvals: ApprovalPort | None,
                  adapters: Mapping[str, PlatformAdapter], files_root: Path, trust: Trust,
                  learning: Learning | None = None, redact: Callable[[str], str] = lambda text: text,
@@ -230,7 +236,7 @@ class Turns:
         self.goals = goals
         self.learning = learning
         self.last_finished = time.time()  # when a turn last ended (the curator's idle clock)
-        self.store = store
+        self.inbox, self.transcripts, self.until_stored = inbox, transcripts, until_stored
         self.agent = agent
         self.tools = tools
         self.delivery = delivery
@@ -250,7 +256,7 @@ class Turns:
         async def attempt() -> str | None:  # run again after a storage error: from what its row says now
             nonlocal item, first
             if not first:
-                rows = await self.store.inbox.unfinished(item.inbox_id)
+                rows = await self.inbox.unfinished(item.inbox_id)
                 if not rows:
                     return None
                 item = replace(item, draft_message_id=rows[0].draft_message_id, effects=tuple(rows[0].effects),
@@ -259,7 +265,7 @@ class Turns:
             return await self._turn(worker, item, goals)
 
         try:
-            outcome = await self.store.until_stored(attempt, f"the turn in {item.key}")
+            outcome = await self.until_stored(attempt, f"the turn in {item.key}")
         except asyncio.CancelledError:  # a newer message interrupted it: a goal carries on after that message
             outcome = "interrupted" if worker.cancel_reason == "interrupt" else None
             raise
@@ -303,7 +309,7 @@ class Turns:
                                       reply_to=msg.message_id, done_inbox_id=item.inbox_id if nothing_left else None)
             if nothing_left:
                 return "refused"
-        start = await self.store.sessions.open_turn(item.key, msg.chat, msg.chat_type)
+        start = await self.transcripts.open_turn(item.key, msg.chat, msg.chat_type)
         session_id = start.session_id
         log_context(session=session_id)
         usage_scope.serving("goal" if item.origin == "goal" else "main", session_id, msg.platform, msg.user_id)
@@ -315,13 +321,13 @@ class Turns:
             context += f"\n\n{block}" if block else ""
         outgoing = Outgoing(self.files_root.parent)  # files the agent sends: copied under the home
         ctx = ToolContext(platform=msg.platform, chat_id=chat.chat_id, user_id=msg.user_id, session_id=session_id,
-                          transcripts=self.store.sessions, approvals=self.approvals,
-                          journal=_Journal(self.store, item.inbox_id, self.redact), files=outgoing,
+                          transcripts=self.transcripts, approvals=self.approvals,
+                          journal=_Journal(self.inbox, self.until_stored, item.inbox_id, self.redact), files=outgoing,
                           timezone=self.timezone,
                           place=Place(thread_id=chat.thread_id, session_key=item.key, inbox_id=item.inbox_id))
         ctx = await self._settle(ctx, item, msg)
         return _Open(msg, session_id, start.history, start.ids, context, ctx, outgoing, started,
-                     _Steering(worker, self.trust, self.store, item.inbox_id))
+                     _Steering(worker, self.trust, self.transcripts, item.inbox_id))
 
     async def _converse(self, worker: SessionWorker, item: WorkItem, turn: _Open) -> tuple[str, str, str, int]:
         """The model's answer, streamed to a preview, with the messages `steer` folds in: its text, the
@@ -374,7 +380,7 @@ class Turns:
             if self.learning is not None and outcome == "ok" else None
         worker.answered = True  # from the commit on, /stop and a newer message leave this turn be
         async with self.delivery.final_reply(reply, preview):  # (a storage error: held here until it is stored)
-            await self.store.until_stored(lambda: self.store.sessions.commit_turn(
+            await self.until_stored(lambda: self.transcripts.commit_turn(
                 turn.session_id, turn.steering.inbox_ids, msg.chat, msg.user_id, turn.authored(), reply,
                 status=status, also=count), f"the answer in {item.key}")
         self.metrics.turns.labels(outcome).inc()
@@ -398,7 +404,7 @@ class Turns:
         if worker.cancel_reason not in ("stop", "interrupt"):
             return
         note = "⏹ Stopped." if worker.cancel_reason == "stop" else "⏹ Interrupted by a newer message."
-        await self.store.until_stored(lambda: self.store.sessions.commit_turn(
+        await self.until_stored(lambda: self.transcripts.commit_turn(
             turn.session_id, turn.steering.inbox_ids, msg.chat, msg.user_id, turn.authored(), None,
             status="cancelled"), f"the stopped turn in {item.key}")
         draft = await preview.finish()
@@ -410,7 +416,7 @@ class Turns:
         """Where a compression's summary goes: the session's new starting point."""
         async def summarised(summary: str, through: int) -> None:
             if through >= 0 and turn.ids[through] is not None:
-                await self.store.until_stored(lambda: self.store.sessions.save_summary(
+                await self.until_stored(lambda: self.transcripts.save_summary(
                     turn.session_id, turn.ids[through], summary), f"a summary in {item.key}")
         return summarised
 
@@ -421,7 +427,7 @@ class Turns:
         only, unless the chat is a direct one (its one person alone reads the answer)."""
         run_for = await self.goals.run_for(item) if self.goals is not None and item.origin == "goal" \
             else [(msg.platform, msg.user_id)]
-        ctx, _ = await self.trust.settle(ctx, self.store, run_for, private=msg.chat_type == "dm")
+        ctx, _ = await self.trust.settle(ctx, self.transcripts, run_for, private=msg.chat_type == "dm")
         return ctx
 
     async def _fetch(self, msg: InboundMessage) -> InboundMessage:
@@ -443,11 +449,11 @@ class Turns:
         """A turn cut off after it had started side effects: say so instead of running it again."""
         msg = item.msg
         text = interrupted_text(item.effects)
-        session_id = await self.store.sessions.active(item.key, msg.chat, msg.chat_type)
+        session_id = await self.transcripts.active(item.key, msg.chat, msg.chat_type)
         record = [{"role": "user", "content": user_text(msg)}, {"role": "assistant", "content": text}]
         reply = OutboxItem(chat=msg.reply_chat, text=text, reply_to=answers(item),
                            draft_message_id=item.draft_message_id, inbox_id=item.inbox_id)
-        await self.store.sessions.commit_turn(session_id, [item.inbox_id], msg.chat, msg.user_id, record, reply,
+        await self.transcripts.commit_turn(session_id, [item.inbox_id], msg.chat, msg.user_id, record, reply,
                                               inbox_state="interrupted")
         self.metrics.turns.labels("interrupted").inc()
         await self.delivery.deliver(reply)
@@ -455,7 +461,7 @@ class Turns:
     async def _fail(self, item: WorkItem, exc: Exception) -> None:
         """Best effort when the turn itself could not be recorded: mark the row, tell the person."""
         try:
-            await self.store.inbox.set_state([item.inbox_id], "failed", f"{type(exc).__name__}: {exc}"[:500])
+            await self.inbox.set_state([item.inbox_id], "failed", f"{type(exc).__name__}: {exc}"[:500])
             await self.delivery.reply(item.msg.reply_chat, failed_text(exc), reply_to=answers(item))
         except Exception:
             log.exception("could not report the failed turn in %s", item.key)

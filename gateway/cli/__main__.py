@@ -1,8 +1,8 @@
-"""`python -m gateway.cli`, as units written by earlier versions start it; `python -m gateway` is
-the entry point now (it holds the collector off from the first import: gateway/launch.py)."""
+"""`python -m gateway.cli`, as units written by earlier versions start it; the same as `python -m gateway`
+and the `chatgate` script (gateway/cli/launch.py)."""
 
 import sys
 
-from gateway.launch import main
+from gateway.cli.launch import main
 
 sys.exit(main())

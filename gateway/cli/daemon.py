@@ -76,10 +76,10 @@ async def _serve(config: Config) -> int:
     print(f"chatgate is running{_where(config, runner)} (Ctrl-C stops)", flush=True)
     loop.call_later(COLLECT_AFTER_START, lambda: collector_on(started=True))
     sdk_loaded = asyncio.create_task(llm_sdk(), name="openai import")  # off the path to ready, before the first message
-    systemd.notify(f"READY=1\nSTATUS=running {runner.summary()}")  # (serving: a platform still down is not waited for)
+    systemd.notify(f"READY=1\nSTATUS=running {runner.connections.summary()}")  # (serving: a platform still down is not waited for)
     interval = systemd.watchdog_interval()
     watchdog = asyncio.create_task(systemd.feed_watchdog(interval), name="watchdog") if interval else None
-    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(runner.failed.wait())]
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(runner.connections.failed.wait())]
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     for waiter in waiters:
         waiter.cancel()
@@ -89,8 +89,8 @@ async def _serve(config: Config) -> int:
     if watchdog is not None:
         watchdog.cancel()
     sdk_loaded.cancel()
-    if runner.failure:  # every platform refused for good meanwhile
-        print(f"chatgate stopped: {runner.failure}", file=sys.stderr)
+    if runner.connections.failure:  # every platform refused for good meanwhile
+        print(f"chatgate stopped: {runner.connections.failure}", file=sys.stderr)
         return EXIT_REFUSED
     return 0
 

@@ -125,6 +125,11 @@ class CronManager:
         self.changed()
         return text
 
+    async def pause(self, job_id: int) -> None:
+        """Pause a job on the gateway's own account (its owner may no longer have it run)."""
+        await self.jobs.set_enabled(job_id, False)
+        self.changed()
+
     # -- the chat command -----------------------------------------------------------------
 
     async def command(self, args: str, *, platform: str, user_id: str, chat: ChatRef, session_key: str) -> str:

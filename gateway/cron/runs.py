@@ -24,7 +24,7 @@ from gateway.access.trust import Trust
 from gateway.chat.delivery import Delivery
 from gateway.cron.jobs import Job, utc
 from gateway.cron.ledger import Claim, RunLedger
-from gateway.storage import Store
+from gateway.storage.sessions import SessionStore
 from gateway.storage.cron import run_session_key
 from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef
@@ -65,7 +65,7 @@ class _NobodyToAsk:
 
 
 class CronRuns:
-    def __init__(self, *, store: Store, ledger: RunLedger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
+    def __init__(self, *, transcripts: SessionStore, ledger: RunLedger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
                  approvals: ApprovalPort | None, consent: ApprovalsConfig, timezone: str | None,
                  timeout: float, trust: Trust, session_ended: Callable[[int], None] | None = None,
                  agent_for_model: Callable[[str], Agent] | None = None,
@@ -76,7 +76,7 @@ class CronRuns:
         self.pause = pause
         self.session_ended = session_ended
         self.agent_for_model = agent_for_model  # a job that names a model runs on it
-        self.store = store  # its group `sessions`; the whole only for `Trust.settle`, which takes it
+        self.transcripts = transcripts
         self.ledger = ledger
         self.agent = agent
         self.tools = tools
@@ -138,13 +138,13 @@ class CronRuns:
             raise RuntimeError("no language model is configured")
         home = job.owner_chat_ref or job.target_chat or ChatRef("", str(job.id))  # (no person, no platform)
         key = run_session_key(job.id, claim.run_id)  # a fresh session for every run
-        session_id = await self.store.sessions.active(key, home, "dm")
+        session_id = await self.transcripts.active(key, home, "dm")
         usage_scope.serving("cron", session_id, home.platform, job.owner_id or "")
         ctx = ToolContext(platform=home.platform, chat_id=home.chat_id, user_id=job.owner_id, session_id=session_id,
-                          transcripts=self.store.sessions, approvals=self._consent(job),
+                          transcripts=self.transcripts, approvals=self._consent(job),
                           timezone=job.timezone or self.timezone,
                           place=Place(thread_id=home.thread_id, session_key=job.owner_key or key))
-        ctx, _ = await self.trust.settle(ctx, self.store, [] if job.by_operator else [(job.owner_platform, job.owner_id)],
+        ctx, _ = await self.trust.settle(ctx, self.transcripts, [] if job.by_operator else [(job.owner_platform, job.owner_id)],
                                          private=await self._read_by_owner_alone(job))
         record: list[dict[str, Any]] = []
         status = "cancelled"
@@ -154,8 +154,8 @@ class CronRuns:
             status = "ok"
             return result.text or "(The model returned an empty answer.)", record
         finally:
-            await self.store.sessions.commit_turn(session_id, [], home, job.owner_id, record, None, status=status)
-            ended = await self.store.sessions.end(key)
+            await self.transcripts.commit_turn(session_id, [], home, job.owner_id, record, None, status=status)
+            ended = await self.transcripts.end(key)
             if ended is not None and self.session_ended is not None:
                 self.session_ended(ended)
 
@@ -167,7 +167,7 @@ class CronRuns:
         if target is None:
             return True
         return target == job.owner_chat_ref and job.owner_key is not None \
-            and await self.store.sessions.chat_type(job.owner_key) == "dm"
+            and await self.transcripts.chat_type(job.owner_key) == "dm"
 
     async def _owner_admitted(self, job: Job) -> bool:
         chat = job.owner_chat_ref

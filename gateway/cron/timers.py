@@ -34,17 +34,20 @@ ARM_BATCH = 100  # timers armed between two yields to the event loop
 
 
 class CronTimers:
-    def __init__(self, tick: Tick, cron: CronStore, ledger: RunLedger, run: RunJob, *, grace_seconds: float,
-                 max_concurrent: int = 4, on_interrupted: Callable[[list[Any]], Awaitable[None]] | None = None) -> None:
+    """Made first (a job changed or paused wakes them), then given what runs a due job (`serve`) before
+    `start`."""
+
+    def __init__(self, tick: Tick, cron: CronStore, ledger: RunLedger, *, grace_seconds: float,
+                 max_concurrent: int = 4) -> None:
         self.tick = tick
         self.cron = cron  # which jobs are due (the ledger claims them)
         self.ledger = ledger
-        self._run = run
+        self._run: RunJob | None = None
+        self._on_interrupted: Callable[[list[Any]], Awaitable[None]] | None = None
         self.grace = grace_seconds
         self.horizon = 2 * tick.seconds  # timers are armed for jobs due this soon
         self.on_time = max(tick.seconds, 1.0)  # a slot younger than this is on time, not missed
         self.stale_after = 3 * tick.seconds + 5.0  # a process silent this long is gone
-        self._on_interrupted = on_interrupted
         self._slots = asyncio.Semaphore(max_concurrent)
         self._started = False
         self._armed: dict[int, float] = {}  # job id → slot its timer is set for
@@ -63,10 +66,14 @@ class CronTimers:
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    def serve(self, run: RunJob, on_interrupted: Callable[[list[Any]], Awaitable[None]] | None = None) -> None:
+        self._run, self._on_interrupted = run, on_interrupted
+
     async def start(self) -> None:
         """Register this instance; the tick must be started (its first round arms what is due)."""
         if self._started:
             return
+        assert self._run is not None, "CronTimers.serve first"
         await self.ledger.register()
         self._started = True
         self.tick.every(self.tick.seconds, self.ledger.heartbeat, "heartbeat")

@@ -37,7 +37,8 @@ from agent.skills import SkillLibrary
 from agent.tools import ToolContext, ToolRegistry
 from gateway.access.trust import Trust
 from gateway.chat.delivery import Delivery
-from gateway.storage import Store
+from gateway.storage.learning import LearningStore
+from gateway.storage.sessions import SessionStore
 from gateway.storage.learning import TurnCount
 from platforms.loops import finish_or_cancel
 from platforms.base import ChatRef
@@ -73,9 +74,10 @@ REVIEW_REQUEST = ("Review the conversation above for what to keep in memory{skil
 
 
 class Learning:
-    def __init__(self, store: Store, memory: Memory, skills: SkillLibrary, tools: ToolRegistry, *,
+    def __init__(self, stored: LearningStore, transcripts: SessionStore, memory: Memory, skills: SkillLibrary, tools: ToolRegistry, *,
                  review_agent: Agent | None, delivery: Delivery, trust: Trust, settings: "ReviewConfig") -> None:
-        self.store = store  # its groups `learning` and `sessions`; the whole only for `Trust.settle`, which takes it
+        self.stored = stored  # review counters, the prompt snapshots
+        self.transcripts = transcripts
         self.trust = trust
         self.memory = memory
         self.skills = skills
@@ -103,7 +105,7 @@ class Learning:
         and kept; when another turn kept one first, that one."""
         block = await asyncio.to_thread(self.render_block, platform, user_id if personal else "")
 
-        kept = await self.store.learning.keep_prompt(session_id, block)  # (the first snapshot kept wins)
+        kept = await self.stored.keep_prompt(session_id, block)  # (the first snapshot kept wins)
         return kept if kept is not None else block
 
     def render_block(self, platform: str, user_id: str) -> str:
@@ -116,7 +118,7 @@ class Learning:
         `SessionStore.commit_turn`: no transaction or fsync of its own); None when nothing learns."""
         if self.review_agent is None:
             return None
-        return self.store.learning.turn_count(session_id, tool_iterations, self.memory_every, self.skill_every)
+        return self.stored.turn_count(session_id, tool_iterations, self.memory_every, self.skill_every)
 
     def review_if_due(self, count: TurnCount, chat: ChatRef, *, platform: str, user_id: str) -> None:
         """Start a review in the background when the committed count made one due (call after delivery)."""
@@ -144,11 +146,11 @@ class Learning:
             self._last_turn.pop(session_id, None)
             usage_scope.serving("review", session_id, platform, user_id)
             try:
-                history = await self.store.sessions.history(session_id)  # the snapshot this review works on
+                history = await self.transcripts.history(session_id)  # the snapshot this review works on
                 ctx = ToolContext(platform=platform, chat_id=chat.chat_id, user_id=user_id, session_id=session_id,
                                   provenance="review")
                 # (its speakers are read after the snapshot: any who spoke since too, never fewer)
-                ctx, acting = await self.trust.settle(ctx, self.store, [(platform, user_id)], private=False)
+                ctx, acting = await self.trust.settle(ctx, self.transcripts, [(platform, user_id)], private=False)
                 assert acting is not None
                 known = self.render_block(platform, "" if acting.several else acting.user_id)
                 request = REVIEW_REQUEST.format(skills=" and which skills to write or improve" if skills else "")

@@ -1,4 +1,4 @@
-"""Turning the cyclic garbage collector back on after start-up (`gateway.launch` holds it off).
+"""Turning the cyclic garbage collector back on after start-up (`gateway.cli.launch` holds it off).
 
 The daemon then collects the youngest generation after 50,000 more container objects instead of
 700. A turn in flight holds its objects for as long as the model takes; with a thousand turns

@@ -1,4 +1,5 @@
-"""Prometheus metrics, in a registry of the runner's own (several runners can share a process).
+"""Prometheus metrics, in a registry of the runner's own (several runners can share a process): the
+counters and histograms of what happens (`Metrics`); the gauges read at each scrape are `gateway.ops.gauges`.
 
 prometheus_client (with the http.server it imports) is 14 ms of the time to ready and 1.3 MB of
 an idle gateway, so it is imported, and the metrics made, when one is first touched: the first
@@ -45,8 +46,6 @@ class Metrics:
         PlatformCollector(registry=r)
         GCCollector(registry=r)
         Info("chatgate_build", "The chatgate that runs", registry=r).info({"version": version()})
-        self.platform_up = Gauge("chatgate_platform_up", "1 while the platform is connected and ready, else 0 "
-                                 "(starting, down and tried again, failed)", ["platform"], registry=r)
         self.llm_errors = Counter("chatgate_llm_errors", "LLM requests that failed for good, by kind (rate_limit, "
                                   "server, timeout, connection, auth, …)", ["kind"], registry=r)
         self.llm_retries = Counter("chatgate_llm_retries", "LLM requests made again, by the kind of failure before",
@@ -63,21 +62,11 @@ class Metrics:
                                     ["platform"], registry=r)
         self.refused = Counter("chatgate_refused_messages", "Messages not taken (too long, too many waiting)",
                                ["platform", "reason"], registry=r)
-        self.active_sessions = Gauge("chatgate_active_sessions", "Live session workers", registry=r)
-        self.busy_sessions = Gauge("chatgate_busy_sessions", "Sessions running a turn", registry=r)
         self.outbound = Counter("chatgate_outbound_messages", "Message parts and files sent", ["platform"], registry=r)
         self.llm_seconds = Histogram("chatgate_llm_request_seconds", "One streamed LLM request, first byte to last",
                                      registry=r, buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160))
         self.llm_tokens = Counter("chatgate_llm_tokens", "Tokens the LLM endpoint reported, by loop (main, review,"
                                   " curator, cron)", ["kind", "loop"], registry=r)
-        self.waiting = Gauge("chatgate_waiting_messages", "Messages queued behind a running turn",
-                             ["busy_policy"], registry=r)
-        self.outbox = Gauge("chatgate_outbox_replies", "Replies in the outbox by state (pending, failed)",
-                            ["state"], registry=r)
-        self.storage_waiting = Gauge("chatgate_storage_waiting", "Turns whose record and reply wait in memory for"
-                                     " the database to take writes again", registry=r)
-        self.approvals_pending = Gauge("chatgate_approvals_pending", "Approval prompts waiting for a person",
-                                       registry=r)
         self.cron_lateness = Histogram("chatgate_cron_lateness_seconds", "Scheduled job runs: start minus due time",
                                        registry=r, buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900))
 

@@ -119,36 +119,8 @@ def scan_code(lang: str, code: str, decode: Callable[[str], str | None]) -> Iter
             yield Hit(DANGEROUS, "awk output piped to a shell", _clip(m.group()))
             for lit in _literals(m.group()[:m.group().rfind("|")]):
                 yield Recurse("shell", lit, "awk | sh")
-    for m in _RMTREE.finditer(code):
-        region = _region(code, m.end() - len(m.group(2)))
-        if m.group(1) in ("rm", "rmdir", "rmSync", "rmdirSync", "unlink") and not re.search(
-                r"recursive\s*[:=]\s*(true|TRUE|T\b)", region):
-            continue
-        first = (_split_args(region) or [""])[0]
-        lits = _literals(re.sub(r"require\s*\(\s*['\"][^'\"]*['\"]\s*\)", "", first))
-        if _HOME_EXPR.search(first) and all(x in ("~", "~/", "/", "HOME", "") for x in lits):
-            target = "~"
-        else:
-            target = lits[0] if lits else "<dynamic path>"
-        part = _clip(f"{m.group(1)}({region})")
-        if is_critical(target):
-            yield Hit(HARDLINE, "wipe of / or home", part)
-        else:
-            yield Hit(DANGEROUS, "recursive delete", part)
-    for m in _OPEN.finditer(code):
-        region = _region(code, m.end() - 1)
-        writes, path = m.group(1) not in ("open", "fopen"), None
-        for lit in _literals(region):
-            s = lit.strip()
-            if s[:1] in "<>+" and (">" in s or "+" in s):
-                writes = True
-                path = path or s.lstrip("+<>").strip() or None
-            elif re.fullmatch(r"[rwaxbt+]{1,3}", s):
-                writes = writes or bool(set(s) & set("wax+"))
-            elif path is None and s:
-                path = s
-        if writes and path and (risk := write_risk(path)):
-            yield Hit(risk[0], risk[1], _clip(f"{m.group(1)}({region})"))
+    yield from _deletions(code)
+    yield from _file_writes(code)
     for m in _PATH_WRITE.finditer(code):
         if risk := write_risk(m.group(2)):
             yield Hit(risk[0], risk[1], _clip(m.group()))
@@ -167,6 +139,44 @@ def scan_code(lang: str, code: str, decode: Callable[[str], str | None]) -> Iter
     if _EVAL.search(code) and _FETCH.search(code):
         yield Hit(DANGEROUS, "downloaded code executed", _clip(code))
     yield from scan_more(lang, code)
+
+
+def _deletions(code: str) -> Iterator[Finding]:
+    """Recursive deletes (shutil.rmtree, rm -r like calls), a wipe of / or home above all."""
+    for m in _RMTREE.finditer(code):
+        region = _region(code, m.end() - len(m.group(2)))
+        if m.group(1) in ("rm", "rmdir", "rmSync", "rmdirSync", "unlink") and not re.search(
+                r"recursive\s*[:=]\s*(true|TRUE|T\b)", region):
+            continue
+        first = (_split_args(region) or [""])[0]
+        lits = _literals(re.sub(r"require\s*\(\s*['\"][^'\"]*['\"]\s*\)", "", first))
+        if _HOME_EXPR.search(first) and all(x in ("~", "~/", "/", "HOME", "") for x in lits):
+            target = "~"
+        else:
+            target = lits[0] if lits else "<dynamic path>"
+        part = _clip(f"{m.group(1)}({region})")
+        if is_critical(target):
+            yield Hit(HARDLINE, "wipe of / or home", part)
+        else:
+            yield Hit(DANGEROUS, "recursive delete", part)
+
+
+def _file_writes(code: str) -> Iterator[Finding]:
+    """Files opened for writing where a write is a risk (`write_risk`)."""
+    for m in _OPEN.finditer(code):
+        region = _region(code, m.end() - 1)
+        writes, path = m.group(1) not in ("open", "fopen"), None
+        for lit in _literals(region):
+            s = lit.strip()
+            if s[:1] in "<>+" and (">" in s or "+" in s):
+                writes = True
+                path = path or s.lstrip("+<>").strip() or None
+            elif re.fullmatch(r"[rwaxbt+]{1,3}", s):
+                writes = writes or bool(set(s) & set("wax+"))
+            elif path is None and s:
+                path = s
+        if writes and path and (risk := write_risk(path)):
+            yield Hit(risk[0], risk[1], _clip(f"{m.group(1)}({region})"))
 
 
 def _clip(s: str, limit: int = 200) -> str:

@@ -1,5 +1,5 @@
 """The `chatgate` command's entry point: the command line, with the cyclic garbage collector held
-off while the process starts.
+off while the process starts (from here on: what the package imports before, the parsers, is light).
 
 Starting the daemon makes some 60,000 objects that live as long as the process (modules,
 classes, the configuration). Collecting while they are being made only walks them again and
@@ -7,7 +7,7 @@ again: 70 ms of the 0.8 s to ready in one measurement (gc.callbacks), half of it
 collection. So the collector is off from the first import; `chatgate run` turns it on once the
 platforms are polling (one full collection, then `gc.freeze()`: what start-up made is never
 walked again, so later collections under load are shorter too), every other command as it
-begins (`gateway.ops.collector`). `python -m gateway` is the same entry point.
+begins (`gateway.ops.collector`). `python -m gateway` and `python -m gateway.cli` are the same entry point.
 
 frozenlist (aiohttp's lists of signal handlers, none of them on a hot path) is taken in its pure
 Python form: its compiled form links the C++ runtime, 1.2 MB of the idle daemon's 50.7 MB.

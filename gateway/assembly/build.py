@@ -1,0 +1,81 @@
+"""`build`: the gateway's parts, in the order each needs the others (see the package's doc)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from gateway.access.pairing import Pairing
+from gateway.access.trust import Trust
+from gateway.agents import Agents
+from gateway.approvals import Approvals
+from gateway.assembly.parts import Ground, Parts
+from gateway.assembly.road import chat_road
+from gateway.assembly.scheduled import cron_parts, idle_clock, serve_cron, tick_hooks, upkeep
+from gateway.assembly.tools import agent_side
+from gateway.chat.delivery import Delivery
+from gateway.learning.review import REVIEW_IDENTITY, Learning
+from gateway.learning.trajectories import Trajectories
+from gateway.ops.gauges import Gauges
+from gateway.tick import Tick
+from gateway.usage import UsageLedger
+
+if TYPE_CHECKING:
+    from gateway.config import Config
+    from gateway.ops.metrics import Metrics
+    from gateway.storage import Store
+    from platforms.base import PlatformAdapter
+    from platforms.loops import Background
+
+
+async def build(config: "Config", store: "Store", adapters: Mapping[str, "PlatformAdapter"], *,
+                metrics: "Metrics", background: "Background", state: Callable[[], str]) -> Parts:
+    """The parts over an open `store`; `state` says whether the gateway starts, runs, drains or is stopped."""
+    g = Ground(config, store, adapters, metrics, background, state)
+    cfg = config
+    pairing = Pairing(store.access)
+    trust = Trust(cfg.access, pairing, g.local)  # whom every turn, run and review acts for
+    usage = UsageLedger(store.usage)
+    agents = Agents(cfg, metrics, usage)
+    tick = Tick(cfg.gateway.tick_seconds)
+    jobs, ledger, cron_timers, cron = cron_parts(g, tick)
+    sandbox, memory, skills, tools = await agent_side(g, agents, more=[cron.tool()])
+    delivery = Delivery(store.outbox, store.inbox, adapters, metrics)
+    learning = Learning(store.learning, store.sessions, memory, skills, tools, review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery,
+                        trust=trust, settings=cfg.review)
+    approvals = _approvals(g, delivery)
+    session_ended = _trajectory_export(g)
+    chat_agent = agents.chat()  # (None without a model)
+    serve_cron(g, cron_timers, ledger, cron, agents=agents, chat_agent=chat_agent, tools=tools, delivery=delivery, approvals=approvals,
+               trust=trust, session_ended=session_ended)
+    sessions, goals, turns, inbound = chat_road(
+        g, agents=agents, chat_agent=chat_agent, tools=tools, trust=trust, pairing=pairing, learning=learning, approvals=approvals,
+        delivery=delivery, cron=cron, usage=usage, session_ended=session_ended)
+    idle_since = idle_clock(sessions, learning, cron_timers, inbound, turns)
+    curator, retention = await upkeep(g, agents, skills, delivery, usage, ledger, idle_since)
+    tick_hooks(g, tick, approvals, delivery, curator, retention)
+    gauges = Gauges(metrics, adapters=adapters, sessions=sessions, approvals=approvals, store=store,
+                    busy_policy=cfg.gateway.busy_policy)
+    return Parts(store=store, agents=agents, sandbox=sandbox, tools=tools, pairing=pairing, delivery=delivery,
+                 approvals=approvals, jobs=jobs, cron_timers=cron_timers, learning=learning, goals=goals, turns=turns,
+                 sessions=sessions, inbound=inbound, tick=tick, curator=curator, retention=retention, gauges=gauges)
+
+
+def _approvals(g: Ground, delivery: Delivery) -> Approvals:
+    cfg, local = g.config, g.local
+    return Approvals(
+        g.store.approvals, delivery, g.adapters, mode=cfg.approvals.mode, timeout=cfg.approvals.timeout_seconds,
+        secrets_=cfg.secrets(), is_admin=lambda platform, user: platform in local or g.is_admin(platform, user),
+        may_approve=lambda platform, user: user in cfg.access.allowed_users.get(platform, ())
+        or cfg.approvals.paired_may_approve, always_scope=cfg.approvals.always_scope,
+        spawn=lambda edit: g.background.spawn(edit, name="approval-outcome"))
+
+
+def _trajectory_export(g: Ground) -> Callable[[int], None]:
+    """What a session's end does: with `trajectories.enabled`, its export (in the background)."""
+    if not g.config.trajectories.enabled:
+        return lambda session_id: None
+    trajectories = Trajectories(g.store.sessions, g.config.home, g.config.secrets())
+
+    def export(session_id: int) -> None:
+        g.background.spawn(trajectories.export(session_id), name="trajectory-export")
+    return export
