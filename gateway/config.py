@@ -196,6 +196,23 @@ class HttpConfig(_Section):
         return value.rstrip("/") if value else value
 
 
+class StorageConfig(_Section):
+    # unset: SQLite in the home ($CHATGATE_HOME/state.db), one instance; postgresql://user[:password]@host[:port]/dbname:
+    # PostgreSQL, which several instances may share (a secret: it may hold a password)
+    url: SecretStr | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        parts = urlsplit(value.get_secret_value())
+        if parts.scheme not in ("postgresql", "postgres") or not parts.hostname and "host=" not in parts.query \
+                or not parts.path.strip("/"):
+            raise ValueError("must be postgresql://user[:password]@host[:port]/dbname (unset: SQLite in the home)")
+        return value
+
+
 class _Platforms(_Section):
     """`platforms:`; one section per platform package (see `platforms.registry`)."""
 
@@ -239,6 +256,7 @@ class Config(BaseSettings):
     gateway: GatewayConfig = section()
     agent: AgentConfig = section()
     http: HttpConfig = section()
+    storage: StorageConfig = section()
     platforms: PlatformsConfig = section()  # type: ignore[valid-type]
     access: AccessConfig = section()
     approvals: ApprovalsConfig = section()
@@ -327,6 +345,8 @@ class Config(BaseSettings):
                     walk(item)
 
         walk(self)
+        if self.storage.url is not None and (password := urlsplit(self.storage.url.get_secret_value()).password):
+            found.append(password)  # (alone too: a driver's error may name it without the rest of the address)
         return found
 
 
@@ -388,7 +408,8 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
     try:
         config = Config()
     except ValidationError as exc:
-        raise ConfigError(describe(exc, Config, str(file.path), {**aliases.origins, **variables.origins})) from None
+        raise ConfigError(describe(exc, Config, str(file.path), {**aliases.origins, **variables.origins},
+                                   secret=_secret_paths(Config))) from None
     finally:
         _SOURCES.reset(reset)
     config._home = home

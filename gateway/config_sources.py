@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Mapping, get_args, get_origin
+from typing import Any, Iterable, Mapping, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -173,10 +173,11 @@ def _expected_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
 _WORDS = {"model_type": "input should be a valid dictionary", "path_type": "input should be a valid path"}
 
 
-def describe(error: ValidationError, model: type[BaseModel], origin: str, sources: dict[tuple[str, ...], str]) -> str:
+def describe(error: ValidationError, model: type[BaseModel], origin: str, sources: dict[tuple[str, ...], str],
+             secret: Iterable[tuple[str, ...]] = ()) -> str:
     """The first mistake as one line: the key, what is expected, what was given (never a secret's
-    value), and where it came from: the variable that set the key, a key inside it or its section,
-    else `origin` (the file); then how many more there are."""
+    value: `secret` names their paths), and where it came from: the variable that set the key, a key
+    inside it or its section, else `origin` (the file); then how many more there are."""
     errors = error.errors()
     first = errors[0]
     loc = tuple(str(part) for part in first["loc"])
@@ -188,8 +189,8 @@ def describe(error: ValidationError, model: type[BaseModel], origin: str, source
         what = _WORDS.get(first["type"]) or first["msg"][0].lower() + first["msg"][1:]
         if first["type"] == "value_error":  # our own checks: their words, without pydantic's "Value error, "
             what = str(first["ctx"]["error"])
-        if "input" in first and not isinstance(first["input"], (dict, list)) and "secret" not in key \
-                and "token" not in key and "key" not in key:
+        if "input" in first and not isinstance(first["input"], (dict, list)) and loc not in set(secret) \
+                and "secret" not in key and "token" not in key and "key" not in key:
             what += f" (got {first['input']!r})"
     where = next((var for path, var in sources.items() if path[: len(loc)] == loc or loc[: len(path)] == path), origin)
     more = len(errors) - 1
