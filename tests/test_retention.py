@@ -403,7 +403,7 @@ async def test_a_large_database_is_compacted_once_only_at_a_quiet_moment(tmp_pat
     try:
         await runner.tick.wait_idle()
         assert not await runner.store.fetch("SELECT 1 FROM inbox")  # pruned all the same
-        assert (await runner.store.fetchrow("PRAGMA auto_vacuum"))[0] == 0  # the gateway has just started: not now
+        assert await runner.store.fetchval("PRAGMA auto_vacuum") == 0  # the gateway has just started: not now
         assert "will be compacted once, to give space back after pruning, at the first 15 quiet minutes" in caplog.text
 
         async def quiet_for_an_hour() -> float:
@@ -417,7 +417,7 @@ async def test_a_large_database_is_compacted_once_only_at_a_quiet_moment(tmp_pat
                         approvals=retention.approvals, subagents=retention.subagents, usage=retention.usage,
                         ledger=retention.ledger, curator=retention.curator, upkeep=retention.upkeep,
                         idle_since=quiet_for_an_hour).reclaim()
-        assert (await runner.store.fetchrow("PRAGMA auto_vacuum"))[0] == 2
+        assert await runner.store.fetchval("PRAGMA auto_vacuum") == 2
     finally:
         await runner.stop()
     assert db_file.stat().st_size < 2_000_000

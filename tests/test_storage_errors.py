@@ -65,10 +65,10 @@ async def test_reads_go_on_while_a_write_waits_out_a_short_lock_which_is_not_an_
         async with Shell(tmp_path / "state.db") as shell:
             write = asyncio.create_task(store.inbox.add(web_message(1), "k"))
             await eventually(lambda: store.health()["state"] == "locked", 10, "the write waiting for the lock")
-            assert (await store.fetchrow("SELECT count(*) FROM inbox"))[0] == 1  # not frozen behind it
+            assert await store.fetchval("SELECT count(*) FROM inbox") == 1  # not frozen behind it
             assert not write.done()  # still waiting: no error for a lock shorter than the wait
             await shell.release()
-        assert await write and (await store.fetchrow("SELECT count(*) FROM inbox"))[0] == 2
+        assert await write and await store.fetchval("SELECT count(*) FROM inbox") == 2
         assert store.health()["state"] == "ready"
     finally:
         await store.close()
@@ -84,7 +84,7 @@ async def test_a_lock_held_past_the_wait_is_a_storage_error_and_health_clears_by
             assert health["state"] == "failing" and "locked by another program" in health["error"]
             await shell.release()
         await eventually(lambda: store.health()["state"] == "ready", 10, "the probe finding the lock gone")
-        assert (await store.fetchrow("SELECT count(*) FROM inbox"))[0] == 0
+        assert await store.fetchval("SELECT count(*) FROM inbox") == 0
     finally:
         await store.close()
 

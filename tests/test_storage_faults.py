@@ -302,7 +302,7 @@ async def test_a_unit_cancelled_inside_a_batch_is_rolled_back_and_the_writer_goe
     assert isinstance(outcomes[0], RuntimeError) and "cancelled" in str(outcomes[0]), outcomes
     assert all(isinstance(o, int) for o in outcomes[1:]), outcomes  # the rest of the batch committed
     await the_next_write_commits(store, tmp_path / "state.db")
-    assert (await store.fetchrow("SELECT count(*) FROM inbox"))[0] == batch - 1
+    assert await store.fetchval("SELECT count(*) FROM inbox") == batch - 1
 
 
 async def test_a_single_statement_unit_cancelled_settles_its_caller(tmp_path: Path, store: Store) -> None:

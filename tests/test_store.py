@@ -107,8 +107,8 @@ async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp
                                         return_exceptions=True)
         assert isinstance(outcomes[5], sqlite3.IntegrityError)
         assert all(isinstance(x, int) for i, x in enumerate(outcomes) if i != 5)
-        assert (await store.fetchrow("SELECT count(*) FROM inbox"))[0] == 10
-        assert (await store.fetchrow("SELECT count(*) FROM messages"))[0] == 0
+        assert await store.fetchval("SELECT count(*) FROM inbox") == 10
+        assert await store.fetchval("SELECT count(*) FROM messages") == 0
         assert await store.inbox.add(web_message(10), "k")  # and the store goes on
     finally:
         await store.close()
@@ -123,7 +123,7 @@ async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
         with pytest.raises(asyncio.CancelledError):
             await waiting
         await store.inbox.add(web_message(2), "k")  # committed after the first
-        assert (await store.fetchrow("SELECT count(*) FROM inbox"))[0] == 2
+        assert await store.fetchval("SELECT count(*) FROM inbox") == 2
     finally:
         await store.close()
 
@@ -188,7 +188,7 @@ async def test_statements_a_unit_pipelines_all_end_before_it_fails_and_are_rolle
                                         return_exceptions=True)
         assert isinstance(outcomes[0], sqlite3.IntegrityError) and isinstance(outcomes[1], int)
         assert await store.fetch("SELECT id FROM gateway_instances") == []
-        assert (await store.fetchrow("SELECT count(*) FROM inbox"))[0] == 1
+        assert await store.fetchval("SELECT count(*) FROM inbox") == 1
     finally:
         await store.close()
 

@@ -75,9 +75,9 @@ class ApprovalStore(Tables):
         or for the person)."""
         row = await self.fetchrow(
             "SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ?"
-            f" AND confinement IN ({_marks(confinements)}) AND (? IS NULL OR reach = ?) AND (scope = 'global' OR"
+            f" AND confinement IN ({_marks(confinements)}) AND reach = coalesce(?, reach) AND (scope = 'global' OR"
             " (scope = 'chat' AND platform = ? AND chat_id = ?) OR (scope = 'user' AND platform = ? AND user_id = ?))",
-            kind, subject_hash, *confinements, reach, reach, platform, chat_id, platform, user_id)
+            kind, subject_hash, *confinements, reach, platform, chat_id, platform, user_id)
         return row is not None
 
     async def granted_for_session(self, session_id: int, subject_hash: str, confinements: Sequence[str],
@@ -86,8 +86,8 @@ class ApprovalStore(Tables):
         `reach` is None, where the subject reached `reach`)."""
         row = await self.fetchrow(
             "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'"
-            f" AND confinement IN ({_marks(confinements)}) AND (? IS NULL OR reach = ?) AND platform = ?"
-            " AND requester_id = ?", session_id, subject_hash, *confinements, reach, reach, platform, requester_id)
+            f" AND confinement IN ({_marks(confinements)}) AND reach = coalesce(?, reach) AND platform = ?"
+            " AND requester_id = ?", session_id, subject_hash, *confinements, reach, platform, requester_id)
         return row is not None
 
     async def add(self, approval: Approval) -> None:

@@ -12,7 +12,9 @@ The rules the SQL text keeps, so that one text serves every engine:
 
 - Arguments are `?`, or numbered `?1`, `?2`... where one argument is used more than once; one style
   per statement. No `?` appears in the text otherwise (not in a literal, not in a comment): an engine
-  that numbers its arguments (`$1`) rewrites each `?` it finds.
+  that numbers its arguments (`$1`) rewrites each `?` it finds. An argument is never alone where its type
+  cannot be told from the statement (`? IS NULL`: PostgreSQL refuses to prepare it): `col = coalesce(?, col)`,
+  or a boolean argument computed in Python.
 - A row is read by its column's name (`row["id"]`), never by position: `sqlite3.Row`, asyncpg's
   `Record` and psycopg's dict rows all take names, and the last takes nothing else. A single value is
   `fetchval`'s; an expression read from a row gets a name (`AS n`).
