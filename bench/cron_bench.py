@@ -121,8 +121,8 @@ async def lateness_run(llm: gl.LLMProcess, scenario: str, placement: gl.Placemen
             await asyncio.sleep(1.0)  # a duplicate, if there were one, would arrive now
             await ws.close()
             await asyncio.gather(reader, return_exceptions=True)
-        rows = await store.fetch_all("SELECT j.name, r.scheduled_at, r.started_at, r.state FROM cron_runs r"
-                                     " JOIN cron_jobs j ON j.id = r.job_id ORDER BY r.scheduled_at")
+        rows = await store.fetch("SELECT j.name, r.scheduled_at, r.started_at, r.state FROM cron_runs r"
+                                 " JOIN cron_jobs j ON j.id = r.job_id ORDER BY r.scheduled_at")
     finally:
         await store.close()
         await gw.stop()

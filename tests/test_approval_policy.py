@@ -102,7 +102,7 @@ async def test_always_allow_takes_an_admin_and_covers_only_the_requester(tmp_pat
         tg.callback_query(button(prompt, "Always allow"), message_id=prompt.result["message_id"], chat_id=BOB,
                           user_id=ANN)
         await eventually(lambda: not (ws / "victim").exists(), what="the admin's always")
-        rules = await runner.parts.store.fetch_all("SELECT scope, platform, user_id FROM approval_rules")
+        rules = await runner.parts.store.fetch("SELECT scope, platform, user_id FROM approval_rules")
         assert [tuple(r) for r in rules] == [("user", "telegram", str(BOB))]
         (ws / "victim").mkdir()
         tg.user_message("delete it", user_id=BOB, first_name="Bob")  # Bob: allowed by the rule, no prompt

@@ -74,7 +74,7 @@ async def test_a_session_grant_in_the_sandbox_does_not_cover_the_same_command_ou
             assert await tab.reply(5) == "removed inside again"
             assert len(prompts(tab)) == 2
         assert not (tmp_path / "ws" / "victim").exists()
-        rows = await runner.parts.store.fetch_all("SELECT confinement, state FROM approvals ORDER BY created_at")
+        rows = await runner.parts.store.fetch("SELECT confinement, state FROM approvals ORDER BY created_at")
         assert [(r["confinement"], r["state"]) for r in rows] == [("sandbox", "session"), ("unconfined", "denied")]
     finally:
         await runner.stop()
@@ -160,7 +160,7 @@ async def test_old_rules_cover_only_the_sandbox_unless_their_prompt_said_outside
     llm.script(run("rm -rf victim"), Reply.text("inside: no question"))
     runner = await sandboxed_gateway(tmp_path, llm)
     try:
-        rules = await runner.parts.store.fetch_all("SELECT subject, confinement FROM approval_rules ORDER BY id")
+        rules = await runner.parts.store.fetch("SELECT subject, confinement FROM approval_rules ORDER BY id")
         assert [(r["subject"], r["confinement"]) for r in rules] == [("rm -rf victim", "sandbox"),
                                                                      ("rm -rf other", "unconfined")]
         async with Tab(runner) as tab:

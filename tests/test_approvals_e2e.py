@@ -108,7 +108,7 @@ async def test_always_allow_adds_a_rule_and_the_same_command_runs_later_without_
             assert await tab.reply(4) == "gone again"
             assert sum(1 for f in tab.frames if is_prompt(f)) == 1  # asked only the first time
         assert not (tmp_path / "ws" / "victim").exists()
-        rules = await runner.parts.store.fetch_all("SELECT subject, created_by FROM approval_rules")
+        rules = await runner.parts.store.fetch("SELECT subject, created_by FROM approval_rules")
         assert [(r["subject"], r["created_by"]) for r in rules] == [("rm -rf victim", "you")]
     finally:
         await runner.stop()

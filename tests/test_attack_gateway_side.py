@@ -198,7 +198,7 @@ async def test_a_goal_stops_when_its_creator_loses_access(tmp_path, llm: FakeLLM
         revoked.set()
         await tg.wait_until(lambda: any("no longer" in (m.text or "") for m in tg.sent_messages(pete)), 10,
                             lambda: f"a notice to Pete: {[m.text for m in tg.sent_messages(pete)]}")
-        [goal] = await runner.parts.store.fetch_all("SELECT state, turns FROM goals")
+        [goal] = await runner.parts.store.fetch("SELECT state, turns FROM goals")
         assert goal["state"] == "paused"
         assert len([b for b in llm.requests if b["messages"][0]["content"] != JUDGE_IDENTITY
                     and "[Goal" in asked(b)]) == 1  # the first turn only
@@ -218,7 +218,7 @@ async def test_an_old_grant_is_not_made_unconfined_by_the_models_words_in_its_re
     llm.script(run(command, outside_sandbox=True), Reply.text("asked"))
     runner = await sandboxed_gateway(tmp_path, llm)
     try:
-        rules = await runner.parts.store.fetch_all("SELECT subject, confinement FROM approval_rules ORDER BY id")
+        rules = await runner.parts.store.fetch("SELECT subject, confinement FROM approval_rules ORDER BY id")
         assert [(r["subject"], r["confinement"]) for r in rules] == [(command, "sandbox"),
                                                                      ("rm -rf other", "unconfined")]
         async with Tab(runner) as tab:

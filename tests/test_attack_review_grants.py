@@ -99,11 +99,11 @@ async def test_a_prompt_for_the_state_refuses_a_lasting_yes_pressed_anyway(tmp_p
                                     "data": f"ap:{approval_id}:{choice}"})
             await press(tab, prompt, "Deny")
             assert await tab.reply(2) == "done"
-        rows = await runner.parts.store.fetch_all("SELECT state, subject_hash FROM approvals")
+        rows = await runner.parts.store.fetch("SELECT state, subject_hash FROM approvals")
         assert [r["state"] for r in rows] == ["denied"]
-        events = await runner.parts.store.fetch_all("SELECT event, detail FROM approval_events WHERE event = 'refused_press'")
+        events = await runner.parts.store.fetch("SELECT event, detail FROM approval_events WHERE event = 'refused_press'")
         assert [e["detail"] for e in events] == ["asked each time", "asked each time"]
-        assert not await runner.parts.store.fetch_all("SELECT 1 FROM approval_rules")
+        assert not await runner.parts.store.fetch("SELECT 1 FROM approval_rules")
         assert not any(CANARY in r for r in tool_results(llm))
     finally:
         await runner.stop()

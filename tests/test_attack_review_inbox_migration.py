@@ -34,7 +34,7 @@ async def test_rows_that_look_like_a_goals_turn_stay_a_persons_messages_and_the_
                        (message_id, json.dumps({**ORIGIN, "message_id": message_id}), state))
     store = await Store.open(path)
     try:
-        got = await store.fetch_all("SELECT platform_message_id, origin, goal_id, goal_seq FROM inbox ORDER BY id")
+        got = await store.fetch("SELECT platform_message_id, origin, goal_id, goal_seq FROM inbox ORDER BY id")
         assert [tuple(r) for r in got] == [("goal:1:3", "goal", 1, 3), ("goal:1:03", "person", None, None),
                                            ("goal:1:2x", "person", None, None), ("goal:1:4", "goal", 1, 4)]
         [waiting] = await store.inbox.unfinished()

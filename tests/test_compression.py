@@ -63,12 +63,12 @@ async def test_a_growing_conversation_is_compressed_and_still_answered(tmp_path,
         assert str(last[2]["content"]).startswith(SUMMARY_PREFIX)
         assert last[-1] == {"role": "user", "content": "turn 8: " + "b" * 400}  # the tail, word for word
         assert tool_pairs_whole(last)
-        transcript = await runner.parts.store.fetch_all("SELECT role, content FROM messages ORDER BY id")
+        transcript = await runner.parts.store.fetch("SELECT role, content FROM messages ORDER BY id")
         full = sum(len(r["content"] or "") for r in transcript)
         assert size(compressed[-1]) < full  # smaller than the whole conversation
         assert len([r for r in transcript if r["role"] == "user"]) == 8  # the transcript stays whole
-        assert await runner.parts.store.fetch_one("SELECT 1 FROM session_summaries")
-        usage = await runner.parts.store.fetch_all("SELECT DISTINCT loop FROM llm_usage")
+        assert await runner.parts.store.fetchrow("SELECT 1 FROM session_summaries")
+        usage = await runner.parts.store.fetch("SELECT DISTINCT loop FROM llm_usage")
         assert {r["loop"] for r in usage} == {"main", "compression"}
     finally:
         await runner.stop()

@@ -123,7 +123,7 @@ async def test_a_job_that_names_a_model_runs_on_it_and_counts_as_cron(tmp_path, 
             await tab.reply()
             assert tab.replies() == ["⏰ digest\n\necho: sum up"]
         assert llm.requests[-1]["model"] == "big-model"
-        rows = await runner.parts.store.fetch_all("SELECT loop, model FROM llm_usage")
+        rows = await runner.parts.store.fetch("SELECT loop, model FROM llm_usage")
         assert [(r["loop"], r["model"]) for r in rows] == [("cron", "big-model")]
         with pytest.raises(CronError, match="a model is a name"):
             await runner.parts.jobs.update(job.id, model="two words")
@@ -352,7 +352,7 @@ async def test_cron_in_a_dst_zone_keeps_the_local_time_across_the_change(tmp_pat
         job = await jobs.create(name="morning", prompt="p", schedule="0 9 * * *", timezone="Europe/Berlin",
                                 target="none", owner_platform="cli", owner_id="operator")
         await store.write(lambda db: db.execute("UPDATE cron_jobs SET next_run_at = ? WHERE id = ?",
-                                                (ts(slot), job.id)))
+                                                ts(slot), job.id))
         outcome = await ledger.claim_slot(job.id, ts(slot), ts(slot) + 0.2, on_time=1.0, grace=3600)
         assert outcome.claim is not None and outcome.claim.scheduled_at == ts(slot)
         assert outcome.next_run_at == ts(following)

@@ -23,7 +23,7 @@ async def state(runner) -> list[tuple[str, str, str, str | None, bool]]:
 
 
 async def manual_runs(runner) -> list[Any]:
-    return await runner.parts.store.fetch_all("SELECT * FROM cron_runs WHERE manual = 1")
+    return await runner.parts.store.fetch("SELECT * FROM cron_runs WHERE manual = 1")
 
 
 @pytest.mark.parametrize(("action", "fields", "words"), [

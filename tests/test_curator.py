@@ -57,7 +57,7 @@ async def add_skill(curator: Curator, name: str, provenance: str, *, age_days: f
     await curator.skills.create(name, f"how to {name}", f"Steps for {name}.", provenance=provenance)
     at = curator.clock() - age_days * DAY
     await curator.learning.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ? WHERE name = ?",
-                                (at, at, at, name))
+                                   at, at, at, name)
 
 
 async def test_first_run_waits_one_interval_and_then_only_for_real_idleness(tmp_path, store):

@@ -72,15 +72,15 @@ async def test_three_tasks_run_side_by_side_and_the_parent_gets_three_reports(tm
         kids = [b for b in llm.requests if is_child(b)]
         assert all(len(b["messages"]) == 2 for b in kids)  # a fresh context: its identity and its task
         assert all(tool_names(b) <= tool_names(parent[0]) for b in kids)
-        runs = await runner.parts.store.fetch_all(
+        runs = await runner.parts.store.fetch(
             "SELECT r.*, (SELECT count(*) FROM messages m WHERE m.session_id = r.session_id) AS messages,"
             " s.key FROM subagent_runs r JOIN sessions s ON s.id = r.session_id ORDER BY r.id")
-        [turn] = await runner.parts.store.fetch_all("SELECT id FROM inbox")
-        [session] = await runner.parts.store.fetch_all("SELECT id FROM sessions WHERE chat_type != 'subagent'")
+        [turn] = await runner.parts.store.fetch("SELECT id FROM inbox")
+        [session] = await runner.parts.store.fetch("SELECT id FROM sessions WHERE chat_type != 'subagent'")
         assert [(r["state"], r["depth"], r["parent_inbox_id"], r["parent_session_id"], r["messages"])
                 for r in runs] == [("done", 1, turn["id"], session["id"], 2)] * 3
         assert {r["summary"] for r in runs} == {f"report on look up {n}" for n in ("alpha", "beta", "gamma")}
-        loops = {r["loop"]: r["n"] for r in await runner.parts.store.fetch_all(
+        loops = {r["loop"]: r["n"] for r in await runner.parts.store.fetch(
             "SELECT loop, count(*) AS n FROM llm_usage GROUP BY loop")}
         assert loops == {"main": 2, "subagent": 3}
     finally:
@@ -139,7 +139,7 @@ async def test_a_childs_dangerous_command_asks_in_the_parents_chat(tmp_path, llm
             await press(tab, prompt, "Deny")
             assert await tab.reply(2) == "cleanup reported"
         assert (ws / "victim").exists()
-        [run] = await runner.parts.store.fetch_all("SELECT state, summary FROM subagent_runs")
+        [run] = await runner.parts.store.fetch("SELECT state, summary FROM subagent_runs")
         assert run["state"] == "done" and run["summary"].startswith("the command was refused")
     finally:
         await runner.stop()
@@ -167,7 +167,7 @@ async def test_stop_stops_the_children_too(tmp_path, llm: FakeLLM):
             assert await tab.reply(1) == "Stopped the running request."
             await tab.say("are you there?")
             assert await tab.reply(2) == "echo: are you there?"  # the stopped turn, children and all, is over
-        runs = await runner.parts.store.fetch_all("SELECT state FROM subagent_runs")
+        runs = await runner.parts.store.fetch("SELECT state FROM subagent_runs")
         assert [r["state"] for r in runs] == ["cancelled", "cancelled"]
         assert len(asked) == 2
     finally:

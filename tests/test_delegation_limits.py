@@ -104,7 +104,7 @@ async def test_a_turn_starts_at_most_max_children_per_turn_and_the_rest_are_refu
             await tab.say("one more, in a new turn")  # each turn has its own total
             assert await tab.reply(2) == "ok"
             assert "status: done\nreport on later 0.0" in tool_results(llm.requests[-1])[-1]
-        runs = await runner.parts.store.fetch_all("SELECT state FROM subagent_runs")
+        runs = await runner.parts.store.fetch("SELECT state FROM subagent_runs")
         assert [r["state"] for r in runs] == ["done"] * 21
     finally:
         await runner.stop()
@@ -151,7 +151,7 @@ async def test_a_subagent_waiting_for_its_own_subagents_gives_its_place_back(tmp
         async with Tab(runner) as tab:
             await tab.say("nest it")
             assert (await tab.reply(1)).startswith("done:")
-        runs = await runner.parts.store.fetch_all("SELECT task, depth, state FROM subagent_runs ORDER BY depth")
+        runs = await runner.parts.store.fetch("SELECT task, depth, state FROM subagent_runs ORDER BY depth")
         assert [(r["task"], r["depth"], r["state"]) for r in runs] == [("outer", 1, "done"), ("inner", 2, "done")]
     finally:
         await runner.stop()

@@ -46,7 +46,7 @@ async def test_only_the_creator_or_an_admin_changes_resumes_or_clears_a_shared_g
             bob_says(tg, command)
         await tg.wait_until(lambda: [m.text for m in tg.sent_messages(GROUP)].count(refusal) == 3, 10,
                             lambda: f"three refusals: {[m.text for m in tg.sent_messages(GROUP)]}")
-        [goal] = await runner.parts.store.fetch_all("SELECT state, criteria, max_turns FROM goals")
+        [goal] = await runner.parts.store.fetch("SELECT state, criteria, max_turns FROM goals")
         assert (goal["state"], json.loads(goal["criteria"]), goal["max_turns"]) == ("exhausted", [], 1)
         bob_says(tg, "/goal status")  # seeing it is anyone's
         assert "stopped at its turn limit" in await group_text(tg, "🎯 Goal: sort the shelf")
@@ -216,7 +216,7 @@ async def test_resumes_that_give_goals_more_turns_are_bounded_per_person_and_day
         refused = await group_text(tg, "You have given goals more turns")
         assert refused == ("You have given goals more turns 10 time(s) in the last 24 hours, as many as "
                            "goals.max_resumes_per_day allows; try again later, or /goal clear this one.")
-        [goal] = await runner.parts.store.fetch_all("SELECT state, max_turns FROM goals")
+        [goal] = await runner.parts.store.fetch("SELECT state, max_turns FROM goals")
         assert (goal["state"], goal["max_turns"]) == ("exhausted", 11)
         assert len([b for b in llm.requests if not is_judge(b)]) == 11
         tg.user_message("/goal clear", chat_type="group")

@@ -66,7 +66,7 @@ async def test_a_goal_the_judge_declares_done_on_the_third_turn_stops_there(tmp_
         assert "write the tests for parser.py" in turns[0]["messages"][-1]["content"]
         assert "one test still fails" in turns[2]["messages"][-1]["content"]  # the judge's note is passed on
         assert "tools" not in judged[0] and "echo: [Goal]" in judged[0]["messages"][1]["content"]
-        loops = {r["loop"] for r in await runner.parts.store.fetch_all("SELECT DISTINCT loop FROM llm_usage")}
+        loops = {r["loop"] for r in await runner.parts.store.fetch("SELECT DISTINCT loop FROM llm_usage")}
         assert {"goal", "judge"} <= loops
     finally:
         await runner.stop()
@@ -122,8 +122,8 @@ async def test_stop_pauses_a_goal_and_resume_goes_on_with_its_new_criterion(tmp_
         assert "- it has a docs page" in judge["messages"][1]["content"]
         turns = [b for b in llm.requests if is_goal_turn(b)]
         assert len(turns) == 2 and "it has a docs page" in turns[1]["messages"][-1]["content"]
-        states = await runner.parts.store.fetch_all("SELECT state FROM inbox WHERE platform_message_id LIKE 'goal:%'"
-                                              " ORDER BY id")
+        states = await runner.parts.store.fetch("SELECT state FROM inbox WHERE platform_message_id LIKE 'goal:%'"
+                                          " ORDER BY id")
         assert [r["state"] for r in states] == ["cancelled", "done"]
     finally:
         await runner.stop()
@@ -243,7 +243,7 @@ async def test_a_persons_message_whose_id_looks_like_a_goal_turn_is_answered_as_
             await paused_goal(tab)
             await tab.say("is it done yet?", msg_id="goal:1:9")
             assert await shown(tab, "echo: is it done yet?") == "echo: is it done yet?"
-        row = await runner.parts.store.fetch_one("SELECT origin, state FROM inbox WHERE platform_message_id = 'goal:1:9'")
+        row = await runner.parts.store.fetchrow("SELECT origin, state FROM inbox WHERE platform_message_id = 'goal:1:9'")
         assert (row["origin"], row["state"]) == ("person", "done")
     finally:
         await runner.stop()

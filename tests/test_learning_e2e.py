@@ -182,7 +182,7 @@ async def test_review_counters_survive_a_restart(tmp_path, llm: FakeLLM):
         for n in (1, 2):
             await tab.say(f"turn {n}")
             await tab.reply(n)
-        session_id = (await runner.parts.store.fetch_one("SELECT id FROM sessions"))["id"]
+        session_id = (await runner.parts.store.fetchrow("SELECT id FROM sessions"))["id"]
         for _ in range(100):  # the count follows the delivery
             if await runner.parts.store.learning.counters(session_id) == (2, 0):
                 break
@@ -238,7 +238,7 @@ async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(t
         await runner.parts.learning.skills.create("old-notes", "how to tidy notes", "Steps.", provenance="agent")
         long_ago = time.time() - 100 * 86400
         await runner.parts.store.execute("UPDATE skills SET created_at = ?, updated_at = ?, last_used_at = ?",
-                                   (long_ago, long_ago, long_ago))
+                                   long_ago, long_ago, long_ago)
         release = asyncio.Event()
 
         async def slow(body: dict[str, Any]) -> Reply:

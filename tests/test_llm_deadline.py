@@ -33,7 +33,7 @@ async def test_a_model_that_stalls_is_given_up_at_the_deadline_and_the_next_mess
             assert len(llm.requests) == 1  # given up, not asked again after the deadline
             await tab.say("and now?")
             assert await tab.reply(2) == "echo: and now?"
-        [row] = await runner.parts.store.fetch_all("SELECT state FROM inbox WHERE payload LIKE '%are you there%'")
+        [row] = await runner.parts.store.fetch("SELECT state FROM inbox WHERE payload LIKE '%are you there%'")
         assert row["state"] == "done"
     finally:
         await runner.stop()

@@ -59,10 +59,10 @@ async def test_an_upgrade_leaves_the_file_its_size_and_empties_the_wal_at_once(t
     store = await Store.open(path)
     try:  # (open, as a daemon goes on with it)
         assert path.stat().st_size < 1.1 * before and wal(path) == 0, (before, path.stat().st_size, wal(path))
-        [(count, first, last, goals)] = await store.fetch_all(
+        [(count, first, last, goals)] = await store.fetch(
             "SELECT count(*), min(id), max(id), sum(origin != 'person') FROM inbox")
         assert (count, first, last, goals) == (20_000, 1, 20_000, 0)
-        row = await store.fetch_one("SELECT chat_id, platform_message_id, received_at FROM inbox WHERE id = 777")
+        row = await store.fetchrow("SELECT chat_id, platform_message_id, received_at FROM inbox WHERE id = 777")
         assert tuple(row) == ("27", "777", 777.0)
     finally:
         await store.close()

@@ -74,7 +74,7 @@ async def test_a_database_of_each_earlier_schema_is_brought_up_to_date_with_its_
                    " received_at, updated_at) VALUES ('telegram', '1', '7', 'telegram:1', '{}', 'done', 1, 1)")
     store = await Store.open(path)
     try:
-        row = await store.fetch_one("SELECT platform_message_id, state FROM inbox")
+        row = await store.fetchrow("SELECT platform_message_id, state FROM inbox")
         assert tuple(row) == ("7", "done")
     finally:
         await store.close()

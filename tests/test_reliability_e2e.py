@@ -382,7 +382,7 @@ def test_the_database_is_durable_and_private(tmp_path):
     async def check(durability: str) -> tuple[int, int, int]:
         store = await Store.open(tmp_path / "home" / durability / "state.db", durability=durability)
         try:
-            row = await store.fetch_one("PRAGMA synchronous")
+            row = await store.fetchrow("PRAGMA synchronous")
             folder = (tmp_path / "home" / durability).stat().st_mode
             db = (tmp_path / "home" / durability / "state.db").stat().st_mode
             return row[0], stat.S_IMODE(folder), stat.S_IMODE(db)

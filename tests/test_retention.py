@@ -189,12 +189,12 @@ async def test_a_job_that_runs_every_second_keeps_delivering_while_its_ledger_st
             assert set(tab.replies()) == {"⏰ ping\n\necho: say hi"}
 
             async def bounded() -> bool:
-                ledger = await runner.parts.store.fetch_all("SELECT state FROM cron_runs")
-                sessions = await runner.parts.store.fetch_all("SELECT 1 FROM sessions WHERE key LIKE 'cron:%'")
+                ledger = await runner.parts.store.fetch("SELECT state FROM cron_runs")
+                sessions = await runner.parts.store.fetch("SELECT 1 FROM sessions WHERE key LIKE 'cron:%'")
                 return len(ledger) <= 3 and len(sessions) <= 3  # the last two, and one that may be running
 
             await eventually(bounded, 5, "the ledger held to cron.keep_runs")
-            states = [r["state"] for r in await runner.parts.store.fetch_all("SELECT state FROM cron_runs")]
+            states = [r["state"] for r in await runner.parts.store.fetch("SELECT state FROM cron_runs")]
             assert set(states) <= {"ok", "running"}  # no run lost its transcript or ledger row while it ran
     finally:
         await runner.stop()
@@ -402,8 +402,8 @@ async def test_a_large_database_is_compacted_once_only_at_a_quiet_moment(tmp_pat
     runner = await start_gateway(tmp_path, llm.base_url)
     try:
         await runner.parts.tick.wait_idle()
-        assert not await runner.parts.store.fetch_all("SELECT 1 FROM inbox")  # pruned all the same
-        assert (await runner.parts.store.fetch_one("PRAGMA auto_vacuum"))[0] == 0  # the gateway has just started: not now
+        assert not await runner.parts.store.fetch("SELECT 1 FROM inbox")  # pruned all the same
+        assert await runner.parts.store.fetchval("PRAGMA auto_vacuum") == 0  # the gateway has just started: not now
         assert "will be compacted once, to give space back after pruning, at the first 15 quiet minutes" in caplog.text
 
         async def quiet_for_an_hour() -> float:
@@ -417,7 +417,7 @@ async def test_a_large_database_is_compacted_once_only_at_a_quiet_moment(tmp_pat
                         approvals=retention.approvals, subagents=retention.subagents, usage=retention.usage,
                         ledger=retention.ledger, curator=retention.curator, upkeep=retention.upkeep,
                         idle_since=quiet_for_an_hour).reclaim()
-        assert (await runner.parts.store.fetch_one("PRAGMA auto_vacuum"))[0] == 2
+        assert await runner.parts.store.fetchval("PRAGMA auto_vacuum") == 2
     finally:
         await runner.stop()
     assert db_file.stat().st_size < 2_000_000

@@ -111,7 +111,7 @@ async def test_a_message_folded_into_an_admins_turn_still_counts_as_its_authors(
                          what="Bob's message waiting to be folded into Ann's turn")
         release.set()
         await asyncio.wait_for(reviewer.done.wait(), 10)
-        rows = await runner.parts.store.fetch_all("SELECT user_id, content FROM messages WHERE role = 'user' ORDER BY id")
+        rows = await runner.parts.store.fetch("SELECT user_id, content FROM messages WHERE role = 'user' ORDER BY id")
         assert [(r["user_id"], r["content"].split("]")[0]) for r in rows] == [(str(ANN), "[Ann"), (str(BOB), "[Bob")]
         assert "guest123" not in read(memory / "MEMORY.md")
         assert "The office wifi password is guest123 [from telegram:1002]" in read(memory / "PENDING.md")

@@ -81,8 +81,7 @@ async def test_the_ack_comes_once_stored_while_the_model_is_still_working(tmp_pa
     try:
         payload = slack.user_message("take your time")
         await slack.wait_for_ack(payload)
-        assert await runner.parts.store.fetch_one("SELECT 1 FROM inbox WHERE platform_message_id = ?",
-                                            (payload["event"]["ts"],))
+        assert await runner.parts.store.fetchrow("SELECT 1 FROM inbox WHERE platform_message_id = ?", payload["event"]["ts"])
         await llm.wait_for_requests(1)
         assert answers(slack, DM) == ["Working…"] or answers(slack, DM) == []  # the model has not answered
         assert slack.envelope_of(payload).deliveries == 1  # acked in time: Slack did not send it again
@@ -383,7 +382,7 @@ async def test_http_events_are_verified_answered_and_taken_once(tmp_path, llm: F
         assert status == 200 and slack.last_challenge in body
         forged = slack.user_message("forged", deliver="none")
         assert (await slack.post_event(url, forged, signed=False))[0] == 401
-        assert await runner.parts.store.fetch_all("SELECT id FROM inbox") == []  # nothing stored
+        assert await runner.parts.store.fetch("SELECT id FROM inbox") == []  # nothing stored
         payload = slack.user_message("signed", deliver="none")
         assert (await slack.post_event(url, payload))[0] == 200
         assert (await slack.post_event(url, payload, retry_num=1, retry_reason="http_timeout"))[0] == 200

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 import aiohttp
-import aiosqlite
 import pytest
 
 from gateway.storage import Store
 from gateway.storage.database import StorageError
+from gateway.storage.sqlite_connection import SqliteConnection
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import (
@@ -65,10 +65,10 @@ async def test_reads_go_on_while_a_write_waits_out_a_short_lock_which_is_not_an_
         async with Shell(tmp_path / "state.db") as shell:
             write = asyncio.create_task(store.inbox.add(web_message(1), "k"))
             await eventually(lambda: store.health()["state"] == "locked", 10, "the write waiting for the lock")
-            assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 1  # not frozen behind it
+            assert await store.fetchval("SELECT count(*) FROM inbox") == 1  # not frozen behind it
             assert not write.done()  # still waiting: no error for a lock shorter than the wait
             await shell.release()
-        assert await write and (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 2
+        assert await write and await store.fetchval("SELECT count(*) FROM inbox") == 2
         assert store.health()["state"] == "ready"
     finally:
         await store.close()
@@ -84,7 +84,7 @@ async def test_a_lock_held_past_the_wait_is_a_storage_error_and_health_clears_by
             assert health["state"] == "failing" and "locked by another program" in health["error"]
             await shell.release()
         await eventually(lambda: store.health()["state"] == "ready", 10, "the probe finding the lock gone")
-        assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 0
+        assert await store.fetchval("SELECT count(*) FROM inbox") == 0
     finally:
         await store.close()
 
@@ -107,9 +107,9 @@ async def test_a_store_closed_while_a_write_waits_for_a_lock_tells_the_caller(tm
 async def test_a_rollback_that_fails_settles_every_caller_and_the_store_goes_on(tmp_path, batch: int):
     store = await Store.open(tmp_path / "state.db")
     try:
-        async def breaks_the_connection(db: aiosqlite.Connection) -> None:
+        async def breaks_the_connection(db: SqliteConnection) -> None:
             await db.execute("INSERT INTO gateway_instances VALUES ('x', 'h', 1, 0, 0)")
-            await db.close()  # ROLLBACK (and anything else) on it now fails
+            await db.raw.close()  # ROLLBACK (and anything else) on aiosqlite's connection now fails
             raise RuntimeError("the unit failed")
 
         others = [store.inbox.add(web_message(n), "k") for n in range(batch - 1)]
@@ -118,9 +118,9 @@ async def test_a_rollback_that_fails_settles_every_caller_and_the_store_goes_on(
         assert all(isinstance(o, StorageError) for o in outcomes), outcomes
         assert "connection failed" in str(outcomes[0])
         assert await store.inbox.add(web_message(99), "k")  # a new connection
-        assert [r["message_id"] for r in await store.fetch_all("SELECT platform_message_id AS message_id FROM inbox")
+        assert [r["message_id"] for r in await store.fetch("SELECT platform_message_id AS message_id FROM inbox")
                 ] == ["m99"]
-        assert await store.fetch_all("SELECT * FROM gateway_instances") == []
+        assert await store.fetch("SELECT * FROM gateway_instances") == []
     finally:
         await store.close()
 

@@ -24,6 +24,7 @@ import aiosqlite
 import pytest
 
 from gateway.storage import Store
+from gateway.storage.connection import Connection
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import ANN, Daemon, Shell, eventually, free_port, sent_texts, telegram_settings, web_message
@@ -268,7 +269,7 @@ async def test_a_full_disk_at_the_commit_holds_the_answer_until_space_returns_th
 # -- point 9: a unit of work that raises CancelledError -------------------------------------
 
 
-async def _cancels(db: aiosqlite.Connection) -> None:
+async def _cancels(db: Connection) -> None:
     """A unit that writes, then is cancelled inside its transaction (an await of its own cut off)."""
     await db.execute("INSERT INTO gateway_instances VALUES ('x', 'h', 1, 0, 0)")
     raise asyncio.CancelledError
@@ -284,7 +285,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 async def the_next_write_commits(store: Store, path: Path) -> None:
     """A write of its own transaction (its BEGIN refused while one is left open) commits: another connection
     sees it, and nothing of what was cancelled."""
-    async def instance(db: aiosqlite.Connection) -> int:
+    async def instance(db: Connection) -> int:
         await db.execute("INSERT INTO gateway_instances VALUES ('y', 'h', 2, 0, 0)")
         return 1
 
@@ -301,11 +302,11 @@ async def test_a_unit_cancelled_inside_a_batch_is_rolled_back_and_the_writer_goe
     assert isinstance(outcomes[0], RuntimeError) and "cancelled" in str(outcomes[0]), outcomes
     assert all(isinstance(o, int) for o in outcomes[1:]), outcomes  # the rest of the batch committed
     await the_next_write_commits(store, tmp_path / "state.db")
-    assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == batch - 1
+    assert await store.fetchval("SELECT count(*) FROM inbox") == batch - 1
 
 
 async def test_a_single_statement_unit_cancelled_settles_its_caller(tmp_path: Path, store: Store) -> None:
-    async def cancelled(db: aiosqlite.Connection) -> None:
+    async def cancelled(db: Connection) -> None:
         raise asyncio.CancelledError
 
     with pytest.raises(RuntimeError, match="cancelled"):
@@ -314,7 +315,7 @@ async def test_a_single_statement_unit_cancelled_settles_its_caller(tmp_path: Pa
 
 
 async def test_a_read_cancelled_inside_a_transaction_leaves_none_open(tmp_path: Path, store: Store) -> None:
-    async def opens_and_is_cancelled(db: aiosqlite.Connection) -> None:
+    async def opens_and_is_cancelled(db: Connection) -> None:
         await db.execute("BEGIN IMMEDIATE")
         await _cancels(db)
 

@@ -6,11 +6,10 @@ import sqlite3
 import time
 from dataclasses import replace
 
-import aiosqlite
 import pytest
 
 from gateway.storage import Store
-from gateway.storage.database import pipelined
+from gateway.storage.connection import Connection
 from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef, InboundMessage
 from tests.harness import web_message
@@ -60,17 +59,18 @@ async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_poi
         sent, pending, kept = [await store.outbox.add(OutboxItem(chat, t)) for t in ("a", "b", "c")]
         for item_id in (sent, kept):
             await store.outbox.progress(OutboxItem(chat, "x", id=item_id), done=True)
-        async def job_that_sent(db: aiosqlite.Connection) -> None:
+        async def job_that_sent(db: Connection) -> None:
             await db.execute("INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, target, owner_platform,"
                        " owner_id, created_at, updated_at) VALUES (1, 'j', 'p', 'every 1h', 'UTC', 'none',"
                        " 'web', 'u', 0, 0)")
-            await db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)", (kept,))
+            await db.execute("INSERT INTO cron_runs (job_id, scheduled_at, state, outbox_id) VALUES (1, 0, 'ok', ?)",
+                             kept)
 
         await store.write(job_that_sent)
         assert await store.inbox.prune(time.time() - 3600) == (0, 0)  # nothing is old enough yet
         assert await store.inbox.prune(time.time() + 1) == (2, 1)
-        inbox = [r["state"] for r in await store.fetch_all("SELECT state FROM inbox")]
-        outbox = sorted(r["id"] for r in await store.fetch_all("SELECT id FROM outbox"))
+        inbox = [r["state"] for r in await store.fetch("SELECT state FROM inbox")]
+        outbox = sorted(r["id"] for r in await store.fetch("SELECT id FROM outbox"))
         assert inbox == ["received"]
         assert outbox == sorted([pending, kept])
     finally:
@@ -107,8 +107,8 @@ async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp
                                         return_exceptions=True)
         assert isinstance(outcomes[5], sqlite3.IntegrityError)
         assert all(isinstance(x, int) for i, x in enumerate(outcomes) if i != 5)
-        assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 10
-        assert (await store.fetch_one("SELECT count(*) FROM messages"))[0] == 0
+        assert await store.fetchval("SELECT count(*) FROM inbox") == 10
+        assert await store.fetchval("SELECT count(*) FROM messages") == 0
         assert await store.inbox.add(web_message(10), "k")  # and the store goes on
     finally:
         await store.close()
@@ -123,7 +123,7 @@ async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
         with pytest.raises(asyncio.CancelledError):
             await waiting
         await store.inbox.add(web_message(2), "k")  # committed after the first
-        assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 2
+        assert await store.fetchval("SELECT count(*) FROM inbox") == 2
     finally:
         await store.close()
 
@@ -131,10 +131,10 @@ async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
 async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_close_keeps_it(tmp_path):
     def usage_row(loop: str):
         return lambda db: db.execute("INSERT INTO llm_usage (at, loop, model, prompt_tokens, completion_tokens)"
-                                     " VALUES (0, ?, 'm', 1, 1)", (loop,))
+                                     " VALUES (0, ?, 'm', 1, 1)", loop)
 
     async def loops() -> list[str]:
-        return [r["loop"] for r in await store.fetch_all("SELECT loop FROM llm_usage ORDER BY id")]
+        return [r["loop"] for r in await store.fetch("SELECT loop FROM llm_usage ORDER BY id")]
 
     store = await Store.open(tmp_path / "s.db")
     store.later(usage_row("rides"))
@@ -157,7 +157,7 @@ async def test_a_read_never_sees_what_a_batch_has_not_committed(tmp_path):
     store = await Store.open(tmp_path / "s.db")
     inserted, release = asyncio.Event(), asyncio.Event()
 
-    async def fails_after_a_while(db: aiosqlite.Connection) -> None:
+    async def fails_after_a_while(db: Connection) -> None:
         await db.execute("INSERT INTO gateway_instances VALUES ('x', 'h', 1, 0, 0)")
         inserted.set()
         await release.wait()
@@ -166,7 +166,7 @@ async def test_a_read_never_sees_what_a_batch_has_not_committed(tmp_path):
     try:
         write = asyncio.create_task(store.write(fails_after_a_while))
         await inserted.wait()
-        read = asyncio.create_task(store.fetch_all("SELECT id FROM gateway_instances"))
+        read = asyncio.create_task(store.fetch("SELECT id FROM gateway_instances"))
         await asyncio.sleep(0)  # the read is asked for while the batch's transaction is open
         release.set()
         with pytest.raises(RuntimeError, match="the unit failed"):
@@ -179,16 +179,16 @@ async def test_a_read_never_sees_what_a_batch_has_not_committed(tmp_path):
 async def test_statements_a_unit_pipelines_all_end_before_it_fails_and_are_rolled_back_with_it(tmp_path):
     store = await Store.open(tmp_path / "s.db")
     try:
-        async def half_broken(db: aiosqlite.Connection) -> None:
-            await pipelined(db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 1, 0, 0)"),
-                            db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 2, 0, 0)"),  # the same id
-                            db.execute("INSERT INTO gateway_instances VALUES ('b', 'h', 3, 0, 0)"))
+        async def half_broken(db: Connection) -> None:
+            await db.pipelined(db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 1, 0, 0)"),
+                               db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 2, 0, 0)"),  # the same id
+                               db.execute("INSERT INTO gateway_instances VALUES ('b', 'h', 3, 0, 0)"))
 
         outcomes = await asyncio.gather(store.write(half_broken), store.inbox.add(web_message(1), "k"),
                                         return_exceptions=True)
         assert isinstance(outcomes[0], sqlite3.IntegrityError) and isinstance(outcomes[1], int)
-        assert await store.fetch_all("SELECT id FROM gateway_instances") == []
-        assert (await store.fetch_one("SELECT count(*) FROM inbox"))[0] == 1
+        assert await store.fetch("SELECT id FROM gateway_instances") == []
+        assert await store.fetchval("SELECT count(*) FROM inbox") == 1
     finally:
         await store.close()
 

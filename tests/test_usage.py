@@ -24,10 +24,10 @@ async def test_usage_adds_up_across_loops_in_the_chat_the_cli_and_metrics(tmp_pa
                 await tab.say(text)
                 assert await tab.reply(n) == f"echo: {text}"
             # the second turn made a memory review due: it asks the model in the background
-            await eventually(lambda: runner.parts.store.fetch_all("SELECT 1 FROM llm_usage WHERE loop = 'review'"), 10,
+            await eventually(lambda: runner.parts.store.fetch("SELECT 1 FROM llm_usage WHERE loop = 'review'"), 10,
                              "the review's request counted")
-            rows = await runner.parts.store.fetch_all("SELECT loop, session_id, platform, user_id, model, prompt_tokens,"
-                                                " completion_tokens FROM llm_usage ORDER BY id")
+            rows = await runner.parts.store.fetch("SELECT loop, session_id, platform, user_id, model, prompt_tokens,"
+                                            " completion_tokens FROM llm_usage ORDER BY id")
             main = [r for r in rows if r["loop"] == "main"]
             assert len(main) == 2 and all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 for r in main)
             assert {(r["platform"], r["user_id"], r["model"]) for r in rows} == {("webchat", "local", "gpt-4o-mini")}
@@ -68,9 +68,9 @@ async def test_the_background_loops_use_the_auxiliary_model_and_count_for_it(tmp
                 await aux.wait_for_requests(1)  # the review asked the auxiliary endpoint
             assert len(llm.requests) == 1  # the turn itself, on the main endpoint
             assert aux.requests[0]["model"] == "small-model" and aux.authorizations[0] == "Bearer sk-aux"
-            await eventually(lambda: runner.parts.store.fetch_all("SELECT 1 FROM llm_usage WHERE loop = 'review'"), 10,
+            await eventually(lambda: runner.parts.store.fetch("SELECT 1 FROM llm_usage WHERE loop = 'review'"), 10,
                              "the review counted")
-            rows = await runner.parts.store.fetch_all("SELECT loop, model FROM llm_usage ORDER BY id")
+            rows = await runner.parts.store.fetch("SELECT loop, model FROM llm_usage ORDER BY id")
             assert [(r["loop"], r["model"]) for r in rows] == [("main", "gpt-4o-mini"), ("review", "small-model")]
         finally:
             await runner.stop()

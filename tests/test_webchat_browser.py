@@ -90,7 +90,7 @@ async def test_a_streamed_reply_is_shown_as_rendered_html_and_confirmed(tmp_path
 
         async def confirmed() -> bool:
             assert runner.parts is not None
-            row = await runner.parts.store.fetch_one("SELECT state FROM outbox ORDER BY id DESC LIMIT 1")
+            row = await runner.parts.store.fetchrow("SELECT state FROM outbox ORDER BY id DESC LIMIT 1")
             return row is not None and row["state"] == "sent"
         await eventually(confirmed, what="the page's receipt for the reply")
         await browser.wait_for("document.getElementById('typing').hidden")  # the turn is over

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any, Awaitable, Sequence
 
-import aiosqlite
-
+from gateway.storage.connection import Connection
+from gateway.storage.sqlite_dialect import IN_LIST, listed
 from gateway.storage.tables import Tables
 
 
@@ -61,10 +61,10 @@ def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" * len(values))
 
 
-def _event(db: aiosqlite.Connection, approval_id: str, event: str, actor: str | None,
+def _event(db: Connection, approval_id: str, event: str, actor: str | None,
            detail: str | None) -> Awaitable[Any]:
     return db.execute("INSERT INTO approval_events (approval_id, event, actor, detail, at) VALUES (?,?,?,?,?)",
-                      (approval_id, event, actor, detail, time.time()))
+                      approval_id, event, actor, detail, time.time())
 
 
 class ApprovalStore(Tables):
@@ -73,41 +73,40 @@ class ApprovalStore(Tables):
         """Whether an always-allow rule for one of `confinements` (and, unless `reach` is None, made where
         the subject reached `reach`) covers this person in this chat (a rule for everyone, for the chat
         or for the person)."""
-        row = await self.fetch_one(
+        row = await self.fetchrow(
             "SELECT 1 FROM approval_rules WHERE kind = ? AND subject_hash = ?"
-            f" AND confinement IN ({_marks(confinements)}) AND (? IS NULL OR reach = ?) AND (scope = 'global' OR"
+            f" AND confinement IN ({_marks(confinements)}) AND reach = coalesce(?, reach) AND (scope = 'global' OR"
             " (scope = 'chat' AND platform = ? AND chat_id = ?) OR (scope = 'user' AND platform = ? AND user_id = ?))",
-            (kind, subject_hash, *confinements, reach, reach, platform, chat_id, platform, user_id))
+            kind, subject_hash, *confinements, reach, platform, chat_id, platform, user_id)
         return row is not None
 
     async def granted_for_session(self, session_id: int, subject_hash: str, confinements: Sequence[str],
                                   reach: str | None, platform: str, requester_id: str) -> bool:
         """Whether this person was granted the subject for the session (for one of `confinements`; unless
         `reach` is None, where the subject reached `reach`)."""
-        row = await self.fetch_one(
+        row = await self.fetchrow(
             "SELECT 1 FROM approvals WHERE session_id = ? AND subject_hash = ? AND state = 'session'"
-            f" AND confinement IN ({_marks(confinements)}) AND (? IS NULL OR reach = ?) AND platform = ?"
-            " AND requester_id = ?", (session_id, subject_hash, *confinements, reach, reach, platform, requester_id))
+            f" AND confinement IN ({_marks(confinements)}) AND reach = coalesce(?, reach) AND platform = ?"
+            " AND requester_id = ?", session_id, subject_hash, *confinements, reach, platform, requester_id)
         return row is not None
 
     async def add(self, approval: Approval) -> None:
         """Store a new pending request and its `requested` event (by the requester, with the subject)."""
         a = approval
 
-        async def add(db: aiosqlite.Connection) -> None:
+        async def add(db: Connection) -> None:
             await db.execute(
                 "INSERT INTO approvals (id, session_key, session_id, platform, chat_id, thread_id, requester_id, kind,"
                 " subject, subject_hash, confinement, reach, reasons, created_at, expires_at)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (a.id, a.session_key, a.session_id, a.platform, a.chat_id, a.thread_id, a.requester_id, a.kind,
-                 a.subject, a.subject_hash, a.confinement, a.reach, json.dumps(a.reasons), a.created_at,
-                 a.expires_at))
+                a.id, a.session_key, a.session_id, a.platform, a.chat_id, a.thread_id, a.requester_id, a.kind,
+                a.subject, a.subject_hash, a.confinement, a.reach, json.dumps(a.reasons), a.created_at, a.expires_at)
             await _event(db, a.id, "requested", a.requester_id, a.subject)
 
         await self.db.write(add)
 
     async def get(self, approval_id: str) -> Approval | None:
-        row = await self.fetch_one("SELECT * FROM approvals WHERE id = ?", (approval_id,))
+        row = await self.fetchrow("SELECT * FROM approvals WHERE id = ?", approval_id)
         return _approval(row) if row is not None else None
 
     async def decide(self, approval_id: str, state: str, actor: str, note: str | None = None, *,
@@ -117,20 +116,19 @@ class ApprovalStore(Tables):
         request's kind, subject and confinement, made by `actor`."""
         now = time.time()
 
-        async def decide(db: aiosqlite.Connection) -> bool:
-            cur = await db.execute("UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, note = ?"
-                                   " WHERE id = ? AND state = 'pending'", (state, actor, now, note, approval_id))
-            if cur.rowcount == 0:
+        async def decide(db: Connection) -> bool:
+            if not await db.execute("UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?, note = ?"
+                                    " WHERE id = ? AND state = 'pending'", state, actor, now, note, approval_id):
                 return False
             await _event(db, approval_id, state, actor, note)
             if rule_scope is not None:
                 await db.execute(
-                    "INSERT OR IGNORE INTO approval_rules (kind, subject, subject_hash, confinement, reach, scope,"
+                    "INSERT INTO approval_rules (kind, subject, subject_hash, confinement, reach, scope,"
                     " platform, chat_id, user_id, created_by, created_at) SELECT kind, subject, subject_hash,"
                     " confinement, reach, ?, CASE WHEN ? = 'global'"
                     " THEN '' ELSE platform END, CASE WHEN ? = 'chat' THEN chat_id ELSE '' END, CASE WHEN ? = 'user'"
-                    " THEN requester_id ELSE '' END, ?, ? FROM approvals WHERE id = ?",
-                    (rule_scope, rule_scope, rule_scope, rule_scope, actor, now, approval_id))
+                    " THEN requester_id ELSE '' END, ?, ? FROM approvals WHERE id = ? ON CONFLICT DO NOTHING",
+                    rule_scope, rule_scope, rule_scope, rule_scope, actor, now, approval_id)
             return True
 
         return await self.db.write(decide)
@@ -141,28 +139,26 @@ class ApprovalStore(Tables):
 
     async def set_prompt(self, approval_id: str, message_id: str) -> None:
         """Remember the message that asks (its outcome is edited into it)."""
-        await self.execute("UPDATE approvals SET prompt_message_id = ? WHERE id = ?", (message_id, approval_id))
+        await self.execute("UPDATE approvals SET prompt_message_id = ? WHERE id = ?", message_id, approval_id)
 
     async def pending(self, expired_before: float | None = None) -> list[str]:
         """The ids of pending requests; with `expired_before`, only those that expired before then."""
         if expired_before is None:
-            rows = await self.fetch_all("SELECT id FROM approvals WHERE state = 'pending'")
+            rows = await self.fetch("SELECT id FROM approvals WHERE state = 'pending'")
         else:
-            rows = await self.fetch_all("SELECT id FROM approvals WHERE state = 'pending' AND expires_at < ?",
-                                        (expired_before,))
+            rows = await self.fetch("SELECT id FROM approvals WHERE state = 'pending' AND expires_at < ?",
+                                    expired_before)
         return [row["id"] for row in rows]
 
     async def prune(self, before: float) -> int:
         """Forget requests decided before `before` with their events; return how many (see the module doc)."""
-        async def batch(db: aiosqlite.Connection) -> int:
-            ids = json.dumps([r[0] for r in await db.execute_fetchall(
+        async def batch(db: Connection) -> int:
+            ids = listed([r["id"] for r in await db.fetch(
                 "SELECT id FROM approvals WHERE state != 'pending' AND coalesce(decided_at, created_at) < ?"
                 " AND (state != 'session' OR session_id IS NULL"
-                " OR session_id NOT IN (SELECT id FROM sessions WHERE ended_at IS NULL)) LIMIT 500", (before,))])
-            await db.execute("DELETE FROM approval_events WHERE approval_id IN (SELECT value FROM json_each(?))",
-                             (ids,))
-            return (await db.execute("DELETE FROM approvals WHERE id IN (SELECT value FROM json_each(?))",
-                                     (ids,))).rowcount
+                " OR session_id NOT IN (SELECT id FROM sessions WHERE ended_at IS NULL)) LIMIT 500", before)])
+            await db.execute(f"DELETE FROM approval_events WHERE approval_id IN {IN_LIST}", ids)
+            return await db.execute(f"DELETE FROM approvals WHERE id IN {IN_LIST}", ids)
 
         return await self.in_batches(batch)
 
@@ -170,8 +166,8 @@ class ApprovalStore(Tables):
 
     async def rules(self) -> list[dict[str, Any]]:
         """Every always-allow rule, oldest first (`chatgate approvals rules list`)."""
-        return [dict(r) for r in await self.fetch_all("SELECT * FROM approval_rules ORDER BY id")]
+        return [dict(r) for r in await self.fetch("SELECT * FROM approval_rules ORDER BY id")]
 
     async def remove_rule(self, rule_id: int) -> bool:
         """Delete a rule; False when there is no such rule."""
-        return await self.execute("DELETE FROM approval_rules WHERE id = ?", (rule_id,)) > 0
+        return await self.execute("DELETE FROM approval_rules WHERE id = ?", rule_id) > 0

@@ -1,9 +1,10 @@
-"""The database: one SQLite connection through aiosqlite (its own thread; every call is a hop to it).
+"""SQLite's engine: one connection through aiosqlite (its own thread; every call is a hop to it).
 
-Whatever touches the database is an async function of the `aiosqlite.Connection` (`Work`). Each
-aiosqlite call is one hop between the event loop and the connection's thread, which costs about
-as much CPU as a few dozen small statements, so a unit of work keeps its awaits few:
-`execute_fetchall` for rows, `executemany` for many rows, one statement where two would do.
+Whatever touches the database is an async function of a `Connection` (`Work`, gateway.storage.connection),
+here `SqliteConnection`. Each aiosqlite call is one hop between the event loop and the connection's
+thread, which costs about as much CPU as a few dozen small statements, so a unit of work keeps its
+awaits few: `fetch` for rows, `executemany` for many rows, `pipelined` for statements that do not wait
+for each other, one statement where two would do.
 
 Group commit: the writes of many callers (`write`) share one transaction and one fsync. A writer
 takes every unit queued while the previous commit ran, runs them between one BEGIN and one
@@ -45,9 +46,12 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import aiosqlite
 
+from gateway.storage.connection import Connection, Work
+from gateway.storage.sqlite_connection import SqliteConnection
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Work = Callable[[aiosqlite.Connection], Awaitable[Any]]
+Setup = Callable[[aiosqlite.Connection], Awaitable[None]]  # what runs on a new connection first (the migrations)
 LATER_SECONDS = 1.0  # the longest a `later` write waits for a group commit to join
 BUSY_TIMEOUT_MS = 100  # SQLite's own wait for a lock, per try, on the connection's thread
 OPEN_TIMEOUT_MS = 30_000  # the same while opening (another process may be migrating the database)
@@ -118,11 +122,11 @@ def _logged(done: asyncio.Future[Any]) -> None:
         log.warning("a deferred write failed: %s", done.exception())
 
 
-async def _rollback(conn: aiosqlite.Connection) -> None:
+async def _rollback(conn: SqliteConnection) -> None:
     """Roll back what is open; an error here is the connection's, and leaves `_commit`. Asked on the
     connection's thread, after what is queued there (a statement of a cancelled unit may still run):
     sqlite3's rollback does nothing when no transaction is open."""
-    await conn.rollback()
+    await conn.raw.rollback()
 
 
 def _failure(exc: BaseException) -> Exception:
@@ -139,7 +143,7 @@ def _failure(exc: BaseException) -> Exception:
     raise exc
 
 
-async def _alone(conn: aiosqlite.Connection, unit: _Unit) -> Outcome:
+async def _alone(conn: SqliteConnection, unit: _Unit) -> Outcome:
     """One unit in a transaction of its own (in autocommit when it is `single`)."""
     try:
         if unit.single:
@@ -153,7 +157,7 @@ async def _alone(conn: aiosqlite.Connection, unit: _Unit) -> Outcome:
         return False, _failure(exc)
 
 
-async def _commit(conn: aiosqlite.Connection, batch: list[_Unit], out: list[Outcome]) -> None:
+async def _commit(conn: SqliteConnection, batch: list[_Unit], out: list[Outcome]) -> None:
     """The batch in one transaction, or unit by unit when one fails; each unit's outcome is
     appended to `out`. The database locked: every unit gets the busy error (none ran). An
     exception left is the connection's: the units without an outcome were not stored."""
@@ -177,7 +181,7 @@ async def _commit(conn: aiosqlite.Connection, batch: list[_Unit], out: list[Outc
     out.extend((True, result) for result in results)
 
 
-async def _connect(path: str, pragmas: str, setup: Work | None) -> aiosqlite.Connection:
+async def _connect(path: str, pragmas: str, setup: Setup | None) -> SqliteConnection:
     """A connection with `pragmas` applied. `setup`: opening the store, what to run on the new
     connection (the migrations), with SQLite waiting up to `OPEN_TIMEOUT_MS` for locks; None: the
     connection opened again after a failure. Switching a new file to WAL beside another opener is
@@ -193,7 +197,7 @@ async def _connect(path: str, pragmas: str, setup: Work | None) -> aiosqlite.Con
             if setup is not None:
                 await setup(conn)
                 await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            return conn
+            return SqliteConnection(conn)
         except sqlite3.OperationalError as exc:
             await conn.close()
             if not (setup is not None and _busy(exc) and time.monotonic() < deadline):
@@ -204,40 +208,23 @@ async def _connect(path: str, pragmas: str, setup: Work | None) -> aiosqlite.Con
         await asyncio.sleep(0.05)
 
 
-async def first_row(conn: aiosqlite.Connection, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
-    """The first row of a query, in one hop (a cursor's `fetchone` would be a second)."""
-    rows = await conn.execute_fetchall(sql, args)
-    return next(iter(rows), None)
-
-
-async def pipelined(*calls: Awaitable[Any]) -> list[Any]:
-    """Run several statements of a unit that do not need each other's results, queued at once:
-    aiosqlite runs them in the order given, and the unit waits for one round trip instead of one
-    each. All of them have ended when this returns; then the first error, if any, is raised."""
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results
-
-
 async def _nothing(conn: aiosqlite.Connection) -> None:
     """No work (no setup)."""
 
 
-async def _probe_write(conn: aiosqlite.Connection) -> None:
+async def _probe_write(conn: Connection) -> None:
     """The probe: one row written (a page appended to the WAL), which a full disk refuses; an empty
     transaction would commit there (it writes nothing)."""
     await conn.execute("INSERT INTO health (id, probed_at) VALUES (1, ?)"
-                       " ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", (time.time(),))
+                       " ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", time.time())
 
 
 class Database:
     """Open with `await Database.open(path, pragmas)`; close with `close()`."""
 
-    def __init__(self, conn: aiosqlite.Connection, path: str, pragmas: str, lock_wait: float = LOCK_WAIT) -> None:
+    def __init__(self, conn: SqliteConnection, path: str, pragmas: str, lock_wait: float = LOCK_WAIT) -> None:
         self.lock_wait = lock_wait
-        self._conn: aiosqlite.Connection | None = conn  # None: it failed; opened again at the next use
+        self._conn: SqliteConnection | None = conn  # None: it failed; opened again at the next use
         self._path, self._pragmas = path, pragmas
         self._gate = asyncio.Lock()  # held by a batch (its transaction open) and by a read
         self._queued: list[_Unit] = []
@@ -255,7 +242,7 @@ class Database:
         self.batches = 0  # group commits so far (the tests read it)
 
     @classmethod
-    async def open(cls, path: str, pragmas: list[str], setup: Work | None = None, *,
+    async def open(cls, path: str, pragmas: list[str], setup: Setup | None = None, *,
                    lock_wait: float = LOCK_WAIT) -> "Database":
         """Connect, apply `pragmas`, then run `setup` (the migrations) on the new connection.
         `lock_wait`: how long a write waits for another program's lock (see the module doc)."""
@@ -276,7 +263,7 @@ class Database:
         async with self._gate:
             conn, self._conn = self._conn, None
             if conn is not None:
-                await conn.close()
+                await conn.raw.close()
 
     def health(self) -> dict[str, Any]:
         """Whether writes work: `ready`, `locked` (waiting for another program's lock) or `failing`
@@ -329,7 +316,7 @@ class Database:
         finally:
             self.waiting -= bool(tries)
 
-    async def _connection(self) -> aiosqlite.Connection:
+    async def _connection(self) -> SqliteConnection:
         """The connection, opened again if it failed (under the gate)."""
         if self._conn is None:
             if self._closed:
@@ -338,7 +325,7 @@ class Database:
             log.warning("the database connection was opened again")
         return self._conn
 
-    async def read(self, work: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+    async def read(self, work: Callable[[Connection], Awaitable[T]]) -> T:
         """Run `work` between group commits; for reads, and for writes that must not wait for one. Whatever
         it raises, it leaves no transaction open; a failure of the storage's is said in `health()`."""
         async with self._gate:
@@ -357,7 +344,7 @@ class Database:
                     self._set_health("failing", str(wrapped))
                 raise wrapped from exc
 
-    async def write(self, work: Callable[[aiosqlite.Connection], Awaitable[T]], *, single: bool = False) -> T:
+    async def write(self, work: Callable[[Connection], Awaitable[T]], *, single: bool = False) -> T:
         """Run `work` (statements, no BEGIN/COMMIT of its own) in the next group commit; return its
         result once committed. `single`: it is one statement. A caller that is cancelled meanwhile
         does not cancel the write."""
@@ -392,9 +379,9 @@ class Database:
         async with self._gate:
             try:
                 conn = await self._connection()
-                changes = conn.total_changes
+                changes = conn.raw.total_changes
                 await _commit(conn, batch, out)
-                return conn.total_changes > changes
+                return conn.raw.total_changes > changes
             except Exception as exc:
                 log.error("the database connection failed (%s); opening it again", exc)
                 failed = StorageError(f"the database connection failed ({exc}); it was not stored")
@@ -403,7 +390,7 @@ class Database:
                 conn, self._conn = self._conn, None
                 try:
                     if conn is not None:
-                        await conn.close()  # (SQLite rolls back what was left open)
+                        await conn.raw.close()  # (SQLite rolls back what was left open)
                 except Exception as close_exc:
                     log.debug("closing the failed connection: %s", close_exc)
         return False

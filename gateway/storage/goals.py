@@ -15,9 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-import aiosqlite
-
-from gateway.storage.database import first_row
+from gateway.storage.connection import Connection
 from gateway.storage.inbox import decode_inbound, encode_inbound, insert_inbox
 from gateway.storage.outbox import OutboxItem, insert_outbox
 from gateway.storage.tables import Tables
@@ -80,22 +78,21 @@ def _turn_message_id(goal_id: int, seq: int) -> str:
     return f"{TURN_ID}{goal_id}:{seq}"
 
 
-async def _insert_turn(db: aiosqlite.Connection, goal: Goal, seq: int, text: str) -> GoalTurn | None:
+async def _insert_turn(db: Connection, goal: Goal, seq: int, text: str) -> GoalTurn | None:
     """The goal's turn `seq` as an inbox row (None: it exists already)."""
     msg = replace(goal.origin, text=text, message_id=_turn_message_id(goal.id, seq))
     inbox_id = await insert_inbox(db, msg, goal.session_key, goal_turn=(goal.id, seq))
     return GoalTurn(inbox_id, goal.session_key, msg, (goal.id, seq)) if inbox_id is not None else None
 
 
-async def _claim(db: aiosqlite.Connection, goal: Goal, seq: int, state: str, reason: str | None,
+async def _claim(db: Connection, goal: Goal, seq: int, state: str, reason: str | None,
                  turns: int, next_seq: int) -> bool:
     """Record the verdict on turn `seq` — only if the goal is still active and that turn not yet
     judged (a pause or a second judge meanwhile wins)."""
-    cur = await db.execute(
+    return await db.execute(
         "UPDATE goals SET state = ?, reason = coalesce(?, reason), turns = ?, judged = ?, seq = ?, updated_at = ?"
         " WHERE id = ? AND state = 'active' AND judged < ?",
-        (state, reason, turns, seq, next_seq, time.time(), goal.id, seq))
-    return cur.rowcount == 1
+        state, reason, turns, seq, next_seq, time.time(), goal.id, seq) == 1
 
 
 class GoalStore(Tables):
@@ -104,43 +101,43 @@ class GoalStore(Tables):
         """A new active goal of the session `key`, and its first turn (text `first_turn`), in one write."""
         now = time.time()
 
-        async def create(db: aiosqlite.Connection) -> tuple[Goal, GoalTurn | None]:
-            cur = await db.execute(
+        async def create(db: Connection) -> tuple[Goal, GoalTurn | None]:
+            goal_id = await db.fetchval(
                 "INSERT INTO goals (session_key, origin, objective, state, max_turns, seq, created_at, updated_at)"
-                " VALUES (?, ?, ?, 'active', ?, 1, ?, ?)",
-                (key, encode_inbound(origin), objective, max_turns, now, now))
-            goal = Goal(int(cur.lastrowid), key, origin, objective, [], "active", 0, max_turns, 1, 0, None)
+                " VALUES (?, ?, ?, 'active', ?, 1, ?, ?) RETURNING id",
+                key, encode_inbound(origin), objective, max_turns, now, now)
+            goal = Goal(int(goal_id), key, origin, objective, [], "active", 0, max_turns, 1, 0, None)
             return goal, await _insert_turn(db, goal, 1, first_turn)
 
         return await self.db.write(create)
 
     async def open_goal(self, key: str) -> Goal | None:
         """The session's goal that is active, paused or exhausted (at most one is)."""
-        row = await self.fetch_one(
-            "SELECT * FROM goals WHERE session_key = ? AND state IN ('active', 'paused', 'exhausted')", (key,))
+        row = await self.fetchrow(
+            "SELECT * FROM goals WHERE session_key = ? AND state IN ('active', 'paused', 'exhausted')", key)
         return _goal(row) if row else None
 
     async def latest(self, key: str) -> Goal | None:
         """The session's newest goal, in whatever state."""
-        row = await self.fetch_one("SELECT * FROM goals WHERE session_key = ? ORDER BY id DESC LIMIT 1", (key,))
+        row = await self.fetchrow("SELECT * FROM goals WHERE session_key = ? ORDER BY id DESC LIMIT 1", key)
         return _goal(row) if row else None
 
     async def get(self, goal_id: int) -> Goal | None:
-        row = await self.fetch_one("SELECT * FROM goals WHERE id = ?", (goal_id,))
+        row = await self.fetchrow("SELECT * FROM goals WHERE id = ?", goal_id)
         return _goal(row) if row else None
 
     async def set_criteria(self, goal_id: int, criteria: list[str], people: list[Person]) -> None:
         """The goal's criteria and the people who added them."""
         await self.execute("UPDATE goals SET criteria = ?, people = ?, updated_at = ? WHERE id = ?",
-                           (json.dumps(criteria), json.dumps(people), time.time(), goal_id))
+                           json.dumps(criteria), json.dumps(people), time.time(), goal_id)
 
     async def set_state(self, key: str, current: tuple[str, ...], state: str, reason: str) -> Goal | None:
         """Move the session's goal that is in one of the `current` states to `state`; the goal as it is
         now (None: no goal was in those states)."""
         marks = ", ".join("?" for _ in current)
-        row = await self.db.write(lambda db: first_row(
-            db, f"UPDATE goals SET state = ?, reason = ?, updated_at = ? WHERE session_key = ? AND state IN ({marks})"
-            " RETURNING *", (state, reason, time.time(), key, *current)), single=True)
+        row = await self.db.write(lambda db: db.fetchrow(
+            f"UPDATE goals SET state = ?, reason = ?, updated_at = ? WHERE session_key = ? AND state IN ({marks})"
+            " RETURNING *", state, reason, time.time(), key, *current), single=True)
         return _goal(row) if row else None
 
     async def resume(self, goal: Goal, *, max_turns: int, seq: int, next_turn: str | None,
@@ -149,18 +146,18 @@ class GoalStore(Tables):
         as judged), and queue turn `seq` with the text `next_turn` (None: it is queued already), in one
         write. `counted`: the resume gives more turns and counts against that person, refused when they
         did so `max_resumes` times in the last day. Whether it resumed, and the turn queued."""
-        async def resume(db: aiosqlite.Connection) -> tuple[bool, GoalTurn | None]:
+        async def resume(db: Connection) -> tuple[bool, GoalTurn | None]:
             now = time.time()
             if counted is not None:
-                await db.execute("DELETE FROM goal_resumes WHERE at < ?", (now - RESUME_WINDOW,))
-                done = (await db.execute_fetchall(
-                    "SELECT count(*) FROM goal_resumes WHERE platform = ? AND user_id = ?", counted))[0][0]
+                await db.execute("DELETE FROM goal_resumes WHERE at < ?", now - RESUME_WINDOW)
+                done = await db.fetchval(
+                    "SELECT count(*) FROM goal_resumes WHERE platform = ? AND user_id = ?", *counted)
                 if done >= max_resumes:
                     return False, None
                 await db.execute("INSERT INTO goal_resumes (goal_id, platform, user_id, at) VALUES (?, ?, ?, ?)",
-                                 (goal.id, *counted, now))
+                                 goal.id, *counted, now)
             await db.execute("UPDATE goals SET state = 'active', max_turns = ?, seq = ?, judged = ?, updated_at = ?"
-                             " WHERE id = ?", (max_turns, seq, seq - 1, now, goal.id))
+                             " WHERE id = ?", max_turns, seq, seq - 1, now, goal.id)
             return True, None if next_turn is None else await _insert_turn(db, goal, seq, next_turn)
 
         return await self.db.write(resume)
@@ -171,7 +168,7 @@ class GoalStore(Tables):
         `next_seq`) — only if the goal is still active and that turn not yet judged — and with it, in the
         same write, queue `notice` to the chat and turn `next_seq` with the text `next_turn`. Whether the
         verdict was recorded, and the turn queued (None: none, or it existed already)."""
-        async def settle(db: aiosqlite.Connection) -> tuple[bool, GoalTurn | None]:
+        async def settle(db: Connection) -> tuple[bool, GoalTurn | None]:
             if not await _claim(db, goal, seq, state, reason, turns, next_seq):
                 return False, None
             if notice is not None:
@@ -182,20 +179,20 @@ class GoalStore(Tables):
 
     async def turn_state(self, goal: Goal, seq: int) -> str | None:
         """The inbox state of the goal's turn `seq` (None: there is no such row)."""
-        row = await self.fetch_one("SELECT state FROM inbox WHERE goal_id = ? AND goal_seq = ? AND origin = 'goal'",
-                                   (goal.id, seq))
+        row = await self.fetchrow("SELECT state FROM inbox WHERE goal_id = ? AND goal_seq = ? AND origin = 'goal'",
+                                  goal.id, seq)
         return row["state"] if row else None
 
     async def turn_messages(self, inbox_id: int) -> list[dict[str, Any]]:
         """What a goal turn did, for the judge: its transcript's messages (role, content, name, tool_calls)."""
-        rows = await self.fetch_all("SELECT role, content, tool_calls, name FROM messages WHERE inbox_id = ?"
-                                    " AND status = 'ok' ORDER BY id", (inbox_id,))
+        rows = await self.fetch("SELECT role, content, tool_calls, name FROM messages WHERE inbox_id = ?"
+                                " AND status = 'ok' ORDER BY id", inbox_id)
         return [{"role": r["role"], "content": r["content"], "name": r["name"],
                  "tool_calls": json.loads(r["tool_calls"]) if r["tool_calls"] else None} for r in rows]
 
     async def unjudged(self) -> list[Unjudged]:
         """Active goals whose latest turn finished (neither received nor processing) but was not judged."""
-        rows = await self.fetch_all(
+        rows = await self.fetch(
             "SELECT g.*, i.id AS inbox_id, i.state AS turn_state, i.payload FROM goals g JOIN inbox i"
             " ON i.goal_id = g.id AND i.goal_seq = g.seq AND i.origin = 'goal' WHERE g.state = 'active'"
             " AND g.judged < g.seq AND i.state NOT IN ('received', 'processing')")

@@ -8,9 +8,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import aiosqlite
-
+from gateway.storage.connection import Connection
 from gateway.storage.outbox import SendIntent, read_intent
+from gateway.storage.sqlite_dialect import json_appended, json_object
 from gateway.storage.tables import Tables
 from platforms.base import Attachment, ChatRef, InboundMessage
 
@@ -51,19 +51,18 @@ def decode_inbound(payload: str) -> InboundMessage:
     return InboundMessage(**data)
 
 
-async def insert_inbox(db: aiosqlite.Connection, msg: InboundMessage, session_key: str, *,
+async def insert_inbox(db: Connection, msg: InboundMessage, session_key: str, *,
                        state: str = "received", error: str | None = None,
                        goal_turn: tuple[int, int] | None = None) -> int | None:
     """`InboxStore.add` inside a unit of work of another group's; `goal_turn`: the row is that turn of a
     goal (origin 'goal'), not a person's message."""
     now = time.time()
     goal_id, goal_seq = goal_turn or (None, None)
-    cur = await db.execute(
-        "INSERT OR IGNORE INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state,"
-        " error, received_at, updated_at, origin, goal_id, goal_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (msg.platform, msg.chat_id, msg.message_id, session_key, encode_inbound(msg), state, error, now, now,
-         "person" if goal_turn is None else "goal", goal_id, goal_seq))
-    return cur.lastrowid if cur.rowcount else None
+    return await db.fetchval(  # (no row back when it was there already)
+        "INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, payload, state, error,"
+        " received_at, updated_at, origin, goal_id, goal_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT DO NOTHING RETURNING id", msg.platform, msg.chat_id, msg.message_id, session_key,
+        encode_inbound(msg), state, error, now, now, "person" if goal_turn is None else "goal", goal_id, goal_seq)
 
 
 def goal_turn(row: Any) -> tuple[int, int] | None:
@@ -87,30 +86,30 @@ class InboxStore(Tables):
         """Note, before the first send of a turn's draft, that it was started, and after which message (a
         crash before its id is recorded leaves the re-run something to look for: `set_draft`). Marks the
         message 'processing' in the same write."""
-        rows = await self.db.write(lambda db: db.execute_fetchall(
-            f"UPDATE inbox SET draft_intent = json_object('after', {_AFTER_ROW}), {_STARTED} WHERE id = ?"
-            " RETURNING draft_intent", (inbox_id,)), single=True)
-        return read_intent(rows[0][0] if rows else None) or SendIntent()
+        intent = await self.db.write(lambda db: db.fetchval(
+            f"UPDATE inbox SET draft_intent = {json_object(('after', _AFTER_ROW))}, {_STARTED} WHERE id = ?"
+            " RETURNING draft_intent", inbox_id), single=True)
+        return read_intent(intent) or SendIntent()
 
     def set_draft(self, inbox_id: int, message_id: str) -> None:
         """Remember the first message a turn sent, so a re-run edits it instead of sending another. It joins
         the next group commit: its intent (`draft_intent`) was committed before the send, so a crash that
         takes this record leaves the re-run looking for the message, not sending a second one."""
         self.db.later(lambda db: db.execute(f"UPDATE inbox SET draft_message_id = ?, draft_intent = NULL, {_STARTED}"
-                                            " WHERE id = ?", (message_id, inbox_id)))
+                                            " WHERE id = ?", message_id, inbox_id))
 
     async def add_effect(self, inbox_id: int, what: str) -> None:
         """Note, before it runs, a side-effecting tool call of this message's turn."""
-        await self.execute("UPDATE inbox SET effects = json_insert(coalesce(effects, '[]'), '$[#]', ?),"
-                           f" {_STARTED} WHERE id = ?", (what, inbox_id))
+        await self.execute(f"UPDATE inbox SET effects = {json_appended('effects')}, {_STARTED} WHERE id = ?",
+                           what, inbox_id)
 
     async def unfinished(self, inbox_id: int | None = None) -> list[Unfinished]:
         """Messages accepted but not finished (received or processing), oldest first (`inbox_id`: that one,
         if it is unfinished)."""
-        rows = await self.fetch_all(
+        rows = await self.fetch(
             "SELECT id, session_key, payload, draft_message_id, effects, origin, goal_id, goal_seq, draft_intent"
             " FROM inbox WHERE state IN ('received', 'processing') AND id = coalesce(?, id) ORDER BY id",
-            (inbox_id,))
+            inbox_id)
         return [Unfinished(r["id"], r["session_key"], decode_inbound(r["payload"]), r["draft_message_id"],
                            json.loads(r["effects"] or "[]"), goal_turn(r),
                            None if r["draft_message_id"] else read_intent(r["draft_intent"])) for r in rows]
@@ -119,26 +118,25 @@ class InboxStore(Tables):
         """Keep input that could not be taken (the payload cut to 64 KiB: enough to see what it was)."""
         await self.execute(
             "INSERT INTO dead_letters (platform, ref, payload, reason, created_at) VALUES (?, ?, ?, ?, ?)",
-            (platform, ref, payload[:65536], reason[:2000], time.time()))
+            platform, ref, payload[:65536], reason[:2000], time.time())
 
     async def dead_letters(self, limit: int = 50) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self.fetch_all("SELECT * FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))]
+        return [dict(r) for r in await self.fetch("SELECT * FROM dead_letters ORDER BY id DESC LIMIT ?", limit)]
 
     async def last_received_at(self) -> float | None:
-        row = await self.fetch_one("SELECT max(received_at) FROM inbox")
-        return row[0] if row else None
+        return await self.fetchval("SELECT max(received_at) FROM inbox")
 
     async def failures(self, limit: int = 50) -> list[dict[str, Any]]:
         """Failed turns (inbox) and replies given up on (outbox), newest first."""
-        rows = await self.fetch_all(
+        rows = await self.fetch(
             "SELECT * FROM (SELECT 'turn' AS kind, platform, chat_id, error, updated_at AS at FROM inbox"
             " WHERE state = 'failed' UNION ALL SELECT 'delivery', platform, chat_id, error, created_at FROM outbox"
-            " WHERE state = 'failed') ORDER BY at DESC LIMIT ?", (limit,))
+            " WHERE state = 'failed') AS failed ORDER BY at DESC LIMIT ?", limit)
         return [dict(r) for r in rows]
 
     async def trouble_counts(self) -> dict[str, int]:
         """How much waits, failed or was set aside (for `chatgate doctor`)."""
-        row = await self.fetch_one(
+        row = await self.fetchrow(
             "SELECT (SELECT count(*) FROM dead_letters) AS dead_letters,"
             " (SELECT count(*) FROM inbox WHERE state = 'failed') AS failed_turns,"
             " (SELECT count(*) FROM outbox WHERE state = 'failed') AS failed_deliveries,"
@@ -147,17 +145,17 @@ class InboxStore(Tables):
 
     async def recent_errors(self, limit: int = 5) -> list[dict[str, Any]]:
         """The latest failed turns, undeliverable replies and dead letters, newest first."""
-        rows = await self.fetch_all(
+        rows = await self.fetch(
             "SELECT * FROM (SELECT 'turn' AS what, platform, updated_at AS at, error FROM inbox WHERE state = 'failed'"
             " UNION ALL SELECT 'reply', platform, coalesce(sent_at, created_at), error FROM outbox"
             " WHERE state = 'failed'"
-            " UNION ALL SELECT 'input', platform, created_at, reason FROM dead_letters) ORDER BY at DESC LIMIT ?",
-            (limit,))
+            " UNION ALL SELECT 'input', platform, created_at, reason FROM dead_letters) AS errors"
+            " ORDER BY at DESC LIMIT ?", limit)
         return [dict(r) for r in rows]
 
     async def queue_counts(self) -> dict[str, int]:
         """Messages waiting or running, and replies waiting to go out."""
-        row = await self.fetch_one(
+        row = await self.fetchrow(
             "SELECT (SELECT count(*) FROM inbox WHERE state = 'received') AS waiting,"
             " (SELECT count(*) FROM inbox WHERE state = 'processing') AS running,"
             " (SELECT count(*) FROM outbox WHERE state = 'pending') AS outbox_pending")
@@ -167,13 +165,13 @@ class InboxStore(Tables):
         """Forget finished inbox and outbox rows and dead letters older than `before`; how many inbox and
         outbox rows went. The outbox rows a cron run points at are kept: they hold the ids of the messages
         it delivered."""
-        async def prune(db: aiosqlite.Connection) -> tuple[int, int]:
+        async def prune(db: Connection) -> tuple[int, int]:
             inbox = await db.execute("DELETE FROM inbox WHERE state NOT IN ('received', 'processing')"
-                                     " AND updated_at < ?", (before,))
-            await db.execute("DELETE FROM dead_letters WHERE created_at < ?", (before,))
+                                     " AND updated_at < ?", before)
+            await db.execute("DELETE FROM dead_letters WHERE created_at < ?", before)
             outbox = await db.execute(
                 "DELETE FROM outbox WHERE state IN ('sent', 'failed') AND created_at < ?"
-                " AND id NOT IN (SELECT outbox_id FROM cron_runs WHERE outbox_id IS NOT NULL)", (before,))
-            return inbox.rowcount, outbox.rowcount
+                " AND id NOT IN (SELECT outbox_id FROM cron_runs WHERE outbox_id IS NOT NULL)", before)
+            return inbox, outbox
 
         return await self.db.write(prune)

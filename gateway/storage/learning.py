@@ -19,9 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
-from gateway.storage.database import first_row
+from gateway.storage.connection import Connection
+from gateway.storage.sqlite_dialect import IN_LIST, listed
 from gateway.storage.tables import Tables
 
 _APPLIED = "dry_run = 0 AND finished_at IS NOT NULL AND error IS NULL"  # a curator run applied and finished well
@@ -39,20 +38,23 @@ class TurnCount:
     memory_due: bool = False
     skill_due: bool = False
 
-    async def __call__(self, db: aiosqlite.Connection) -> None:
+    async def __call__(self, db: Connection) -> None:
         now = time.time()
-        [(turns, iters)] = await db.execute_fetchall(
+        counted = await db.fetchrow(
             "INSERT INTO review_counters (session_id, turns_since_memory, iters_since_skill, updated_at)"
-            " VALUES (?, 1, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
-            " turns_since_memory = turns_since_memory + 1, iters_since_skill = iters_since_skill + ?,"
+            " VALUES (?, 1, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
+            " turns_since_memory = review_counters.turns_since_memory + 1,"
+            " iters_since_skill = review_counters.iters_since_skill + ?,"
             " updated_at = ? RETURNING turns_since_memory, iters_since_skill",
-            (self.session_id, self.tool_iterations, now, self.tool_iterations, now))
-        self.memory_due, self.skill_due = turns >= self.memory_every, iters >= self.skill_every
+            self.session_id, self.tool_iterations, now, self.tool_iterations, now)
+        assert counted is not None  # (an upsert returns its row)
+        self.memory_due = counted["turns_since_memory"] >= self.memory_every
+        self.skill_due = counted["iters_since_skill"] >= self.skill_every
         if self.memory_due or self.skill_due:
             await db.execute(
                 "UPDATE review_counters SET turns_since_memory = CASE WHEN ? THEN 0 ELSE turns_since_memory END,"
                 " iters_since_skill = CASE WHEN ? THEN 0 ELSE iters_since_skill END WHERE session_id = ?",
-                (self.memory_due, self.skill_due, self.session_id))
+                self.memory_due, self.skill_due, self.session_id)
 
 
 class LearningStore(Tables):
@@ -60,10 +62,10 @@ class LearningStore(Tables):
 
     async def keep_prompt(self, session_id: int, block: str) -> str | None:
         """Keep `block` as the session's prompt unless it has one; the one it keeps (None: no such session)."""
-        row = await self.db.write(lambda db: first_row(
-            db, "UPDATE sessions SET prompt = coalesce(prompt, ?) WHERE id = ? RETURNING prompt", (block, session_id)),
+        kept = await self.db.write(lambda db: db.fetchval(
+            "UPDATE sessions SET prompt = coalesce(prompt, ?) WHERE id = ? RETURNING prompt", block, session_id),
             single=True)
-        return str(row[0]) if row and row[0] is not None else None
+        return None if kept is None else str(kept)
 
     def turn_count(self, session_id: int, tool_iterations: int, memory_every: int, skill_every: int) -> TurnCount:
         """A finished turn's count, to run in the turn's own commit (see `TurnCount`)."""
@@ -71,9 +73,9 @@ class LearningStore(Tables):
 
     async def counters(self, session_id: int) -> tuple[int, int]:
         """The session's user turns since its last memory review and tool iterations since its last skill review."""
-        row = await self.fetch_one("SELECT turns_since_memory, iters_since_skill FROM review_counters"
-                                   " WHERE session_id = ?", (session_id,))
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+        row = await self.fetchrow("SELECT turns_since_memory, iters_since_skill FROM review_counters"
+                                  " WHERE session_id = ?", session_id)
+        return (int(row["turns_since_memory"]), int(row["iters_since_skill"])) if row else (0, 0)
 
     # -- skills ----------------------------------------------------------------------------
 
@@ -84,19 +86,18 @@ class LearningStore(Tables):
             "INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, last_used_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET updated_by = excluded.updated_by,"
             " updated_at = excluded.updated_at, last_used_at = excluded.updated_at, state = 'active'",
-            (name, provenance, provenance, now, now, now))
+            name, provenance, provenance, now, now, now)
 
     async def skill_viewed(self, name: str) -> None:
         """One view more; a stale skill is active again."""
         now = time.time()
 
-        async def record_view(db: aiosqlite.Connection) -> None:
-            cur = await db.execute("UPDATE skills SET views = views + 1, last_used_at = ?,"
-                                   " state = CASE state WHEN 'stale' THEN 'active' ELSE state END WHERE name = ?",
-                                   (now, name))
-            if not cur.rowcount:  # a skill put in place by hand: the user's
+        async def record_view(db: Connection) -> None:
+            if not await db.execute("UPDATE skills SET views = views + 1, last_used_at = ?,"
+                                    " state = CASE state WHEN 'stale' THEN 'active' ELSE state END WHERE name = ?",
+                                    now, name):  # a skill put in place by hand: the user's
                 await db.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, views,"
-                                 " last_used_at) VALUES (?, 'user', 'user', ?, ?, 1, ?)", (name, now, now, now))
+                                 " last_used_at) VALUES (?, 'user', 'user', ?, ?, 1, ?)", name, now, now, now)
 
         await self.db.write(record_view)
 
@@ -104,62 +105,62 @@ class LearningStore(Tables):
         now = time.time()
         await self.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, state)"
                            " VALUES (?, 'user', 'user', ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state = ?",
-                           (name, now, now, state, state))
+                           name, now, now, state, state)
 
     async def pin_skill(self, name: str, pinned: bool) -> None:
         now = time.time()
         await self.execute("INSERT INTO skills (name, provenance, updated_by, created_at, updated_at, pinned)"
                            " VALUES (?, 'user', 'user', ?, ?, ?) ON CONFLICT(name) DO UPDATE SET pinned = ?",
-                           (name, now, now, int(pinned), int(pinned)))
+                           name, now, now, int(pinned), int(pinned))
 
     async def skills(self) -> dict[str, dict[str, Any]]:
         """Every skill's row (name, provenance, updated_by, created_at, updated_at, last_used_at, views,
         state, pinned), by name."""
-        return {r["name"]: dict(r) for r in await self.fetch_all("SELECT * FROM skills")}
+        return {r["name"]: dict(r) for r in await self.fetch("SELECT * FROM skills")}
 
     # -- the curator -----------------------------------------------------------------------
 
     async def first_started_at(self, now: float) -> float:
         """When the gateway first started: `now`, unless an earlier start was recorded."""
         await self.execute(
-            "INSERT OR IGNORE INTO gateway_facts (key, value) VALUES ('first_started_at', ?)", (repr(now),))
-        row = await self.fetch_one("SELECT value FROM gateway_facts WHERE key = 'first_started_at'")
+            "INSERT INTO gateway_facts (key, value) VALUES ('first_started_at', ?) ON CONFLICT DO NOTHING", repr(now))
+        row = await self.fetchrow("SELECT value FROM gateway_facts WHERE key = 'first_started_at'")
         return float(row["value"]) if row else now
 
     async def last_applied_run_start(self) -> float | None:
         """When the latest curator run that was applied (not a dry run) and finished without error started."""
-        row = await self.fetch_one(f"SELECT max(started_at) AS t FROM curator_runs WHERE {_APPLIED}")
+        row = await self.fetchrow(f"SELECT max(started_at) AS t FROM curator_runs WHERE {_APPLIED}")
         return row["t"] if row else None
 
     async def last_applied_run(self) -> str | None:
         """The id of that run."""
-        row = await self.fetch_one(f"SELECT id FROM curator_runs WHERE {_APPLIED} ORDER BY started_at DESC LIMIT 1")
+        row = await self.fetchrow(f"SELECT id FROM curator_runs WHERE {_APPLIED} ORDER BY started_at DESC LIMIT 1")
         return row["id"] if row else None
 
     async def job_prompts(self) -> list[str]:
         """Every scheduled job's prompt (the skills they name are left alone)."""
-        return [r["prompt"] for r in await self.fetch_all("SELECT prompt FROM cron_jobs")]
+        return [r["prompt"] for r in await self.fetch("SELECT prompt FROM cron_jobs")]
 
     async def run_started(self, run_id: str, started_at: float, dry_run: bool, trigger: str) -> None:
         await self.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
-                           (run_id, started_at, int(dry_run), trigger))
+                           run_id, started_at, int(dry_run), trigger)
 
     async def run_finished(self, run_id: str, finished_at: float, changes: list[dict[str, Any]],
                            error: str | None) -> None:
         """A run's end: its changes (kept as JSON) or its error."""
         await self.execute("UPDATE curator_runs SET finished_at = ?, changes = ?, error = ? WHERE id = ?",
-                           (finished_at, json.dumps(changes), error, run_id))
+                           finished_at, json.dumps(changes), error, run_id)
 
     async def curator_runs(self, limit: int = 10) -> list[dict[str, Any]]:
         """The newest runs' rows (id, started_at, finished_at, dry_run, trigger, changes as JSON, error)."""
-        rows = await self.fetch_all("SELECT * FROM curator_runs ORDER BY started_at DESC LIMIT ?", (limit,))
+        rows = await self.fetch("SELECT * FROM curator_runs ORDER BY started_at DESC LIMIT ?", limit)
         return [dict(r) for r in rows]
 
     async def recorded_runs(self) -> dict[str, bool]:
         """Every recorded run's id, and whether it has finished."""
         return {r["id"]: r["finished_at"] is not None
-                for r in await self.fetch_all("SELECT id, finished_at FROM curator_runs")}
+                for r in await self.fetch("SELECT id, finished_at FROM curator_runs")}
 
     async def forget_runs(self, run_ids: list[str]) -> None:
         await self.execute(
-            "DELETE FROM curator_runs WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(run_ids),))
+            f"DELETE FROM curator_runs WHERE id IN {IN_LIST}", listed(run_ids))

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import aiosqlite
-
+from gateway.storage.connection import Connection
+from gateway.storage.sqlite_dialect import json_boolean, json_field, json_items, json_object
 from gateway.storage.tables import Tables
 from platforms.base import ChatRef
 
@@ -42,20 +42,27 @@ def read_intent(raw: str | None) -> SendIntent | None:
 # A reply's first part is sent after the message it answers (or, when its turn's draft went out without
 # its id recorded, after what that draft's intent names); a reply that answers none (a scheduled job's),
 # after the newest message a person sent in the chat. `draft`: that draft may be the message to find.
+# Both read the arguments ?1 (the inbox row), ?2 (the platform) and ?3 (the chat): a statement that uses
+# them numbers its own from ?4.
 _AFTER_REPLY = (
-    "coalesce((SELECT coalesce(json_extract(i.draft_intent, '$.after'), CASE WHEN i.origin = 'person' THEN"
-    " i.platform_message_id END) FROM inbox i WHERE i.id = :inbox), (SELECT p.platform_message_id FROM inbox p"
-    " WHERE p.platform = :platform AND p.chat_id = :chat AND p.origin = 'person' ORDER BY p.id DESC LIMIT 1))")
+    f"coalesce((SELECT coalesce({json_field('i.draft_intent', 'after')}, CASE WHEN i.origin = 'person' THEN"
+    " i.platform_message_id END) FROM inbox i WHERE i.id = ?1), (SELECT p.platform_message_id FROM inbox p"
+    " WHERE p.platform = ?2 AND p.chat_id = ?3 AND p.origin = 'person' ORDER BY p.id DESC LIMIT 1))")
 _UNRECORDED_DRAFT = ("coalesce((SELECT i.draft_intent IS NOT NULL AND i.draft_message_id IS NULL FROM inbox i"
-                     " WHERE i.id = :inbox), 0)")
-# The ids of the chat's messages chatgate knows: people's, and its own (drafts, reply parts, approval prompts).
+                     " WHERE i.id = ?1), FALSE)")
+# A new reply's first intent (see `insert_outbox`), and the intent of a part sent later (?4 the part, ?5 the
+# message it follows, None: as for the first)
+_FIRST_INTENT = json_object(("part", "0"), ("after", _AFTER_REPLY), ("draft", json_boolean(_UNRECORDED_DRAFT)))
+_NEXT_INTENT = json_object(("part", "?4"), ("after", f"coalesce(?5, {_AFTER_REPLY})"), ("draft", json_boolean("FALSE")))
+# The ids of the chat's messages chatgate knows: people's, and its own (drafts, reply parts, approval prompts);
+# ?1 the platform, ?2 the chat.
 _KNOWN = (
-    "SELECT platform_message_id FROM inbox WHERE platform = :platform AND chat_id = :chat AND origin = 'person'"
-    " UNION SELECT draft_message_id FROM inbox WHERE platform = :platform AND chat_id = :chat"
-    " UNION SELECT j.value FROM outbox o, json_each(o.platform_message_ids) j"
-    " WHERE o.platform = :platform AND o.chat_id = :chat"
-    " UNION SELECT json_extract(payload, '$.draft_message_id') FROM outbox WHERE platform = :platform"
-    " AND chat_id = :chat UNION SELECT prompt_message_id FROM approvals WHERE platform = :platform AND chat_id = :chat")
+    "SELECT platform_message_id AS id FROM inbox WHERE platform = ?1 AND chat_id = ?2 AND origin = 'person'"
+    " UNION SELECT draft_message_id FROM inbox WHERE platform = ?1 AND chat_id = ?2"
+    f" UNION SELECT j.value FROM outbox o, {json_items('o.platform_message_ids', 'j')}"
+    " WHERE o.platform = ?1 AND o.chat_id = ?2"
+    f" UNION SELECT {json_field('payload', 'draft_message_id')} FROM outbox WHERE platform = ?1"
+    " AND chat_id = ?2 UNION SELECT prompt_message_id FROM approvals WHERE platform = ?1 AND chat_id = ?2")
 
 
 @dataclass(slots=True)
@@ -80,21 +87,18 @@ class OutboxItem:
                            "draft_message_id": self.draft_message_id, "files": self.files})
 
 
-async def insert_outbox(db: aiosqlite.Connection, item: OutboxItem, now: float) -> int:
+async def insert_outbox(db: Connection, item: OutboxItem, now: float) -> int:
     """Queue `item` inside a unit of work (another group's transaction: a turn's commit, a cron run's).
     Its first part is sent right after the commit: the row carries that part's intent (no write of its
     own before the send), unless it edits a draft."""
-    rows = await db.execute_fetchall(
+    row = await db.fetchrow(
         "INSERT INTO outbox (platform, chat_id, thread_id, inbox_id, payload, created_at, intent)"
-        " VALUES (:platform, :chat, :thread, :inbox, :payload, :now, CASE WHEN :draft IS NULL THEN"
-        f" json_object('part', 0, 'after', {_AFTER_REPLY}, 'draft', json(CASE WHEN {_UNRECORDED_DRAFT} THEN 'true'"
-        " ELSE 'false' END)) END)"
-        " RETURNING id, intent",
-        {"platform": item.chat.platform, "chat": item.chat.chat_id, "thread": item.chat.thread_id,
-         "inbox": item.inbox_id, "payload": item.payload(), "now": now, "draft": item.draft_message_id})
-    row = rows[0]
-    item.id, item.created_at = int(row[0]), now
-    intent = read_intent(row[1])  # (nothing went out under it yet, unless its turn's draft may have)
+        f" VALUES (?2, ?3, ?4, ?1, ?5, ?6, CASE WHEN ?7 THEN {_FIRST_INTENT} END) RETURNING id, intent",
+        item.inbox_id, item.chat.platform, item.chat.chat_id, item.chat.thread_id, item.payload(), now,
+        item.draft_message_id is None)
+    assert row is not None  # (an insert returns its row)
+    item.id, item.created_at = int(row["id"]), now
+    intent = read_intent(row["intent"])  # (nothing went out under it yet, unless its turn's draft may have)
     item.intent = None if intent is None else replace(intent, tried=intent.draft)
     return item.id
 
@@ -104,9 +108,9 @@ class OutboxStore(Tables):
         """Queue a reply; optionally mark the inbox message it answers as done, atomically."""
         now = time.time()
 
-        async def add(db: aiosqlite.Connection) -> int:
+        async def add(db: Connection) -> int:
             if done_inbox_id is not None:
-                await db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?", (now, done_inbox_id))
+                await db.execute("UPDATE inbox SET state = 'done', updated_at = ? WHERE id = ?", now, done_inbox_id)
             return await insert_outbox(db, item, now)
 
         return await self.db.write(add, single=done_inbox_id is None)
@@ -120,7 +124,7 @@ class OutboxStore(Tables):
             sql += " AND o.platform = ? AND o.chat_id = ?"
             args = (platform, chat_id)
         items = []
-        for r in await self.fetch_all(sql + " ORDER BY o.id", args):
+        for r in await self.fetch(sql + " ORDER BY o.id", *args):
             p = json.loads(r["payload"])
             items.append(OutboxItem(chat=ChatRef(r["platform"], r["chat_id"], r["thread_id"]), text=p["text"],
                                     buttons=p.get("buttons") or [], reply_to=p.get("reply_to"),
@@ -132,8 +136,8 @@ class OutboxStore(Tables):
 
     async def chats(self, before: float | None = None) -> list[tuple[str, str]]:
         """The chats that have pending replies (queued before `before`, when given)."""
-        rows = await self.fetch_all("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"
-                                    " AND created_at < ?", (float("inf") if before is None else before,))
+        rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"
+                                " AND created_at < ?", float("inf") if before is None else before)
         return [(r["platform"], r["chat_id"]) for r in rows]
 
     async def progress(self, item: OutboxItem, *, done: bool, error: str | None = None, failed: bool = False) -> None:
@@ -143,28 +147,25 @@ class OutboxStore(Tables):
         intent = None if done or failed or item.intent is None else item.intent.encode()
         await self.execute("UPDATE outbox SET state = ?, platform_message_ids = ?, attempts = ?, error = ?,"
                            " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END, intent = ? WHERE id = ?",
-                           (state, json.dumps(item.sent_ids), item.attempts, error, state, time.time(), intent,
-                            item.id))
+                           state, json.dumps(item.sent_ids), item.attempts, error, state, time.time(), intent,
+                           item.id)
 
     async def intend(self, item: OutboxItem, part: int) -> SendIntent:
         """Note, before it is sent, that part `part` of `item` is on its way (after the part before it, or
         for the first, as when queued): the intent a reply that waited for a while needs again."""
         after = item.sent_ids[-1] if part and item.sent_ids else None
-        rows = await self.db.write(lambda db: db.execute_fetchall(
-            f"UPDATE outbox SET intent = json_object('part', :part, 'after', coalesce(:after, {_AFTER_REPLY}),"
-            " 'draft', json('false')) WHERE id = :id RETURNING intent",
-            {"part": part, "after": after, "inbox": item.inbox_id, "platform": item.chat.platform,
-             "chat": item.chat.chat_id, "id": item.id}), single=True)
-        return replace(read_intent(rows[0][0] if rows else None) or SendIntent(part), tried=False)
+        intent = await self.db.write(lambda db: db.fetchval(
+            f"UPDATE outbox SET intent = {_NEXT_INTENT} WHERE id = ?6 RETURNING intent",
+            item.inbox_id, item.chat.platform, item.chat.chat_id, part, after, item.id), single=True)
+        return replace(read_intent(intent) or SendIntent(part), tried=False)
 
     def forget_intent(self, outbox_id: int, part: int) -> None:
         """Nothing went out under the row's intent for `part` (it waited instead): drop it, with the next
         commit, so a restart does not look for a message that was never made."""
         self.db.later(lambda db: db.execute("UPDATE outbox SET intent = NULL WHERE id = ? AND state = 'pending'"
-                                            " AND json_extract(intent, '$.part') = ?", (outbox_id, part)))
+                                            f" AND {json_field('intent', 'part')} = ?", outbox_id, part))
 
     async def known_ids(self, platform: str, chat_id: str) -> set[str]:
         """The ids of the messages of a chat chatgate knows: people's it received, and its own it recorded."""
-        params = {"platform": platform, "chat": chat_id}
-        rows = await self.db.read(lambda db: db.execute_fetchall(_KNOWN, params))
-        return {str(r[0]) for r in rows if r[0] is not None}
+        rows = await self.fetch(_KNOWN, platform, chat_id)
+        return {str(r["id"]) for r in rows if r["id"] is not None}

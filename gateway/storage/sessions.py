@@ -12,21 +12,18 @@ without the link. Its token usage stays (in the daily sums).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
 from agent.compression import SUMMARY_PREFIX
-from gateway.storage.database import Work, first_row, pipelined
+from gateway.storage.connection import Connection, Row, Work
 from gateway.storage.outbox import OutboxItem, insert_outbox
+from gateway.storage.sqlite_dialect import IN_LIST, SEARCH, listed, search_terms
 from gateway.storage.tables import Tables
 from platforms.base import ChatRef
 
 BATCH = 200  # sessions deleted per write: a big first prune leaves room for other writes between its parts
-_IDS = "(SELECT value FROM json_each(?))"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,20 +60,19 @@ _BY_ID, _BY_KEY = "s.id = ?", "s.key = ? AND s.ended_at IS NULL"
 # The newest messages after that summary (at most one argument more: how many), oldest first
 _WINDOW = ("SELECT id, role, content, tool_calls, tool_call_id, name FROM (SELECT m.* FROM ({}) s JOIN messages m"
            " ON m.session_id = s.id AND m.status = 'ok' AND m.id > coalesce(s.through_message_id, 0)"
-           " ORDER BY m.id DESC LIMIT ?) ORDER BY id")
+           " ORDER BY m.id DESC LIMIT ?) AS newest ORDER BY id")
 
 
-async def _window(db: aiosqlite.Connection, where: str, arg: Any, limit: int) -> tuple[sqlite3.Row | None, list[Any]]:
+async def _window(db: Connection, where: str, arg: Any, limit: int) -> tuple[Row | None, list[Any]]:
     """A session's row (None: no such session) and the rows of its history window (see
     `SessionStore.history_window`): both queries in one round trip."""
     session = _SESSION.format(where)
-    row, found = await pipelined(first_row(db, session, (arg,)),
-                                 db.execute_fetchall(_WINDOW.format(session), (arg, limit)))
+    row, found = await db.pipelined(db.fetchrow(session, arg), db.fetch(_WINDOW.format(session), arg, limit))
     rows: list[Any] = list(found)
     if row is not None and row["summary"] is not None:
-        first = await first_row(db, "SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
-                                    " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id LIMIT 1",
-                                (row["id"],))
+        first = await db.fetchrow("SELECT id, role, content, tool_calls, tool_call_id, name FROM messages"
+                                  " WHERE session_id = ? AND status = 'ok' AND role = 'user' ORDER BY id LIMIT 1",
+                                  row["id"])
         rows = [*([first] if first else []), {"id": None, "role": "user", "tool_calls": None, "tool_call_id": None,
                                               "content": SUMMARY_PREFIX + row["summary"], "name": None}, *rows]
     return row, rows
@@ -107,52 +103,52 @@ def _history(rows: list[Any]) -> tuple[list[dict[str, Any]], list[int | None]]:
 # first), then each one's latest message — a few lookups per person, however long the session.
 _SPOKEN = "FROM messages WHERE session_id = ?1 AND role = 'user' AND status = 'ok' AND user_id IS NOT NULL"
 _SPEAKERS = f"""WITH RECURSIVE who (platform, user_id) AS (
-    SELECT * FROM (SELECT platform, user_id {_SPOKEN} ORDER BY platform, user_id LIMIT 1)
+    SELECT * FROM (SELECT platform, user_id {_SPOKEN} ORDER BY platform, user_id LIMIT 1) AS lowest
     UNION ALL
     SELECT m.platform, m.user_id FROM who JOIN messages m ON m.id = coalesce(
-        (SELECT id {_SPOKEN} AND platform IS who.platform AND user_id > who.user_id ORDER BY user_id LIMIT 1),
+        (SELECT id {_SPOKEN} AND platform IS NOT DISTINCT FROM who.platform AND user_id > who.user_id
+         ORDER BY user_id LIMIT 1),
         (SELECT id {_SPOKEN} AND platform > who.platform ORDER BY platform, user_id LIMIT 1),
         (SELECT id {_SPOKEN} AND who.platform IS NULL AND platform IS NOT NULL ORDER BY platform, user_id LIMIT 1)))
-SELECT platform, user_id, (SELECT max(id) {_SPOKEN} AND platform IS who.platform AND user_id = who.user_id) AS latest
+SELECT platform, user_id,
+    (SELECT max(id) {_SPOKEN} AND platform IS NOT DISTINCT FROM who.platform AND user_id = who.user_id) AS latest
 FROM who ORDER BY latest"""
 
 
 class SessionStore(Tables):
     async def active(self, key: str, chat: ChatRef, chat_type: str) -> int:
         """The id of the key's current session, created when there is none."""
-        row = await self.fetch_one("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
+        row = await self.fetchrow("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", key)
         return int(row["id"]) if row else await self._new(key, chat, chat_type)
 
     async def _new(self, key: str, chat: ChatRef, chat_type: str) -> int:
         """Create the key's session, or take the one another writer made first: one write."""
         now = time.time()
 
-        async def create(db: aiosqlite.Connection) -> int:
-            row = await first_row(db, "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at,"
-                                      " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
-                                  (key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now)) \
-                or await first_row(db, "SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
-            return int(row[0])  # type: ignore[index]
+        async def create(db: Connection) -> int:
+            made = await db.fetchval("INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at,"
+                                     " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+                                     key, chat.platform, chat.chat_id, chat.thread_id, chat_type, now, now)
+            return int(made or await db.fetchval("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", key))
 
         return await self.db.write(create)
 
     async def in_thread(self, platform: str, chat_id: str, thread_id: str, key: str) -> bool:
         """Whether the agent is in this thread: it took the message that opened it, or the
         thread's session is active (the agent was addressed later in the thread)."""
-        row = await self.fetch_one(
+        row = await self.fetchrow(
             "SELECT EXISTS (SELECT 1 FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?"
             " AND origin = 'person' AND state != 'refused')"
             " OR EXISTS (SELECT 1 FROM sessions WHERE key = ? AND ended_at IS NULL) AS found",
-            (platform, chat_id, thread_id, key))
+            platform, chat_id, thread_id, key)
         return bool(row and row["found"])
 
     async def end(self, key: str) -> int | None:
         """End the key's active session; return its id (None: there was none)."""
-        async def end(db: aiosqlite.Connection) -> int | None:
-            row = await first_row(
-                db, "UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL RETURNING id",
-                (time.time(), key))
-            return int(row[0]) if row else None
+        async def end(db: Connection) -> int | None:
+            ended = await db.fetchval(
+                "UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL RETURNING id", time.time(), key)
+            return None if ended is None else int(ended)
 
         return await self.db.write(end, single=True)
 
@@ -177,7 +173,7 @@ class SessionStore(Tables):
     async def save_summary(self, session_id: int, through_message_id: int, summary: str) -> None:
         """A compression's summary of the session up to a message (the transcript stays whole)."""
         await self.execute("INSERT INTO session_summaries (session_id, through_message_id, summary, created_at)"
-                           " VALUES (?, ?, ?, ?)", (session_id, through_message_id, summary, time.time()))
+                           " VALUES (?, ?, ?, ?)", session_id, through_message_id, summary, time.time())
 
     async def commit_turn(self, session_id: int, inbox_ids: list[int], author: ChatRef | None,
                           user_id: str | None, messages: list[dict[str, Any]], reply: OutboxItem | None,
@@ -197,12 +193,12 @@ class SessionStore(Tables):
                  m.get("author_id", user_id) if m["role"] == "user" else None, status, now) for m in messages]
         inbox_state = inbox_state or {"ok": "done"}.get(status, status)
 
-        async def commit(db: aiosqlite.Connection) -> int | None:
-            done = await pipelined(
+        async def commit(db: Connection) -> int | None:
+            done = await db.pipelined(
                 db.executemany("INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id,"
                                " name, platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                rows),
-                db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)),
+                db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", now, session_id),
                 db.executemany("UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
                                [(inbox_state, now, i) for i in inbox_ids]),
                 *([also(db)] if also is not None else []),
@@ -214,53 +210,49 @@ class SessionStore(Tables):
     async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10,
                      session_id: int | None = None) -> list[SearchHit]:
         """Full-text search over transcripts of sessions this user took part in (`session_id`: of that one only)."""
-        terms = " ".join('"' + t.replace('"', '""') + '"' for t in query.split() if t)
+        terms = search_terms(query)
         if not terms:
             return []
         among, who = ("= ?", (session_id,)) if session_id is not None else \
             ("IN (SELECT DISTINCT session_id FROM messages WHERE platform = ? AND user_id = ?)", (platform, user_id))
-        rows = await self.fetch_all(
-            "SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at"
-            " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-            f" WHERE messages_fts MATCH ? AND m.role IN ('user', 'assistant') AND m.session_id {among}"
-            " ORDER BY rank LIMIT ?", (terms, *who, limit))
+        rows = await self.fetch(SEARCH.format(among=among), terms, *who, limit)
         return [SearchHit(r["session_id"], r["role"], r["snip"], r["created_at"]) for r in rows]
 
     async def speakers(self, session_id: int) -> list[tuple[str, str]]:
         """(platform, user id) of everyone whose messages the session's transcript holds (kept, by a
         person), in the order of their latest message."""
-        rows = await self.fetch_all(_SPEAKERS, (session_id,))
+        rows = await self.fetch(_SPEAKERS, session_id)
         return [(r["platform"] or "", r["user_id"]) for r in rows]
 
     async def facts(self, session_id: int) -> SessionFacts | None:
-        row = await self.fetch_one("SELECT platform, created_at, ended_at FROM sessions WHERE id = ?", (session_id,))
+        row = await self.fetchrow("SELECT platform, created_at, ended_at FROM sessions WHERE id = ?", session_id)
         return SessionFacts(row["platform"], row["created_at"], row["ended_at"]) if row else None
 
     async def chat_type(self, key: str) -> str | None:
         """The chat type ("dm", "group", "channel") of the key's latest session; None: it has none (kept)."""
-        row = await self.fetch_one("SELECT chat_type FROM sessions WHERE key = ? ORDER BY id DESC LIMIT 1", (key,))
+        row = await self.fetchrow("SELECT chat_type FROM sessions WHERE key = ? ORDER BY id DESC LIMIT 1", key)
         return str(row["chat_type"]) if row else None
 
     async def summary(self, key: str) -> dict[str, Any] | None:
-        row = await self.fetch_one(
+        row = await self.fetchrow(
             "SELECT s.id, s.created_at, (SELECT count(*) FROM messages m WHERE m.session_id = s.id"
-            " AND m.status = 'ok') AS messages FROM sessions s WHERE s.key = ? AND s.ended_at IS NULL", (key,))
+            " AND m.status = 'ok') AS messages FROM sessions s WHERE s.key = ? AND s.ended_at IS NULL", key)
         return dict(row) if row else None
 
     async def listing(self, limit: int = 50) -> list[dict[str, Any]]:
-        rows = await self.fetch_all(
+        rows = await self.fetch(
             "SELECT s.id, s.key, s.created_at, s.updated_at, s.ended_at, (SELECT count(*) FROM messages m"
-            " WHERE m.session_id = s.id) AS messages FROM sessions s ORDER BY s.updated_at DESC LIMIT ?", (limit,))
+            " WHERE m.session_id = s.id) AS messages FROM sessions s ORDER BY s.updated_at DESC LIMIT ?", limit)
         return [dict(r) for r in rows]
 
     # -- forgetting ------------------------------------------------------------------------
 
     async def prune_ended(self, before: float) -> int:
         """Delete sessions that ended and were last touched before `before` (`forget`); return how many."""
-        async def batch(db: aiosqlite.Connection) -> int:
-            ids = [r[0] for r in await db.execute_fetchall(
+        async def batch(db: Connection) -> int:
+            ids = [r["id"] for r in await db.fetch(
                 "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ? AND updated_at < ? LIMIT ?",
-                (before, before, BATCH))]
+                before, before, BATCH)]
             return await forget_sessions(db, ids)
 
         return await self.in_batches(batch)
@@ -268,30 +260,30 @@ class SessionStore(Tables):
     async def prune_leftovers(self, before: float) -> tuple[int, int]:
         """What a kept transcript no longer needs, older than `before`: summaries a later one of the same
         session replaced (only the latest is ever read), and the review counters of ended sessions."""
-        async def prune(db: aiosqlite.Connection) -> tuple[int, int]:
-            summaries = (await db.execute(
+        async def prune(db: Connection) -> tuple[int, int]:
+            summaries = await db.execute(
                 "DELETE FROM session_summaries WHERE created_at < ? AND id NOT IN"
-                " (SELECT max(id) FROM session_summaries GROUP BY session_id)", (before,))).rowcount
-            counters = (await db.execute(
+                " (SELECT max(id) FROM session_summaries GROUP BY session_id)", before)
+            counters = await db.execute(
                 "DELETE FROM review_counters WHERE updated_at < ? AND session_id IN"
-                " (SELECT id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?)", (before, before))).rowcount
+                " (SELECT id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?)", before, before)
             return summaries, counters
 
         return await self.db.write(prune)
 
 
-async def forget_sessions(db: aiosqlite.Connection, ids: list[int]) -> int:
+async def forget_sessions(db: Connection, ids: list[int]) -> int:
     """Inside a unit of work (a ledger's prune): delete those of the sessions `ids` that have ended,
     with what hangs on them (see the module doc); return how many were deleted."""
     if not ids:
         return 0
-    ended = json.dumps([r[0] for r in await db.execute_fetchall(
-        f"SELECT id FROM sessions WHERE id IN {_IDS} AND ended_at IS NOT NULL", (json.dumps(ids),))])
-    for sql in (f"DELETE FROM messages WHERE session_id IN {_IDS}",
-                f"DELETE FROM session_summaries WHERE session_id IN {_IDS}",
-                f"DELETE FROM review_counters WHERE session_id IN {_IDS}",
-                f"DELETE FROM subagent_runs WHERE session_id IN {_IDS} AND state != 'running'",
-                f"UPDATE subagent_runs SET session_id = NULL WHERE session_id IN {_IDS}",
-                f"UPDATE subagent_runs SET parent_session_id = NULL WHERE parent_session_id IN {_IDS}"):
-        await db.execute(sql, (ended,))
-    return (await db.execute(f"DELETE FROM sessions WHERE id IN {_IDS}", (ended,))).rowcount
+    ended = listed([r["id"] for r in await db.fetch(
+        f"SELECT id FROM sessions WHERE id IN {IN_LIST} AND ended_at IS NOT NULL", listed(ids))])
+    for sql in (f"DELETE FROM messages WHERE session_id IN {IN_LIST}",
+                f"DELETE FROM session_summaries WHERE session_id IN {IN_LIST}",
+                f"DELETE FROM review_counters WHERE session_id IN {IN_LIST}",
+                f"DELETE FROM subagent_runs WHERE session_id IN {IN_LIST} AND state != 'running'",
+                f"UPDATE subagent_runs SET session_id = NULL WHERE session_id IN {IN_LIST}",
+                f"UPDATE subagent_runs SET parent_session_id = NULL WHERE parent_session_id IN {IN_LIST}"):
+        await db.execute(sql, ended)
+    return await db.execute(f"DELETE FROM sessions WHERE id IN {IN_LIST}", ended)

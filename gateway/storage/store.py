@@ -6,8 +6,9 @@ whose methods take and return plain values. Commits are `synchronous=FULL` by de
 acknowledged to a platform survives a power loss (`gateway.durability: normal` trades that for speed:
 then only a crash of the process is safe).
 
-`read`, `write`, `later` and (from `Tables`) `fetch_one`, `fetch_all` and `execute` take units of work or
-SQL: they are for this package, and for tests and tools that look at the SQLite file itself.
+`read`, `write`, `later` and (from `Tables`) `fetch`, `fetchrow`, `fetchval` and `execute` take units of work
+(functions of a `Connection`: gateway.storage.connection) or SQL: they are for this package, and for tests and
+tools that look at the database itself.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ import aiosqlite
 from gateway.storage import schema
 from gateway.storage.access import AccessStore
 from gateway.storage.approvals import ApprovalStore
+from gateway.storage.connection import Connection, Work
 from gateway.storage.cron import CronStore
-from gateway.storage.database import LOCK_WAIT, Database, Work
+from gateway.storage.database import LOCK_WAIT, Database
 from gateway.storage.goals import GoalStore
 from gateway.storage.inbox import InboxStore
 from gateway.storage.learning import LearningStore
 from gateway.storage.outbox import OutboxStore
 from gateway.storage.sessions import SessionStore
+from gateway.storage.sqlite_connection import SqliteConnection
 from gateway.storage.subagents import SubagentStore
 from gateway.storage.tables import Tables
 from gateway.storage.upkeep import Upkeep
@@ -109,13 +112,13 @@ class Store(Tables):
 
     async def backup(self, target: Path) -> None:
         """A consistent copy of the database while it is in use (SQLite's online backup)."""
-        async def copy(db: aiosqlite.Connection) -> None:
+        async def copy(db: SqliteConnection) -> None:
             async with aiosqlite.connect(target) as to:
-                await db.backup(to)
+                await db.raw.backup(to)
 
         await self.read(copy)
 
-    async def write(self, work: Callable[[aiosqlite.Connection], Awaitable[T]], *, single: bool = False) -> T:
+    async def write(self, work: Callable[[Connection], Awaitable[T]], *, single: bool = False) -> T:
         """Run `work` in the next group commit (see `gateway.storage.database`); its result once durable."""
         return await self.db.write(work, single=single)
 
@@ -123,6 +126,6 @@ class Store(Tables):
         """Put `work` into the next group commit without waiting (see `gateway.storage.database`)."""
         self.db.later(work)
 
-    async def read(self, work: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+    async def read(self, work: Callable[[Connection], Awaitable[T]]) -> T:
         """Run `work` between group commits (several queries, none of them uncommitted)."""
         return await self.db.read(work)

@@ -7,14 +7,13 @@ ended more than `gateway.retention_days` ago is forgotten with that transcript (
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
-import aiosqlite
-
-from gateway.storage.database import Database, Work
+from gateway.storage.connection import Connection, Work
+from gateway.storage.database import Database
 from gateway.storage.sessions import BATCH, SessionStore, forget_sessions
+from gateway.storage.sqlite_dialect import IN_LIST, listed
 from gateway.storage.tables import Tables
 
 # a run's end state → its transcript's status (any other: failed)
@@ -26,10 +25,10 @@ def _end(run_id: int, session_id: int, state: str, summary: str) -> Work:
     summary, and its session ends."""
     now = time.time()
 
-    async def end(db: aiosqlite.Connection) -> None:
+    async def end(db: Connection) -> None:
         await db.execute("UPDATE subagent_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?",
-                         (state, summary, now, run_id))
-        await db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", (now, session_id))
+                         state, summary, now, run_id)
+        await db.execute("UPDATE sessions SET ended_at = ? WHERE id = ?", now, session_id)
 
     return end
 
@@ -46,23 +45,23 @@ class SubagentStore(Tables):
         """A running run and its transcript's session, in one write; the run's id."""
         now = time.time()
 
-        async def start(db: aiosqlite.Connection) -> int:
-            cur = await db.execute(
+        async def start(db: Connection) -> int:
+            run_id = int(await db.fetchval(
                 "INSERT INTO subagent_runs (parent_session_id, parent_inbox_id, depth, task, state, started_at)"
-                " VALUES (?, ?, ?, ?, 'running', ?)", (parent_session_id, parent_inbox_id, depth, task, now))
-            run_id = int(cur.lastrowid)
-            cur = await db.execute(
+                " VALUES (?, ?, ?, ?, 'running', ?) RETURNING id",
+                parent_session_id, parent_inbox_id, depth, task, now))
+            session_id = await db.fetchval(
                 "INSERT INTO sessions (key, platform, chat_id, thread_id, chat_type, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, 'subagent', ?, ?)",
-                (f"subagent:{run_id}", platform, chat_id, thread_id, now, now))
-            await db.execute("UPDATE subagent_runs SET session_id = ? WHERE id = ?", (cur.lastrowid, run_id))
+                " VALUES (?, ?, ?, ?, 'subagent', ?, ?) RETURNING id",
+                f"subagent:{run_id}", platform, chat_id, thread_id, now, now)
+            await db.execute("UPDATE subagent_runs SET session_id = ? WHERE id = ?", session_id, run_id)
             return run_id
 
         return await self.db.write(start)
 
     async def session(self, run_id: int) -> int | None:
         """The session of the run's transcript (None: no such run, or its session was forgotten)."""
-        row = await self.fetch_one("SELECT session_id FROM subagent_runs WHERE id = ?", (run_id,))
+        row = await self.fetchrow("SELECT session_id FROM subagent_runs WHERE id = ?", run_id)
         return row["session_id"] if row else None
 
     async def finished(self, run_id: int, state: str, messages: list[dict[str, Any]], summary: str) -> None:
@@ -78,24 +77,23 @@ class SubagentStore(Tables):
         in one write."""
         now = time.time()
 
-        async def interrupt(db: aiosqlite.Connection) -> None:
+        async def interrupt(db: Connection) -> None:
             await db.execute("UPDATE sessions SET ended_at = ? WHERE ended_at IS NULL AND id IN"
-                             " (SELECT session_id FROM subagent_runs WHERE state = 'running')", (now,))
+                             " (SELECT session_id FROM subagent_runs WHERE state = 'running')", now)
             await db.execute("UPDATE subagent_runs SET state = 'interrupted', ended_at = ? WHERE state = 'running'",
-                             (now,))
+                             now)
 
         await self.db.write(interrupt)
 
     async def prune(self, before: float) -> int:
         """Forget runs that ended before `before` (a running one never), each with its transcript's session,
         `BATCH` a write; return how many."""
-        async def batch(db: aiosqlite.Connection) -> int:
-            rows = list(await db.execute_fetchall(
+        async def batch(db: Connection) -> int:
+            rows = list(await db.fetch(
                 "SELECT id, session_id FROM subagent_runs WHERE state != 'running' AND ended_at < ? LIMIT ?",
-                (before, BATCH)))
+                before, BATCH))
             await forget_sessions(db, [r["session_id"] for r in rows if r["session_id"] is not None])
-            await db.execute("DELETE FROM subagent_runs WHERE id IN (SELECT value FROM json_each(?))",
-                             (json.dumps([r["id"] for r in rows]),))
+            await db.execute(f"DELETE FROM subagent_runs WHERE id IN {IN_LIST}", listed([r["id"] for r in rows]))
             return len(rows)
 
         return await self.in_batches(batch)

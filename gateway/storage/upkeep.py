@@ -6,6 +6,9 @@ between), and a WAL checkpoint (`checkpoint`) lets the file shrink. One made bef
 (`auto_vacuum = NONE`) needs one VACUUM to switch (`switch_to_incremental`): it rewrites the whole file
 while every other use of the database waits, and needs free disk for a second copy (it passes
 through the WAL). When to do which is `gateway.retention`'s.
+
+All of it is SQLite's own (its file, its pages, its WAL): the units here take the aiosqlite connection
+itself (`SqliteConnection.raw`). PostgreSQL gives space back by its own (auto)vacuum: there, nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 
 import aiosqlite
 
+from gateway.storage.sqlite_connection import SqliteConnection
 from gateway.storage.tables import Tables
 
 log = logging.getLogger(__name__)
@@ -33,28 +37,30 @@ class Space:
 
 class Upkeep(Tables):
     async def space(self) -> Space:
-        [(mode, free, pages, page_size)] = await self.fetch_all(
-            "SELECT * FROM pragma_auto_vacuum, pragma_freelist_count, pragma_page_count, pragma_page_size")
-        return Space(mode == INCREMENTAL, free, pages * page_size)
+        row = await self.fetchrow(
+            "SELECT auto_vacuum, freelist_count, page_count, page_size"
+            " FROM pragma_auto_vacuum, pragma_freelist_count, pragma_page_count, pragma_page_size")
+        assert row is not None  # (pragmas have a row)
+        return Space(row["auto_vacuum"] == INCREMENTAL, row["freelist_count"], row["page_count"] * row["page_size"])
 
     async def give_back(self, pages: int) -> int:
         """Hand back up to `pages` free pages to the file system; the free pages left."""
-        async def some(db: aiosqlite.Connection) -> int:
-            await db.executescript(f"PRAGMA incremental_vacuum({int(pages)});")  # (execute() frees one page a call)
-            return int((await db.execute_fetchall("PRAGMA freelist_count"))[0][0])
+        async def some(db: SqliteConnection) -> int:
+            await db.raw.executescript(f"PRAGMA incremental_vacuum({int(pages)});")  # (execute() frees one page a call)
+            return int(await db.fetchval("PRAGMA freelist_count"))
 
         return await self.db.read(some)
 
     async def checkpoint(self) -> None:
         """Copy the WAL into the file (which shrinks to the pages in use) and empty it; without waiting for a
         reader another process has open (an operator's `sqlite3` shell): then only as far as it can."""
-        await self.db.read(_checkpoint)
+        await self.db.read(lambda db: _checkpoint(db.raw))
 
     async def switch_to_incremental(self) -> None:
         """The one VACUUM that turns on incremental vacuum (see the module doc), then a checkpoint."""
-        async def vacuum(db: aiosqlite.Connection) -> None:
-            await db.executescript("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
-            await _checkpoint(db)
+        async def vacuum(db: SqliteConnection) -> None:
+            await db.raw.executescript("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
+            await _checkpoint(db.raw)
 
         await self.db.read(vacuum)
 

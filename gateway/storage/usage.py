@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiosqlite
-
+from gateway.storage.connection import Connection
+from gateway.storage.sqlite_dialect import utc_day
 from gateway.storage.tables import Tables
 
 DAY = 86400
@@ -25,7 +25,7 @@ def _selected(session_id: int | None, person: tuple[str, str] | None,
               since: float | None) -> tuple[str, tuple[Any, ...]]:
     """A query of (loop, session_id, day, requests, prompt, completion) over the requests and the daily
     sums that match; a daily row counts when its day is the one `since` falls in or later."""
-    where, args = ["1"], []
+    where, args = ["TRUE"], []
     if session_id is not None:
         where.append("session_id = ?")
         args.append(session_id)
@@ -36,10 +36,10 @@ def _selected(session_id: int | None, person: tuple[str, str] | None,
     raw_args, daily_args = list(args), list(args)
     if since is not None:
         raw += " AND at >= ?"
-        daily += " AND day >= date(?, 'unixepoch')"
+        daily += f" AND day >= {utc_day('?')}"
         raw_args.append(since)
         daily_args.append(since)
-    sql = (f"SELECT loop, session_id, date(at, 'unixepoch') AS day, 1 AS requests, prompt_tokens AS prompt,"
+    sql = (f"SELECT loop, session_id, {utc_day('at')} AS day, 1 AS requests, prompt_tokens AS prompt,"
            f" completion_tokens AS completion FROM llm_usage WHERE {raw} UNION ALL SELECT loop, session_id, day,"
            f" requests, prompt_tokens, completion_tokens FROM llm_usage_daily WHERE {daily}")
     return sql, (*raw_args, *daily_args)
@@ -52,34 +52,34 @@ class UsageStore(Tables):
         row = (at, loop, session_id, platform, user_id, model, prompt_tokens, completion_tokens)
         self.db.later(lambda db: db.execute(
             "INSERT INTO llm_usage (at, loop, session_id, platform, user_id, model, prompt_tokens,"
-            " completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row))
+            " completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", *row))
 
     async def by_loop(self, *, session_id: int | None = None, person: tuple[str, str] | None = None,
                       since: float | None = None) -> dict[str, dict[str, int]]:
         """{loop: {requests, prompt, completion}}, for a session, a person (platform, user id), since a time."""
         sql, args = _selected(session_id, person, since)
-        rows = await self.fetch_all(
+        rows = await self.fetch(
             f"WITH u AS ({sql}) SELECT loop, sum(requests) AS requests, sum(prompt) AS prompt,"
-            " sum(completion) AS completion FROM u GROUP BY loop ORDER BY loop", args)
+            " sum(completion) AS completion FROM u GROUP BY loop ORDER BY loop", *args)
         return {r["loop"]: {"requests": r["requests"], "prompt": r["prompt"], "completion": r["completion"]}
                 for r in rows}
 
     async def by_day(self, since: float) -> list[dict[str, Any]]:
         """[{day, requests, prompt, completion}] per UTC day since a time, oldest first."""
         sql, args = _selected(None, None, since)
-        rows = await self.fetch_all(
+        rows = await self.fetch(
             f"WITH u AS ({sql}) SELECT day, sum(requests) AS requests, sum(prompt) AS prompt,"
-            " sum(completion) AS completion FROM u GROUP BY day ORDER BY day", args)
+            " sum(completion) AS completion FROM u GROUP BY day ORDER BY day", *args)
         return [dict(r) for r in rows]
 
     async def top_sessions(self, since: float, limit: int = 5) -> list[dict[str, Any]]:
         """[{session_id, key, tokens, requests}]: the sessions that used the most tokens since a time."""
         sql, args = _selected(None, None, since)
-        rows = await self.fetch_all(
+        rows = await self.fetch(
             f"WITH u AS ({sql}) SELECT u.session_id, s.key, sum(u.prompt + u.completion) AS tokens,"
             " sum(u.requests) AS requests FROM u LEFT JOIN sessions s ON s.id = u.session_id"
-            " WHERE u.session_id IS NOT NULL GROUP BY u.session_id ORDER BY tokens DESC, u.session_id LIMIT ?",
-            (*args, limit))
+            " WHERE u.session_id IS NOT NULL GROUP BY u.session_id, s.key ORDER BY tokens DESC, u.session_id LIMIT ?",
+            *args, limit)
         return [dict(r) for r in rows]
 
     async def roll_up(self, before: float) -> int:
@@ -87,17 +87,17 @@ class UsageStore(Tables):
         per write (other writes go between); return how many requests were folded."""
         cutoff = _day_start(before)
 
-        async def fold_oldest_day(db: aiosqlite.Connection) -> int:
-            first = (await db.execute_fetchall("SELECT min(at) FROM llm_usage WHERE at < ?", (cutoff,)))[0][0]
+        async def fold_oldest_day(db: Connection) -> int:
+            first = await db.fetchval("SELECT min(at) FROM llm_usage WHERE at < ?", cutoff)
             if first is None:
                 return 0
             start = _day_start(first)
             end = min(start + DAY, cutoff)
             await db.execute(
                 "INSERT INTO llm_usage_daily (day, loop, session_id, platform, user_id, model, requests, prompt_tokens,"
-                " completion_tokens) SELECT date(?, 'unixepoch'), loop, session_id, platform, user_id, model, count(*),"
+                f" completion_tokens) SELECT {utc_day('?')}, loop, session_id, platform, user_id, model, count(*),"
                 " sum(prompt_tokens), sum(completion_tokens) FROM llm_usage WHERE at >= ? AND at < ?"
-                " GROUP BY loop, session_id, platform, user_id, model", (start, start, end))
-            return (await db.execute("DELETE FROM llm_usage WHERE at >= ? AND at < ?", (start, end))).rowcount
+                " GROUP BY loop, session_id, platform, user_id, model", start, start, end)
+            return await db.execute("DELETE FROM llm_usage WHERE at >= ? AND at < ?", start, end)
 
         return await self.in_batches(fold_oldest_day)

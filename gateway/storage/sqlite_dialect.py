@@ -1,0 +1,99 @@
+"""What only SQLite takes, by name: every piece of a group's SQL that another engine writes otherwise.
+
+The groups write one SQL text for every engine (gateway.storage.connection says how); where SQLite's
+own functions or syntax are needed, a group takes the piece from here, so that an engine with another
+dialect (PostgreSQL) is one module beside this with the same names. Each says what it does and what
+PostgreSQL needs instead.
+
+Besides these, SQLite-only as a whole: the engine (`gateway.storage.database`: group commit, PRAGMAs,
+locks), the migrations (`gateway.storage.schema`, `rebuild`, `migrations/`), the file's upkeep
+(`gateway.storage.upkeep`: incremental vacuum, WAL checkpoints) and the online backup (`Store.backup`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+# -- lists handed over as one argument ------------------------------------------------------------------
+
+IN_LIST = "(SELECT value FROM json_each(?))"
+"""`x IN {IN_LIST}`: x is one of the values of the one argument `listed(values)` (a JSON array).
+PostgreSQL: `x = ANY(?)` with the values as an array argument."""
+
+
+def listed(values: Sequence[Any]) -> Any:
+    """The argument `IN_LIST` takes. PostgreSQL: the list itself."""
+    return json.dumps(list(values))
+
+
+# -- JSON kept in TEXT columns (intents, effects, a reply's message ids) ---------------------------------
+
+
+def json_object(*pairs: tuple[str, str]) -> str:
+    """A JSON object of (key, SQL expression) pairs, as text. PostgreSQL: `jsonb_build_object(...)::text`."""
+    return "json_object(" + ", ".join(f"'{key}', {value}" for key, value in pairs) + ")"
+
+
+def json_boolean(condition: str) -> str:
+    """A JSON true or false (in `json_object`) from an SQL condition. PostgreSQL: the condition itself."""
+    return f"json(CASE WHEN {condition} THEN 'true' ELSE 'false' END)"
+
+
+def json_field(document: str, key: str) -> str:
+    """A top-level field of a JSON object held as text (SQL NULL when it has none), as an SQL value.
+    PostgreSQL: `({document})::jsonb ->> '{key}'` (text: compare it with text)."""
+    return f"json_extract({document}, '$.{key}')"
+
+
+def json_items(document: str, alias: str) -> str:
+    """A FROM item: the elements of a JSON array held as text, one row each, its column `{alias}.value`.
+    PostgreSQL: `jsonb_array_elements_text(({document})::jsonb) AS {alias}(value)`."""
+    return f"json_each({document}) AS {alias}"
+
+
+def json_appended(document: str) -> str:
+    """The JSON array `document` (NULL: an empty one) with one argument (a string) appended, as text.
+    PostgreSQL: `(coalesce({document}, '[]')::jsonb || to_jsonb(?::text))::text`."""
+    return f"json_insert(coalesce({document}, '[]'), '$[#]', ?)"
+
+
+# -- dates -------------------------------------------------------------------------------------------------
+
+
+def utc_day(seconds: str) -> str:
+    """The UTC day (YYYY-MM-DD text) of a Unix time. PostgreSQL:
+    `to_char(to_timestamp({seconds}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')`."""
+    return f"date({seconds}, 'unixepoch')"
+
+
+# -- rows in the order they were written -------------------------------------------------------------------
+
+INSERTION_ORDER = "rowid"
+"""A table's rows in the order they were inserted (a tie-break among equal times) where it has no id of
+its own (`pairing_codes`). PostgreSQL: a column for it (an identity) in its schema."""
+
+# -- full-text search over transcripts ---------------------------------------------------------------------
+
+
+def search_terms(query: str) -> str:
+    """The words of a search as the engine's query: each one quoted (FTS5 takes them literally, all of them
+    required). PostgreSQL: the words joined for `plainto_tsquery`."""
+    return " ".join('"' + word.replace('"', '""') + '"' for word in query.split() if word)
+
+
+SEARCH = ("SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at"
+          " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+          " WHERE messages_fts MATCH ? AND m.role IN ('user', 'assistant') AND m.session_id {among}"
+          " ORDER BY rank LIMIT ?")
+"""Transcript messages that match `search_terms` (the first argument), best first, each with a snippet
+(`snip`); `{among}` is the condition on their session (its arguments after the terms), the last argument
+how many. The index is the FTS5 table `messages_fts`, kept by triggers on `messages` (migration 001).
+PostgreSQL: a `tsvector` column (or expression index) on `messages.content`, `@@ plainto_tsquery(?)`,
+`ts_headline` for the snippet and `ts_rank` for the order."""
+
+# -- another process's commits -----------------------------------------------------------------------------
+
+DATA_VERSION = "PRAGMA data_version"
+"""A number that changes when another connection commits (the cron timers reload their jobs then).
+PostgreSQL: nothing alike; a counter row bumped by the writes that matter, or LISTEN/NOTIFY."""
