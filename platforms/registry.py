@@ -1,7 +1,9 @@
-"""Which platforms exist: each package under `platforms/` declares a `SPEC`.
+"""Which platforms exist: each package under `platforms/` declares a `SPEC` in its `spec` module.
 
 A spec names the platform, its config model (the `platforms.<name>` section), the environment
 variables that fill it, and a factory that imports the SDK only when the platform is used.
+What `chatgate setup` asks of a platform is declared beside it, in its `setup` module (see
+`platforms/setup.py`: the command line's parser reads it, so it is kept free of the config model).
 Adding a platform is adding a package; nothing else lists platforms by name.
 """
 
@@ -54,7 +56,7 @@ def specs() -> dict[str, PlatformSpec]:
     for module in pkgutil.iter_modules(platforms.__path__):
         if not module.ispkg:
             continue
-        spec = getattr(importlib.import_module(f"platforms.{module.name}"), "SPEC", None)
+        spec = getattr(importlib.import_module(f"platforms.{module.name}.spec"), "SPEC", None)
         if isinstance(spec, PlatformSpec):
             found[spec.name] = spec
     return dict(sorted(found.items()))

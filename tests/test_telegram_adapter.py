@@ -108,7 +108,7 @@ def test_python_telegram_bot_is_imported_only_where_telegram_is_configured(tmp_p
     script = ("import sys\n"
               "from gateway.config import load_config\n"
               "from gateway.runner import GatewayRunner\n"
-              "from platforms.telegram import SPEC\n"
+              "from platforms.telegram.spec import SPEC\n"
               "GatewayRunner(load_config(env=dict(a.split('=', 1) for a in sys.argv[1:])))\n"
               "print('telegram' in sys.modules)")
     for telegram in (False, True):

@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from gateway.cli.setup_files import Stop, install_service, merged, read_config, write_config
-from gateway.cli.setup_platforms import (PLATFORMS, SETUPS, SLACK_APP_TOKEN_QUESTION, configured_platform, id_problem,
-                                         platform_env, section_model, section_of)
+from gateway.cli.parsers.daemon import option_dest
+from gateway.cli.setup_platforms import (api_address_key, configured_platform, id_problem, platform_env, section_model,
+                                         section_of, start_code)
+from platforms.setup import FromMessage, Secret, helper, setups
 
 T = TypeVar("T")
-ADMIN_WAIT = 300.0  # s: how long the Telegram setup waits for the person's message to the bot
+ADMIN_WAIT = 300.0  # s: how long setup waits for the person's message to the bot, where it can read one
 
 
 class Asker:
@@ -138,32 +140,36 @@ def _platform(ask: Asker, data: dict[str, Any]) -> dict[str, Any]:
     """The platform's section as it will be written, with its name under "platform" (and the bot's
     user name under "username", once tested)."""
     address = ask.given.pop("--api-url", None)
+    known = setups()
+    names = ", ".join(known)
+    tokenless = " or ".join(setup.name for setup in known.values() if setup.token is None)
 
     def answer(last: dict[str, Any] | None) -> dict[str, Any]:
-        name = ask.text("--platform", f"Platform ({', '.join(PLATFORMS)})",
-                        (last or {}).get("platform") or configured_platform(data),
-                        check=lambda v: None if v in PLATFORMS else f"choose one of {', '.join(PLATFORMS)}")
-        if name is None:  # (no terminal: its token and id are missing too, unless it is the web chat)
-            ask.missing[-1] = "--platform (with its --token and --admin, unless webchat)"
+        name = ask.text("--platform", f"Platform ({names})", (last or {}).get("platform") or configured_platform(data),
+                        check=lambda v: None if v in known else f"choose one of {names}")
+        if name is None:  # (no terminal: its token and id are missing too, unless it needs none)
+            ask.missing[-1] = f"--platform (with its --token and --admin, unless {tokenless})"
             return {"platform": None}
-        if name not in SETUPS:  # the web chat
-            return {"platform": name, "enabled": True}
-        setup, env = SETUPS[name], platform_env(name)
+        setup = known[name]
+        if setup.token is None:
+            return {"platform": name, **setup.fixed}
+        env, key = platform_env(name), api_address_key(name)
         current = section_of(data, name)
         if last and last.get("platform") == name:  # (asked again: what was typed is the default)
             current = {**current, **last}
-        values = {"platform": name, setup.token: ask.text("--token", setup.token_question,
-                                                          current.get(setup.token) or env.get(setup.token),
-                                                          secret=True)}
-        if name == "slack":
-            values["mode"] = "socket"
-            values["app_token"] = ask.text("--slack-app-token", SLACK_APP_TOKEN_QUESTION,
-                                           current.get("app_token") or env.get("app_token"), secret=True)
-        if address or current.get(setup.address):
-            values[setup.address] = address or current.get(setup.address)
+        values = {"platform": name, **_secret(ask, setup.token, current, env), **setup.fixed}
+        for secret in setup.secrets:
+            values.update(_secret(ask, secret, current, env))
+        if address or current.get(key):
+            values[key] = address or current.get(key)
         return values
 
     return ask.until_it_works(answer, lambda values: _platform_problem(values, data))
+
+
+def _secret(ask: Asker, secret: Secret, current: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    return {secret.key: ask.text(secret.option, secret.question, current.get(secret.key) or env.get(secret.key),
+                                 secret=True)}
 
 
 def _platform_problem(values: dict[str, Any], data: dict[str, Any]) -> str | None:
@@ -171,7 +177,7 @@ def _platform_problem(values: dict[str, Any], data: dict[str, Any]) -> str | Non
 
     from gateway.ops.probes import probe
 
-    if values["platform"] not in SETUPS:  # (the web chat has no token)
+    if setups()[values["platform"]].token is None:  # (nothing to test)
         return None
     print(f"testing the {values['platform']} token …")
     verdict = asyncio.run(probe(values["platform"], section_model(values, data)))
@@ -183,45 +189,45 @@ def _platform_problem(values: dict[str, Any], data: dict[str, Any]) -> str | Non
 
 
 def _admin(ask: Asker, data: dict[str, Any], platform: dict[str, Any]) -> str | None:
-    """The person's own user id on the platform (None for the web chat: everyone on it is admin)."""
+    """The person's own user id on the platform (None where there is no admin to name: on the local web
+    chat everyone is)."""
     name = platform["platform"]
-    if name not in SETUPS:
+    setup = setups().get(name)  # (None: no platform was given, and there is no terminal to ask on)
+    if setup is None or setup.user_ids is None:
         return None
     admins = (data.get("access") or {}).get("admins") or {}
     current = admins.get(name) if isinstance(admins, dict) else None
     default = str(current[0]) if isinstance(current, list) and current else None
-    check = lambda value: id_problem(name, value)  # noqa: E731
-    question = f"Your {SETUPS[name].title} user id, to make you chatgate's admin"
+    check = lambda value: id_problem(setup, value)  # noqa: E731
+    question = f"Your {setup.title} user id, to make you chatgate's admin"
     if ask.interactive and default is None and "--admin" not in ask.given:
-        if name == "telegram":  # (it can be read from a message to the bot)
+        if setup.user_ids.from_message is not None and setup.token is not None:
             found = ask.text("--admin", f"{question} (Enter: find it by sending the bot a message)",
                              required=False, check=check)
-            if found is not None or (found := _telegram_id(ask, platform, data)) is not None:
+            if found is not None or (found := _sender_id(ask, setup.user_ids.from_message, setup.token.key, platform,
+                                                         data)) is not None:
                 return found
-        print(f"  to find it — {SETUPS[name].find_id}")
+        print(f"  to find it — {setup.user_ids.how_to_find}")
     return ask.text("--admin", question, default, check=check)
 
 
-def _telegram_id(ask: Asker, platform: dict[str, Any], data: dict[str, Any]) -> str | None:
+def _sender_id(ask: Asker, finder: FromMessage, token_key: str, platform: dict[str, Any],
+               data: dict[str, Any]) -> str | None:
     """The id of the person who sends the bot a code shown here (asked to confirm), or None."""
     import asyncio
 
-    from gateway.cli.setup_platforms import start_code, telegram_sender
-
     code = start_code()
-    link = f"open https://t.me/{platform['username']}?start={code} and press Start, or " if platform.get("username") \
-        else ""
-    print(f"  {link}send the bot: /start {code}\n  waiting for it (up to {ADMIN_WAIT / 60:.0f} minutes; "
+    print(f"  {finder.how(platform.get('username'), code)}\n  waiting for it (up to {ADMIN_WAIT / 60:.0f} minutes; "
           "Ctrl-C to type your id instead) …")
     section = section_model(platform, data)
     try:
-        found = asyncio.run(telegram_sender(section, code, ADMIN_WAIT))
+        found = asyncio.run(helper(finder.sender)(section, code, ADMIN_WAIT))
     except KeyboardInterrupt:
         print()
         return None
-    except Exception as exc:  # a running chatgate polling the same bot (409), the network
-        said = (str(exc) or type(exc).__name__).replace(section.token.get_secret_value(), "<token>")
-        print(f"  could not read the bot's messages: {said}")
+    except Exception as exc:  # a running chatgate reading the same bot's messages (Telegram: 409), the network
+        token = getattr(section, token_key).get_secret_value()
+        print(f"  could not read the bot's messages: {(str(exc) or type(exc).__name__).replace(token, '<token>')}")
         return None
     if found is None:
         print("  no message came")
@@ -251,8 +257,9 @@ def setup(args: argparse.Namespace) -> int:
 
 def _given(args: argparse.Namespace) -> dict[str, str]:
     options = {"--llm-base-url": args.llm_base_url, "--llm-api-key": args.llm_api_key, "--model": args.model,
-               "--platform": args.platform, "--token": args.token, "--slack-app-token": args.slack_app_token,
-               "--admin": args.admin, "--api-url": args.api_url}
+               "--platform": args.platform, "--token": args.token, "--admin": args.admin, "--api-url": args.api_url}
+    for setup in setups().values():  # (each platform's own secrets: `--slack-app-token`…)
+        options.update({secret.option: getattr(args, option_dest(secret.option)) for secret in setup.secrets})
     return {option: value for option, value in options.items() if value is not None}
 
 
@@ -294,7 +301,7 @@ def _service(args: argparse.Namespace, ask: Asker, path: Path, platform: str) ->
     status = install_service(config, args.unit_dir) if agreed else 0
     if status:
         print("the service was not installed (see above); the configuration is written", file=sys.stderr)
-    where = f"write to the bot on {SETUPS[platform].title}" if platform in SETUPS else "open the link it prints"
+    where = setups()[platform].then or f"write to the bot on {setups()[platform].title}"
     run = "chatgate status shows it" if agreed and not status else "chatgate run starts it (chatgate service install " \
         "runs it as a service)"
     print(f"next: {run}; then {where}. chatgate doctor checks everything again.")

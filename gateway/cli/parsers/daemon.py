@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from gateway.cli.dispatch import handled_by
+from platforms.setup import setups
 
 PRIORITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")  # syslog's, 0 to 7
 
@@ -57,7 +58,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def option_dest(option: str) -> str:
+    """Where argparse puts an option's value (`--slack-app-token` → `slack_app_token`)."""
+    return option.lstrip("-").replace("-", "_")
+
+
 def _setup(sub: Any) -> None:
+    """`chatgate setup`'s options: the common ones, and each platform's own secrets as its `setup`
+    module declares them (a light read: no config model, no SDK)."""
     setup = sub.add_parser(
         "setup", help="write config.yaml: the model endpoint, a platform and its token, you as admin (each tested)",
         description="Asks for what it needs on a terminal (what config.yaml already holds is the default), or takes "
@@ -70,9 +78,11 @@ def _setup(sub: Any) -> None:
                                                               "https://api.openai.com/v1")
     setup.add_argument("--llm-api-key", metavar="KEY", help="its API key (none for a local server)")
     setup.add_argument("--model", help="the model, e.g. gpt-4o-mini")
-    setup.add_argument("--platform", metavar="NAME", help="telegram, discord, slack or webchat")
+    known = setups()
+    setup.add_argument("--platform", metavar="NAME", help=f"{', '.join(list(known)[:-1])} or {list(known)[-1]}")
     setup.add_argument("--token", help="the bot token (Slack: the xoxb- bot token)")
-    setup.add_argument("--slack-app-token", metavar="TOKEN", help="Slack's xapp- app-level token (Socket Mode)")
+    for secret in (secret for platform in known.values() for secret in platform.secrets):
+        setup.add_argument(secret.option, dest=option_dest(secret.option), metavar="TOKEN", help=secret.help)
     setup.add_argument("--api-url", metavar="URL", help="the platform's API address, when not its own (a "
                                                          "self-hosted Bot API server, a proxy)")
     setup.add_argument("--admin", metavar="ID", help="your user id on the platform: you become admin")
