@@ -171,10 +171,10 @@ QUERIES = ["friday", "DEPLOY", "deploy friday", "deploy-log", "cafe", "zoe", "ex
 async def _fill_sqlite(store: Store) -> None:
     for sid, key in SESSIONS:
         await store.execute("INSERT INTO sessions (id, key, platform, chat_id, chat_type, created_at, updated_at)"
-                            " VALUES (?, ?, ?, ?, 'dm', 0, 0)", (sid, key, key.split(":")[0], key))
+                            " VALUES (?, ?, ?, ?, 'dm', 0, 0)", sid, key, key.split(":")[0], key)
     for n, (sid, role, platform, user, content) in enumerate(MESSAGES, 1):
         await store.execute("INSERT INTO messages (session_id, role, platform, user_id, content, created_at)"
-                            " VALUES (?, ?, ?, ?, ?, ?)", (sid, role, platform, user, content, n))
+                            " VALUES (?, ?, ?, ?, ?, ?)", sid, role, platform, user, content, n)
 
 
 async def _fill_postgres(db: asyncpg.Connection) -> None:

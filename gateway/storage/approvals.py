@@ -18,7 +18,6 @@ from dataclasses import dataclass, fields
 from typing import Any, Awaitable, Sequence
 
 from gateway.storage.connection import Connection
-from gateway.storage.sqlite_dialect import IN_LIST, listed
 from gateway.storage.tables import Tables
 
 
@@ -153,12 +152,12 @@ class ApprovalStore(Tables):
     async def prune(self, before: float) -> int:
         """Forget requests decided before `before` with their events; return how many (see the module doc)."""
         async def batch(db: Connection) -> int:
-            ids = listed([r["id"] for r in await db.fetch(
+            ids = db.dialect.listed([r["id"] for r in await db.fetch(
                 "SELECT id FROM approvals WHERE state != 'pending' AND coalesce(decided_at, created_at) < ?"
                 " AND (state != 'session' OR session_id IS NULL"
                 " OR session_id NOT IN (SELECT id FROM sessions WHERE ended_at IS NULL)) LIMIT 500", before)])
-            await db.execute(f"DELETE FROM approval_events WHERE approval_id IN {IN_LIST}", ids)
-            return await db.execute(f"DELETE FROM approvals WHERE id IN {IN_LIST}", ids)
+            await db.execute(f"DELETE FROM approval_events WHERE approval_id {db.dialect.IN_LIST}", ids)
+            return await db.execute(f"DELETE FROM approvals WHERE id {db.dialect.IN_LIST}", ids)
 
         return await self.in_batches(batch)
 

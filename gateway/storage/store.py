@@ -26,6 +26,7 @@ from gateway.storage.approvals import ApprovalStore
 from gateway.storage.connection import Connection, Work
 from gateway.storage.cron import CronStore
 from gateway.storage.database import LOCK_WAIT, Database
+from gateway.storage.sqlite_engine import open_sqlite
 from gateway.storage.goals import GoalStore
 from gateway.storage.inbox import InboxStore
 from gateway.storage.learning import LearningStore
@@ -86,9 +87,8 @@ class Store(Tables):
             new = not path.exists() or path.stat().st_size == 0
             pragmas = ["auto_vacuum=INCREMENTAL"] * new  # (only before anything is written: see upkeep)
             pragmas += ["journal_mode=WAL", f"synchronous={synchronous}", "foreign_keys=ON"]
-            db = await Database.open(
-                str(path), pragmas, functools.partial(schema.migrate, path=str(path), upgrade=migrate),
-                lock_wait=lock_wait)
+            db = await open_sqlite(str(path), pragmas, functools.partial(schema.migrate, path=str(path),
+                                                                          upgrade=migrate), lock_wait=lock_wait)
         finally:
             os.umask(old_mask)
         for suffix in ("", "-wal", "-shm"):
