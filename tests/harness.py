@@ -24,9 +24,12 @@ from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import DEFAULT_GROUP_ID, FakeTelegram
 
 
+STORAGE_URL: str | None = None  # a PostgreSQL database for the test's gateways (conftest: CHATGATE_TEST_STORAGE)
+
+
 def gateway_env(home: Path, llm_url: str | None, **settings: Any) -> dict[str, str]:
     """Environment for a gateway on a free port; extra settings as section__key=value."""
-    env = {"CHATGATE_HOME": str(home), "CHATGATE_HTTP__PORT": "0", "CHATGATE_GATEWAY__DRAIN_SECONDS": "2",
+    env = {**({"CHATGATE_STORAGE__URL": STORAGE_URL} if STORAGE_URL else {}),"CHATGATE_HOME": str(home), "CHATGATE_HTTP__PORT": "0", "CHATGATE_GATEWAY__DRAIN_SECONDS": "2",
            "CHATGATE_REVIEW__AFTER_PAUSE_SECONDS": "0"}  # (reviews at once; tested with a pause on its own)
     if llm_url:
         env.update({"CHATGATE_LLM__BASE_URL": llm_url, "CHATGATE_LLM__API_KEY": "test-key",

@@ -12,6 +12,7 @@ Use: `from tests.pg import pg_url` in the test module, then a test that takes `p
 from __future__ import annotations
 
 import secrets
+from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 import asyncpg
@@ -34,6 +35,13 @@ async def _admin() -> asyncpg.Connection:
 @pytest.fixture
 async def pg_url() -> AsyncIterator[str]:
     """The URL of a new, empty database, dropped after the test."""
+    async with fresh_database() as url:
+        yield url
+
+
+@asynccontextmanager
+async def fresh_database() -> AsyncIterator[str]:
+    """A new, empty database's URL, dropped when the block ends."""
     name = f"t_{secrets.token_hex(8)}"
     admin = await _admin()
     try:
