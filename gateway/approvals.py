@@ -35,6 +35,7 @@ from agent.tools import ApprovalOutcome, ApprovalRequest, ToolContext
 from gateway.chat.delivery import Delivery
 from gateway.ops.redact import redact_values
 from gateway.storage.approvals import Approval, ApprovalStore
+from gateway.storage.database import StorageError
 from platforms.base import Button, ButtonPress, ChatRef, PlatformAdapter, Reply
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ CHOICES = {"o": "once", "s": "session", "a": "always", "d": "denied"}
 LABELS = {"once": "Allow once", "session": "Allow for this session", "always": "Always allow", "denied": "Deny"}
 APPROVED = frozenset({"once", "session", "always"})
 MAX_SHOWN = 1500
+POLL_SECONDS = 0.5  # several instances: how often a waiting turn reads whether another instance decided
 MAX_REASON = 300  # characters of one reason shown (a classifier's reason quotes the command)
 INVISIBLE = frozenset({"Cc", "Cf", "Cn", "Co", "Cs", "Zl", "Zp"})  # categories a subject shows by code point
 MAX_BLANKS = 24  # spaces or tabs in a row a subject shows as they are
@@ -122,6 +124,22 @@ def _status_line(state: str, who: str, note: str | None, timeout: float) -> str:
     return f"⌛ Expired: {note or f'nobody answered within {timeout / 60:.0f} min'}. Treated as denied."
 
 
+def _outcome(approval: Approval, timeout: float) -> ApprovalOutcome:
+    """What the waiting tool call hears of a decided request."""
+    state = approval.state
+    return ApprovalOutcome(state in APPROVED, state, _agent_words(state, approval.decided_by or "someone",
+                                                                 approval.note, timeout))
+
+
+@dataclass(frozen=True, slots=True)
+class Instances:
+    """Several instances on one database: this one's id (`gateway_instances`), and how long one unseen is
+    taken to be alive (the ledger's heartbeat: `CronTimers.stale_after`)."""
+
+    me: str
+    alive_for: float
+
+
 def _agent_words(state: str, who: str, note: str | None, timeout: float) -> str:
     if state == "once":
         return f"{who} approved it once."
@@ -185,7 +203,7 @@ class Approvals:
                  timeout: float, is_admin: Callable[[str, str], bool], secrets_: list[str],
                  spawn: Callable[[Awaitable[None]], Any] | None = None,
                  may_approve: Callable[[str, str], bool] | None = None,
-                 always_scope: str = "user") -> None:
+                 always_scope: str = "user", among: Instances | None = None) -> None:
         self._spawn = spawn  # runs the prompt's edit after a decision as a task (it may wait out rate limits)
         self.stored = stored  # the requests, their events, grants and rules
         self.delivery = delivery
@@ -196,6 +214,7 @@ class Approvals:
         self.may_approve = may_approve or (lambda platform, user_id: True)  # decides own requests (not admins)
         self.always_scope = always_scope
         self.secrets = secrets_
+        self.among = among  # several instances on one database: which one this is (None: the only one)
         self._waiting: dict[str, _Waiting] = {}
 
     @property
@@ -243,7 +262,7 @@ class Approvals:
         await self.stored.add(Approval(
             approval_id, ctx.place.session_key or "", ctx.session_id, chat.platform, chat.chat_id,
             chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, reasons, now, now + self.timeout,
-            reach=request.reach if confinement == "unconfined" else ""))
+            reach=request.reach if confinement == "unconfined" else ""), self.among.me if self.among else None)
         future: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
         self._waiting[approval_id] = _Waiting(approval_id, ctx.place.session_key or "", future)
         try:
@@ -252,7 +271,7 @@ class Approvals:
             async with self.delivery.typing.paused(chat):
                 try:
                     async with asyncio.timeout(self.timeout):  # (not wait_for: it can swallow a /stop)
-                        return await asyncio.shield(future)
+                        return await self._decided(approval_id, future)
                 except TimeoutError:
                     await self.decide(approval_id, "expired", "timeout")
                     return future.result()
@@ -261,6 +280,24 @@ class Approvals:
             raise
         finally:
             self._waiting.pop(approval_id, None)
+
+    async def _decided(self, approval_id: str, future: asyncio.Future[ApprovalOutcome]) -> ApprovalOutcome:
+        """The outcome: decided here (`decide` sets `future`), or, with several instances, on another one —
+        a press or a command that reached it — read from the database every `POLL_SECONDS`."""
+        if self.among is None:
+            return await asyncio.shield(future)
+        while not future.done():
+            await asyncio.wait({future}, timeout=POLL_SECONDS)  # (a cancelled wait leaves `future` alone)
+            if future.done():
+                break
+            try:
+                approval = await self.stored.get(approval_id)
+            except StorageError as exc:  # (the next poll tries again; the timeout still holds)
+                log.warning("reading approval %s: %s", approval_id, exc)
+                continue
+            if approval is not None and approval.state != "pending" and not future.done():
+                future.set_result(_outcome(approval, self.timeout))
+        return future.result()
 
     # -- deciding -------------------------------------------------------------------------
 
@@ -274,8 +311,7 @@ class Approvals:
         log.info("approval %s: %s by %s", approval_id, state, actor)
         waiting = self._waiting.get(approval_id)
         if waiting is not None and not waiting.future.done():  # the tool goes on at once; the edit follows
-            waiting.future.set_result(ApprovalOutcome(state in APPROVED, state,
-                                                      _agent_words(state, actor, note, self.timeout)))
+            waiting.future.set_result(_outcome(approval, self.timeout))
         if self._spawn is not None:
             self._spawn(self._show_outcome(approval))
         else:
@@ -309,7 +345,7 @@ class Approvals:
     async def on_command(self, session_key: str, platform: str, user_id: str, user_name: str, approve: bool,
                          args: str) -> str:
         """`/approve [id]`, `/deny [id] [reason]`, or a bare yes/no (args empty)."""
-        pending = self.pending_in(session_key)
+        pending = await self.stored.pending_in(session_key)  # (its turn may run on another instance)
         first, _, rest = args.partition(" ")
         matches = [a for a in pending if first and len(first) >= 4 and a.startswith(first)]
         if matches:
@@ -329,15 +365,23 @@ class Approvals:
         return "Approved once." if approve else "Denied."
 
     async def expire_all(self, note: str) -> None:
-        """End every pending request (at shutdown, and at start for those a dead process left)."""
-        for approval_id in await self.stored.pending():
+        """End every pending request nobody waits for any more: at shutdown and at start, this instance's and
+        those a dead process left (the only instance: all of them; several: not another live one's)."""
+        among = self.among
+        ids = await (self.stored.pending() if among is None else
+                     self.stored.pending_of(among.me, time.time() - among.alive_for))
+        for approval_id in ids:
             await self.decide(approval_id, "expired", "gateway", note)
 
     async def expire_overdue(self) -> None:
-        """End requests past their time that no waiting turn here will end (from the tick)."""
+        """End requests past their time that no waiting turn here will end, and (several instances) those of
+        an instance that died (from the tick)."""
         for approval_id in await self.stored.pending(expired_before=time.time() - 5.0):
             if approval_id not in self._waiting:
                 await self.decide(approval_id, "expired", "timeout")
+        if self.among is not None:
+            for approval_id in await self.stored.pending_of("", time.time() - self.among.alive_for):
+                await self.decide(approval_id, "expired", "gateway", "the instance that asked stopped")
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -322,7 +322,13 @@ class Config(BaseSettings):
 
     @property
     def db_path(self) -> Path:
+        """SQLite's database file (when `storage.url` is unset)."""
         return self._home / "state.db"
+
+    @property
+    def database_url(self) -> str | None:
+        """`storage.url`: the PostgreSQL database every instance shares; None: SQLite at `db_path`."""
+        return self.storage.url.get_secret_value() if self.storage.url is not None else None
 
     @property
     def workspace(self) -> Path:

@@ -67,7 +67,8 @@ class GatewayRunner:
         self.state = "starting"
         cfg, stack = self.config, self._stack
         drain = cfg.gateway.drain_seconds
-        store = await Store.open(cfg.db_path, durability=cfg.gateway.durability, lock_wait=cfg.gateway.lock_wait_seconds)
+        store = await Store.open(cfg.db_path, url=cfg.database_url, durability=cfg.gateway.durability,
+                                 lock_wait=cfg.gateway.lock_wait_seconds)
         stack.push_async_callback(_undo, "closing the database", _close, store)
         self.parts = parts = await build(cfg, store, self.adapters, metrics=self.metrics, background=self.background,
                                          state=lambda: self.state)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import AsyncIterator, Iterator
 
 import pytest
@@ -30,3 +31,22 @@ def _logging_restored() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+async def _storage_engine() -> AsyncIterator[None]:
+    """`CHATGATE_TEST_STORAGE=postgres`: every gateway a test starts (in-process or as `chatgate run`) keeps
+    its state in a PostgreSQL database of the test's own (tests.harness.gateway_env sets `storage.url`), so
+    the end-to-end tests run on the second engine too (`make test-postgres`)."""
+    if os.environ.get("CHATGATE_TEST_STORAGE") != "postgres":
+        yield
+        return
+    from tests import harness
+    from tests.pg import fresh_database
+
+    async with fresh_database() as url:
+        harness.STORAGE_URL = url
+        try:
+            yield
+        finally:
+            harness.STORAGE_URL = None

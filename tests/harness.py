@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,12 @@ from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import DEFAULT_GROUP_ID, FakeTelegram
 
 
+STORAGE_URL: str | None = None  # a PostgreSQL database for the test's gateways (conftest: CHATGATE_TEST_STORAGE)
+
+
 def gateway_env(home: Path, llm_url: str | None, **settings: Any) -> dict[str, str]:
     """Environment for a gateway on a free port; extra settings as section__key=value."""
-    env = {"CHATGATE_HOME": str(home), "CHATGATE_HTTP__PORT": "0", "CHATGATE_GATEWAY__DRAIN_SECONDS": "2",
+    env = {**({"CHATGATE_STORAGE__URL": STORAGE_URL} if STORAGE_URL else {}),"CHATGATE_HOME": str(home), "CHATGATE_HTTP__PORT": "0", "CHATGATE_GATEWAY__DRAIN_SECONDS": "2",
            "CHATGATE_REVIEW__AFTER_PAUSE_SECONDS": "0"}  # (reviews at once; tested with a pause on its own)
     if llm_url:
         env.update({"CHATGATE_LLM__BASE_URL": llm_url, "CHATGATE_LLM__API_KEY": "test-key",
@@ -252,16 +256,40 @@ class Daemon:
             self.process.kill()
             self.process.wait(10)
 
-    def rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
-        path = self.home / "state.db"
-        if not path.exists():
+    def rows(self, sql: str, *args: Any) -> list[Any]:
+        return state_rows(self.home, sql, *args)
+
+
+def state_rows(home: Path, sql: str, *args: Any) -> list[Any]:
+    """The rows of `sql` (SQLite's text, `?` arguments) in the state of the gateway on `home`: its SQLite file,
+    or the test's PostgreSQL database (`STORAGE_URL`); none before the schema exists. Read in a thread of
+    its own, so it works from a test's event loop too (the gateway may be a process killed meanwhile)."""
+    if STORAGE_URL is not None:
+        with ThreadPoolExecutor(1) as thread:
+            return thread.submit(asyncio.run, _postgres_rows(STORAGE_URL, sql, args)).result()
+    path = home / "state.db"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as db:
+        db.row_factory = sqlite3.Row
+        try:
+            return db.execute(sql, args).fetchall()
+        except sqlite3.OperationalError:  # not migrated yet
             return []
-        with sqlite3.connect(path) as db:
-            db.row_factory = sqlite3.Row
-            try:
-                return db.execute(sql, args).fetchall()
-            except sqlite3.OperationalError:  # not migrated yet
-                return []
+
+
+async def _postgres_rows(url: str, sql: str, args: tuple[Any, ...]) -> list[Any]:
+    import asyncpg
+
+    from gateway.storage.postgres_engine import numbered
+
+    db = await asyncpg.connect(url)
+    try:
+        return list(await db.fetch(numbered(sql), *args))
+    except asyncpg.UndefinedTableError:  # not migrated yet
+        return []
+    finally:
+        await db.close()
 
 
 # -- another program on the database ------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from gateway.access.pairing import Pairing
 from gateway.access.trust import Trust
 from gateway.agents import Agents
-from gateway.approvals import Approvals
+from gateway.approvals import Approvals, Instances
 from gateway.assembly.parts import Ground, Parts
 from gateway.assembly.road import chat_road
 from gateway.assembly.scheduled import cron_parts, idle_clock, serve_cron, tick_hooks, upkeep
@@ -42,7 +42,8 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
     delivery = Delivery(store.outbox, store.inbox, adapters, metrics)
     learning = Learning(store.learning, store.sessions, memory, skills, tools, review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery,
                         trust=trust, settings=cfg.review)
-    approvals = _approvals(g, delivery)
+    approvals = _approvals(g, delivery, Instances(ledger.instance_id, cron_timers.stale_after)
+                           if cfg.database_url is not None else None)
     session_ended = _trajectory_export(g)
     chat_agent = agents.chat()  # (None without a model)
     serve_cron(g, cron_timers, ledger, cron, agents=agents, chat_agent=chat_agent, tools=tools, delivery=delivery, approvals=approvals,
@@ -60,14 +61,14 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
                  sessions=sessions, inbound=inbound, tick=tick, curator=curator, retention=retention, gauges=gauges)
 
 
-def _approvals(g: Ground, delivery: Delivery) -> Approvals:
+def _approvals(g: Ground, delivery: Delivery, among: Instances | None) -> Approvals:
     cfg, local = g.config, g.local
     return Approvals(
         g.store.approvals, delivery, g.adapters, mode=cfg.approvals.mode, timeout=cfg.approvals.timeout_seconds,
         secrets_=cfg.secrets(), is_admin=lambda platform, user: platform in local or g.is_admin(platform, user),
         may_approve=lambda platform, user: user in cfg.access.allowed_users.get(platform, ())
         or cfg.approvals.paired_may_approve, always_scope=cfg.approvals.always_scope,
-        spawn=lambda edit: g.background.spawn(edit, name="approval-outcome"))
+        spawn=lambda edit: g.background.spawn(edit, name="approval-outcome"), among=among)
 
 
 def _trajectory_export(g: Ground) -> Callable[[int], None]:

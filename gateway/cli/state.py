@@ -18,11 +18,12 @@ Handler = Callable[[Config, argparse.Namespace], Awaitable[int]]
 @asynccontextmanager
 async def open_store(config: Config) -> AsyncIterator[Any]:
     """The daemon's database, opened beside a running daemon or without one (WAL allows both). It
-    is migrated only when no daemon holds the home: never under one that is running."""
-    from gateway.ops.process import daemon_pid
+    is migrated only when no daemon holds the home: never under one that is running. A PostgreSQL
+    database (`storage.url`) never: other instances may run on it; a daemon of this version upgrades it."""
+    from gateway.ops.process import may_migrate
     from gateway.storage import Store
 
-    store = await Store.open(config.db_path, migrate=daemon_pid(config.home) is None,
+    store = await Store.open(config.db_path, url=config.database_url, migrate=may_migrate(config),
                              lock_wait=config.gateway.lock_wait_seconds)
     try:
         yield store

@@ -37,14 +37,14 @@ async def status(config: Config, args: argparse.Namespace) -> int:
     """0: running and ready; 1: running, not ready; 3: not running (as `systemctl status`)."""
     from gateway.cli.state import open_store
     from gateway.cron.ledger import RunLedger
-    from gateway.storage.database import SchemaError
+    from gateway.storage.database import SchemaError, StorageError
 
     pid = daemon_pid(config.home)  # the daemon holding the home (its pid file says which)
     if problem := lock_file_problem(config.home):
         print(problem, file=sys.stderr)
     report: dict[str, Any] = {"home": str(config.home), "running": pid is not None, "pid": pid, "ready": None,
                               "platforms": {}, "storage": None, "instances": []}
-    if config.db_path.exists():
+    if config.database_url or config.db_path.exists():
         try:
             async with open_store(config) as store:
                 instances = await RunLedger(store.cron, "status").live_instances(
@@ -57,7 +57,7 @@ async def status(config: Config, args: argparse.Namespace) -> int:
                 report["queue"] = await store.inbox.queue_counts()
                 report["trouble"] = await store.inbox.trouble_counts()
                 report["last_errors"] = await store.inbox.recent_errors()
-        except SchemaError as exc:
+        except (SchemaError, StorageError) as exc:
             report["database"] = str(exc)
     if report["running"]:
         report["ready"], report["platforms"], report["storage"] = await _readiness(config)

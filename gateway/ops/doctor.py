@@ -26,14 +26,13 @@ def _port_free(host: str, port: int) -> bool:
 async def _trouble(config: Config, line: Callable[[str, str], None]) -> dict[str, int] | None:
     """What waits and what failed, from the database, which is upgraded only when no daemon runs on it
     (never under one); None when it cannot be read (said in a line)."""
-    from gateway.ops.process import daemon_pid
-    from gateway.storage import Store
-    from gateway.storage.database import SchemaError
+    from gateway.ops.process import may_migrate
+    from gateway.storage import SchemaError, StorageError, Store
 
     try:
-        store = await Store.open(config.db_path, durability=config.gateway.durability,
-                                 migrate=daemon_pid(config.home) is None)
-    except SchemaError as exc:
+        store = await Store.open(config.db_path, url=config.database_url, durability=config.gateway.durability,
+                                 migrate=may_migrate(config))
+    except (SchemaError, StorageError) as exc:
         line("FAIL", f"state: {exc}")
         return None
     try:
@@ -77,7 +76,9 @@ async def run_doctor(config: Config, out: list[str], timeout: float = PROBE_SECO
     def line(status: str, text: str) -> None:
         out.append(f"[{status:>4}] {text}")
 
-    line("info", f"home: {config.home} (database {config.db_path})")
+    from gateway.storage.postgres_engine import where
+
+    line("info", f"home: {config.home} (database {where(config.database_url) if config.database_url else config.db_path})")
     llm = config.llm
     if not llm.configured:
         line("FAIL", "llm: not configured — set llm.base_url (and llm.api_key) or OPENAI_BASE_URL / OPENAI_API_KEY")
@@ -89,7 +90,7 @@ async def run_doctor(config: Config, out: list[str], timeout: float = PROBE_SECO
                                             llm.model):
             line(status, text)
             ok = ok and status != "FAIL"
-    counts = await _trouble(config, line) if config.db_path.exists() else {}
+    counts = await _trouble(config, line) if config.database_url or config.db_path.exists() else {}
     ok = ok and counts is not None
     if counts:
         line("info", "state: {pending_replies} repl(y/ies) waiting to be sent".format(**counts))

@@ -13,7 +13,10 @@ import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from gateway.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -208,3 +211,9 @@ def lock_file_problem(home: Path) -> str | None:
         return None
     kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
     return f"{path} is {kind}, not a regular file: its pid is not read (remove it)"
+
+
+def may_migrate(config: "Config") -> bool:
+    """Whether a command (not the daemon) may create or upgrade the schema: SQLite's, with no daemon on
+    the home; PostgreSQL's, never (instances on other machines may be running on it)."""
+    return config.database_url is None and daemon_pid(config.home) is None

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 
 from gateway.storage.connection import Connection, Row
-from gateway.storage.sqlite_dialect import INSERTION_ORDER
 from gateway.storage.tables import Tables
 
 
@@ -54,7 +53,7 @@ class AccessStore(Tables):
                 return str(row["code"]), 0
             dropped = await db.execute(  # (all but the newest `max_pending - 1`)
                 "DELETE FROM pairing_codes WHERE platform = ? AND code NOT IN (SELECT code FROM pairing_codes"
-                f" WHERE platform = ? ORDER BY created_at DESC, {INSERTION_ORDER} DESC LIMIT ?)",
+                f" WHERE platform = ? ORDER BY created_at DESC, {db.dialect.INSERTION_ORDER} DESC LIMIT ?)",
                 platform, platform, max(max_pending - 1, 0))
             await db.execute("INSERT INTO pairing_codes (code, platform, user_id, user_name, chat_id, created_at,"
                              " expires_at, last_sent_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -18,7 +18,6 @@ from dataclasses import dataclass, fields
 from typing import Any, Awaitable, Sequence
 
 from gateway.storage.connection import Connection
-from gateway.storage.sqlite_dialect import IN_LIST, listed
 from gateway.storage.tables import Tables
 
 
@@ -90,17 +89,19 @@ class ApprovalStore(Tables):
             " AND requester_id = ?", session_id, subject_hash, *confinements, reach, platform, requester_id)
         return row is not None
 
-    async def add(self, approval: Approval) -> None:
-        """Store a new pending request and its `requested` event (by the requester, with the subject)."""
+    async def add(self, approval: Approval, instance_id: str | None = None) -> None:
+        """Store a new pending request and its `requested` event (by the requester, with the subject);
+        `instance_id`: the instance whose turn waits for it."""
         a = approval
 
         async def add(db: Connection) -> None:
             await db.execute(
                 "INSERT INTO approvals (id, session_key, session_id, platform, chat_id, thread_id, requester_id, kind,"
-                " subject, subject_hash, confinement, reach, reasons, created_at, expires_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " subject, subject_hash, confinement, reach, reasons, created_at, expires_at, instance_id)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 a.id, a.session_key, a.session_id, a.platform, a.chat_id, a.thread_id, a.requester_id, a.kind,
-                a.subject, a.subject_hash, a.confinement, a.reach, json.dumps(a.reasons), a.created_at, a.expires_at)
+                a.subject, a.subject_hash, a.confinement, a.reach, json.dumps(a.reasons), a.created_at, a.expires_at,
+                instance_id)
             await _event(db, a.id, "requested", a.requester_id, a.subject)
 
         await self.db.write(add)
@@ -150,15 +151,30 @@ class ApprovalStore(Tables):
                                     expired_before)
         return [row["id"] for row in rows]
 
+    async def pending_of(self, instance_id: str, alive_since: float) -> list[str]:
+        """The ids of pending requests that no live instance waits for: `instance_id`'s own, those of instances
+        not seen since `alive_since` (or gone), and those whose instance was not recorded."""
+        rows = await self.fetch(
+            "SELECT id FROM approvals WHERE state = 'pending' AND (instance_id IS NULL OR instance_id = ?"
+            " OR instance_id NOT IN (SELECT id FROM gateway_instances WHERE seen_at >= ?))",
+            instance_id, alive_since)
+        return [row["id"] for row in rows]
+
+    async def pending_in(self, session_key: str) -> list[str]:
+        """The ids of the pending requests of a conversation, oldest first (wherever its turn runs)."""
+        rows = await self.fetch("SELECT id FROM approvals WHERE state = 'pending' AND session_key = ?"
+                                " ORDER BY created_at, id", session_key)
+        return [row["id"] for row in rows]
+
     async def prune(self, before: float) -> int:
         """Forget requests decided before `before` with their events; return how many (see the module doc)."""
         async def batch(db: Connection) -> int:
-            ids = listed([r["id"] for r in await db.fetch(
+            ids = db.dialect.listed([r["id"] for r in await db.fetch(
                 "SELECT id FROM approvals WHERE state != 'pending' AND coalesce(decided_at, created_at) < ?"
                 " AND (state != 'session' OR session_id IS NULL"
                 " OR session_id NOT IN (SELECT id FROM sessions WHERE ended_at IS NULL)) LIMIT 500", before)])
-            await db.execute(f"DELETE FROM approval_events WHERE approval_id IN {IN_LIST}", ids)
-            return await db.execute(f"DELETE FROM approvals WHERE id IN {IN_LIST}", ids)
+            await db.execute(f"DELETE FROM approval_events WHERE approval_id {db.dialect.IN_LIST}", ids)
+            return await db.execute(f"DELETE FROM approvals WHERE id {db.dialect.IN_LIST}", ids)
 
         return await self.in_batches(batch)
 

@@ -22,11 +22,13 @@ The rules the SQL text keeps, so that one text serves every engine:
   no row back when it did nothing), a replace `ON CONFLICT (key) DO UPDATE`; a new row's id comes back
   with `RETURNING id`. A subquery in FROM has an alias.
 - What only one engine takes (its JSON functions, full-text search, dates, PRAGMAs) is in that engine's
-  dialect module (`gateway.storage.sqlite_dialect`), by name, never written inline in a group.
+  dialect module, by name, never written inline in a group: a group reads it from the connection it is
+  given (`db.dialect.IN_LIST`), or from its database (`self.db.dialect`).
 """
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence
 
 
@@ -40,7 +42,10 @@ class Row(Protocol):
 
 class Connection(Protocol):
     """The database as a unit of work sees it (see the module doc). Inside `Store.write` every statement
-    is part of the group commit's transaction; inside `Store.read`, of no write."""
+    is part of the group commit's transaction; inside `Store.read`, of no write. `dialect`: the engine's
+    module of what only it takes (gateway.storage.sqlite_dialect, gateway.storage.postgres_dialect)."""
+
+    dialect: ModuleType
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
 

@@ -19,7 +19,6 @@ from typing import Any, Callable, TypeVar
 from gateway.storage.connection import Connection
 from gateway.storage.outbox import OutboxItem, insert_outbox
 from gateway.storage.sessions import forget_sessions
-from gateway.storage.sqlite_dialect import IN_LIST, listed
 from gateway.storage.tables import Tables
 
 PRUNE_BATCH = 200  # ledger rows (and their sessions) per write when pruning
@@ -217,7 +216,7 @@ class CronStore(Tables):
     async def prune_runs(self, keep: int, final: tuple[str, ...]) -> int:
         """Keep the newest `keep` ledger rows of each job, removed jobs too; delete older ones in a `final`
         state, each with its run's session (once ended), `PRUNE_BATCH` a write; return how many went."""
-        states = listed(final)
+        states = self.db.dialect.listed(final)
         over = await self.fetch("SELECT job_id FROM cron_runs GROUP BY job_id HAVING count(*) > ?", keep)
         pruned = 0
         for job_id in (r["job_id"] for r in over):
@@ -230,13 +229,13 @@ class CronStore(Tables):
             async def batch(db: Connection) -> int:
                 rows = await db.fetch(
                     "SELECT id FROM cron_runs WHERE job_id = ? AND (scheduled_at < ? OR (scheduled_at = ? AND id < ?))"
-                    f" AND state IN {IN_LIST} LIMIT ?",
+                    f" AND state {db.dialect.IN_LIST} LIMIT ?",
                     job_id, edge["scheduled_at"], edge["scheduled_at"], edge["id"], states, PRUNE_BATCH)
                 ids = [r["id"] for r in rows]
-                keys = listed([run_session_key(job_id, i) for i in ids])
+                keys = db.dialect.listed([run_session_key(job_id, i) for i in ids])
                 await forget_sessions(db, [r["id"] for r in await db.fetch(
-                    f"SELECT id FROM sessions WHERE key IN {IN_LIST}", keys)])
-                await db.execute(f"DELETE FROM cron_runs WHERE id IN {IN_LIST}", listed(ids))
+                    f"SELECT id FROM sessions WHERE key {db.dialect.IN_LIST}", keys)])
+                await db.execute(f"DELETE FROM cron_runs WHERE id {db.dialect.IN_LIST}", db.dialect.listed(ids))
                 return len(ids)
 
             pruned += await self.in_batches(batch)

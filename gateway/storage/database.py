@@ -1,8 +1,8 @@
-"""SQLite's engine: one connection through aiosqlite (its own thread; every call is a hop to it).
+"""The database: group commit over one writing connection, whatever the engine (`Engine`: SQLite through
+aiosqlite, gateway.storage.sqlite_engine; PostgreSQL through asyncpg, gateway.storage.postgres_engine).
 
-Whatever touches the database is an async function of a `Connection` (`Work`, gateway.storage.connection),
-here `SqliteConnection`. Each aiosqlite call is one hop between the event loop and the connection's
-thread, which costs about as much CPU as a few dozen small statements, so a unit of work keeps its
+Whatever touches the database is an async function of a `Connection` (`Work`, gateway.storage.connection).
+Each statement is a round trip (to aiosqlite's thread, or to the server), so a unit of work keeps its
 awaits few: `fetch` for rows, `executemany` for many rows, `pipelined` for statements that do not wait
 for each other, one statement where two would do.
 
@@ -16,10 +16,10 @@ a `CancelledError` of its own is its failure like any other, and no transaction 
 (`single`) runs in SQLite's autocommit, without BEGIN/COMMIT. While a batch's transaction is open,
 reads (`read`) wait for it: they never see what is not committed yet.
 
-Another program's write lock (an operator's `sqlite3` shell in a transaction, a backup tool) is
-waited out on the event loop, not on the connection's thread: SQLite itself waits only
-`BUSY_TIMEOUT_MS` per try, and a batch that found the database locked is tried again after a
-pause, so reads go on meanwhile. A write waits up to `lock_wait` seconds in all, then fails with
+Another program's write lock (an operator's `sqlite3` shell in a transaction, a backup tool; on
+PostgreSQL, another instance's transaction that the batch deadlocked with) is waited out on the event
+loop: the engine says which errors are such a conflict (`Engine.busy`), and a batch that met one is
+tried again after a pause, so reads go on meanwhile. A write waits up to `lock_wait` seconds in all, then fails with
 `StorageError`, as does a write the database could not do for its own sake (disk full, I/O
 error): errors of the storage, not of the data, which the caller may try again later (`until_stored`
 does, for work that has nobody to hand the error to: a turn's record). `health()` says which (for
@@ -39,32 +39,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
-
-import aiosqlite
+from types import ModuleType
+from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 from gateway.storage.connection import Connection, Work
-from gateway.storage.sqlite_connection import SqliteConnection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Setup = Callable[[aiosqlite.Connection], Awaitable[None]]  # what runs on a new connection first (the migrations)
 LATER_SECONDS = 1.0  # the longest a `later` write waits for a group commit to join
-BUSY_TIMEOUT_MS = 100  # SQLite's own wait for a lock, per try, on the connection's thread
-OPEN_TIMEOUT_MS = 30_000  # the same while opening (another process may be migrating the database)
 LOCK_WAIT = 5.0  # seconds a write waits for another program's lock before it fails (`gateway.lock_wait_seconds`)
 PROBE_SECONDS = 2.0  # while writes fail, how often the probe writes; when ready, how old a write `check` trusts
 CHECK_WAIT = 1.0  # how long `check` waits for its probe (one that waits for a lock longer says `locked`)
 _RETRY_PAUSES = (0.25, 0.5, 1.0, 2.0, 4.0)  # `until_stored`: before the next try, then until writes work
 _RETRY_LONGEST = 60.0  # (or this long: a write refused while the probe succeeds is still tried again)
 _PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)  # between tries of a batch that found the database locked
-_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-_STORAGE = frozenset({*_BUSY, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR,
-                      sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN,
-                      sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOTADB})
 
 
 class StorageError(RuntimeError):
@@ -77,22 +67,44 @@ class SchemaError(RuntimeError):
     """The database's schema is not one this chatgate can use (said in one line)."""
 
 
-def _code(exc: BaseException) -> int | None:
-    code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.DatabaseError) else None
-    return code & 0xFF if isinstance(code, int) else None
+class EngineConnection(Connection, Protocol):
+    """A connection as the group commit drives it: its transaction, and how much it changed."""
+
+    async def begin(self) -> None: ...
+
+    async def commit(self) -> None: ...
+
+    async def rollback(self) -> None:
+        """Roll back what is open (nothing when nothing is); an error here is the connection's."""
+
+    async def close(self) -> None: ...
+
+    def changes(self) -> int | None:
+        """Rows changed on this connection so far (None: the engine does not count them)."""
 
 
-def _busy(exc: BaseException) -> bool:
-    """Another connection holds the lock this needed."""
-    return _code(exc) in _BUSY
+class Engine(Protocol):
+    """What the group commit needs of an engine: a connection (the first at open, another after one
+    failed), and which of its errors are the storage's (`fault`) and, of those, a conflict with another
+    writer that passes (`busy`: a lock held, a deadlock broken)."""
+
+    dialect: ModuleType
+
+    async def connect(self) -> EngineConnection: ...
+
+    def busy(self, exc: BaseException) -> bool: ...
+
+    def fault(self, exc: BaseException) -> bool: ...
+
+    def describe_busy(self) -> str: ...
 
 
-def storage_error(exc: BaseException, lock_wait: float = LOCK_WAIT) -> BaseException:
+def storage_error(engine: Engine, exc: BaseException, lock_wait: float = LOCK_WAIT) -> BaseException:
     """`exc` as a `StorageError` when it is the storage's fault; otherwise `exc` itself."""
-    if isinstance(exc, StorageError) or _code(exc) not in _STORAGE:
+    if isinstance(exc, StorageError) or not engine.fault(exc):
         return exc
-    if _busy(exc):
-        wrapped = StorageError(f"the database is locked by another program (for over {lock_wait:g}s)")
+    if engine.busy(exc):
+        wrapped = StorageError(f"{engine.describe_busy()} (for over {lock_wait:g}s)")
     else:
         wrapped = StorageError(f"the database failed: {exc}")
     wrapped.__cause__ = exc
@@ -122,11 +134,10 @@ def _logged(done: asyncio.Future[Any]) -> None:
         log.warning("a deferred write failed: %s", done.exception())
 
 
-async def _rollback(conn: SqliteConnection) -> None:
-    """Roll back what is open; an error here is the connection's, and leaves `_commit`. Asked on the
-    connection's thread, after what is queued there (a statement of a cancelled unit may still run):
-    sqlite3's rollback does nothing when no transaction is open."""
-    await conn.raw.rollback()
+async def _rollback(conn: EngineConnection) -> None:
+    """Roll back what is open; an error here is the connection's, and leaves `_commit`. (SQLite: asked on
+    the connection's thread, after what is queued there: a statement of a cancelled unit may still run.)"""
+    await conn.rollback()
 
 
 def _failure(exc: BaseException) -> Exception:
@@ -143,21 +154,21 @@ def _failure(exc: BaseException) -> Exception:
     raise exc
 
 
-async def _alone(conn: SqliteConnection, unit: _Unit) -> Outcome:
+async def _alone(conn: EngineConnection, unit: _Unit) -> Outcome:
     """One unit in a transaction of its own (in autocommit when it is `single`)."""
     try:
         if unit.single:
             return True, await unit.work(conn)
-        await conn.execute("BEGIN IMMEDIATE")
+        await conn.begin()
         result = await unit.work(conn)
-        await conn.execute("COMMIT")
+        await conn.commit()
         return True, result
     except BaseException as exc:
         await _rollback(conn)
         return False, _failure(exc)
 
 
-async def _commit(conn: SqliteConnection, batch: list[_Unit], out: list[Outcome]) -> None:
+async def _commit(engine: Engine, conn: EngineConnection, batch: list[_Unit], out: list[Outcome]) -> None:
     """The batch in one transaction, or unit by unit when one fails; each unit's outcome is
     appended to `out`. The database locked: every unit gets the busy error (none ran). An
     exception left is the connection's: the units without an outcome were not stored."""
@@ -165,13 +176,13 @@ async def _commit(conn: SqliteConnection, batch: list[_Unit], out: list[Outcome]
         out.append(await _alone(conn, batch[0]))
         return
     try:
-        await conn.execute("BEGIN IMMEDIATE")
+        await conn.begin()
         results = [await unit.work(conn) for unit in batch]
-        await conn.execute("COMMIT")
+        await conn.commit()
     except BaseException as raised:
         await _rollback(conn)
         exc = _failure(raised)
-        if _busy(exc):
+        if engine.busy(exc):
             out.extend((False, exc) for _ in batch)
             return
         log.warning("a group commit of %d writes failed (%s); committing them one by one", len(batch), exc)
@@ -179,37 +190,6 @@ async def _commit(conn: SqliteConnection, batch: list[_Unit], out: list[Outcome]
             out.append(await _alone(conn, unit))
         return
     out.extend((True, result) for result in results)
-
-
-async def _connect(path: str, pragmas: str, setup: Setup | None) -> SqliteConnection:
-    """A connection with `pragmas` applied. `setup`: opening the store, what to run on the new
-    connection (the migrations), with SQLite waiting up to `OPEN_TIMEOUT_MS` for locks; None: the
-    connection opened again after a failure. Switching a new file to WAL beside another opener is
-    refused without waiting (SQLite's deadlock rule): opening tries again until `OPEN_TIMEOUT_MS`,
-    and the migrations read the version anew."""
-    deadline = time.monotonic() + OPEN_TIMEOUT_MS / 1000
-    while True:
-        conn = await aiosqlite.connect(path, isolation_level=None)  # transactions are ours: BEGIN/COMMIT
-        try:
-            conn.row_factory = sqlite3.Row
-            await conn.executescript(f"PRAGMA busy_timeout = {OPEN_TIMEOUT_MS if setup else BUSY_TIMEOUT_MS};"
-                                     + pragmas)
-            if setup is not None:
-                await setup(conn)
-                await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            return SqliteConnection(conn)
-        except sqlite3.OperationalError as exc:
-            await conn.close()
-            if not (setup is not None and _busy(exc) and time.monotonic() < deadline):
-                raise
-        except BaseException:
-            await conn.close()
-            raise
-        await asyncio.sleep(0.05)
-
-
-async def _nothing(conn: aiosqlite.Connection) -> None:
-    """No work (no setup)."""
 
 
 async def _probe_write(conn: Connection) -> None:
@@ -220,12 +200,14 @@ async def _probe_write(conn: Connection) -> None:
 
 
 class Database:
-    """Open with `await Database.open(path, pragmas)`; close with `close()`."""
+    """The group commit over `engine`'s connection `conn` (opened by the engine: `open_sqlite`,
+    `open_postgres`); close with `close()`."""
 
-    def __init__(self, conn: SqliteConnection, path: str, pragmas: str, lock_wait: float = LOCK_WAIT) -> None:
+    def __init__(self, engine: Engine, conn: EngineConnection, lock_wait: float = LOCK_WAIT) -> None:
         self.lock_wait = lock_wait
-        self._conn: SqliteConnection | None = conn  # None: it failed; opened again at the next use
-        self._path, self._pragmas = path, pragmas
+        self.engine = engine
+        self.dialect = engine.dialect
+        self._conn: EngineConnection | None = conn  # None: it failed; opened again at the next use
         self._gate = asyncio.Lock()  # held by a batch (its transaction open) and by a read
         self._queued: list[_Unit] = []
         self._later: list[_Unit] = []  # `later` writes: they join the next group commit
@@ -241,18 +223,6 @@ class Database:
         self._closed = False
         self.batches = 0  # group commits so far (the tests read it)
 
-    @classmethod
-    async def open(cls, path: str, pragmas: list[str], setup: Setup | None = None, *,
-                   lock_wait: float = LOCK_WAIT) -> "Database":
-        """Connect, apply `pragmas`, then run `setup` (the migrations) on the new connection.
-        `lock_wait`: how long a write waits for another program's lock (see the module doc)."""
-        script = "".join(f"PRAGMA {pragma};" for pragma in pragmas)
-        try:
-            conn = await _connect(path, script, setup or _nothing)
-        except Exception as exc:
-            raise storage_error(exc, OPEN_TIMEOUT_MS / 1000)  # (a locked or unreadable file: said in one line)
-        return cls(conn, path, script, lock_wait)
-
     async def close(self) -> None:
         self._closed = True  # (no more probes)
         if self._probe_timer is not None:
@@ -263,7 +233,7 @@ class Database:
         async with self._gate:
             conn, self._conn = self._conn, None
             if conn is not None:
-                await conn.raw.close()
+                await conn.close()
 
     def health(self) -> dict[str, Any]:
         """Whether writes work: `ready`, `locked` (waiting for another program's lock) or `failing`
@@ -316,12 +286,12 @@ class Database:
         finally:
             self.waiting -= bool(tries)
 
-    async def _connection(self) -> SqliteConnection:
+    async def _connection(self) -> EngineConnection:
         """The connection, opened again if it failed (under the gate)."""
         if self._conn is None:
             if self._closed:
                 raise StorageError("the store is closed")
-            self._conn = await _connect(self._path, self._pragmas, None)
+            self._conn = await self.engine.connect()
             log.warning("the database connection was opened again")
         return self._conn
 
@@ -337,10 +307,10 @@ class Database:
                     await _rollback(conn)
                     raise
             except Exception as exc:
-                wrapped = storage_error(exc, self.lock_wait)
+                wrapped = storage_error(self.engine, exc, self.lock_wait)
                 if wrapped is exc:
                     raise
-                if not _busy(exc):  # (a read refused for a lock is no news of writes)
+                if not self.engine.busy(exc):  # (a read refused for a lock is no news of writes)
                     self._set_health("failing", str(wrapped))
                 raise wrapped from exc
 
@@ -379,9 +349,10 @@ class Database:
         async with self._gate:
             try:
                 conn = await self._connection()
-                changes = conn.raw.total_changes
-                await _commit(conn, batch, out)
-                return conn.raw.total_changes > changes
+                changes = conn.changes()
+                await _commit(self.engine, conn, batch, out)
+                after = conn.changes()
+                return any(ok for ok, _ in out) if changes is None or after is None else after > changes
             except Exception as exc:
                 log.error("the database connection failed (%s); opening it again", exc)
                 failed = StorageError(f"the database connection failed ({exc}); it was not stored")
@@ -390,7 +361,7 @@ class Database:
                 conn, self._conn = self._conn, None
                 try:
                     if conn is not None:
-                        await conn.raw.close()  # (SQLite rolls back what was left open)
+                        await conn.close()  # (the engine rolls back what was left open)
                 except Exception as close_exc:
                     log.debug("closing the failed connection: %s", close_exc)
         return False
@@ -441,11 +412,11 @@ class Database:
         now = time.monotonic()
         trouble: str | None = None
         for unit, (ok, value) in zip(batch, outcomes):
-            if not ok and _busy(value) and (closing or now - unit.since < self.lock_wait):
+            if not ok and self.engine.busy(value) and (closing or now - unit.since < self.lock_wait):
                 again.append(unit)
                 continue
             if not ok:
-                value = storage_error(value, self.lock_wait)
+                value = storage_error(self.engine, value, self.lock_wait)
                 if isinstance(value, StorageError) and not closing:
                     trouble = str(value)
             if unit.done.done():

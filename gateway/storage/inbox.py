@@ -10,7 +10,6 @@ from typing import Any
 
 from gateway.storage.connection import Connection
 from gateway.storage.outbox import SendIntent, read_intent
-from gateway.storage.sqlite_dialect import json_appended, json_object
 from gateway.storage.tables import Tables
 from platforms.base import Attachment, ChatRef, InboundMessage
 
@@ -87,7 +86,7 @@ class InboxStore(Tables):
         crash before its id is recorded leaves the re-run something to look for: `set_draft`). Marks the
         message 'processing' in the same write."""
         intent = await self.db.write(lambda db: db.fetchval(
-            f"UPDATE inbox SET draft_intent = {json_object(('after', _AFTER_ROW))}, {_STARTED} WHERE id = ?"
+            f"UPDATE inbox SET draft_intent = {db.dialect.json_object(('after', _AFTER_ROW))}, {_STARTED} WHERE id = ?"
             " RETURNING draft_intent", inbox_id), single=True)
         return read_intent(intent) or SendIntent()
 
@@ -100,7 +99,8 @@ class InboxStore(Tables):
 
     async def add_effect(self, inbox_id: int, what: str) -> None:
         """Note, before it runs, a side-effecting tool call of this message's turn."""
-        await self.execute(f"UPDATE inbox SET effects = {json_appended('effects')}, {_STARTED} WHERE id = ?",
+        await self.execute(f"UPDATE inbox SET effects = {self.db.dialect.json_appended('effects')}, {_STARTED}"
+                           " WHERE id = ?",
                            what, inbox_id)
 
     async def unfinished(self, inbox_id: int | None = None) -> list[Unfinished]:

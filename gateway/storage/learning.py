@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.storage.connection import Connection
-from gateway.storage.sqlite_dialect import IN_LIST, listed
 from gateway.storage.tables import Tables
 
 _APPLIED = "dry_run = 0 AND finished_at IS NOT NULL AND error IS NULL"  # a curator run applied and finished well
@@ -163,4 +162,4 @@ class LearningStore(Tables):
 
     async def forget_runs(self, run_ids: list[str]) -> None:
         await self.execute(
-            f"DELETE FROM curator_runs WHERE id IN {IN_LIST}", listed(run_ids))
+            f"DELETE FROM curator_runs WHERE id {self.db.dialect.IN_LIST}", self.db.dialect.listed(run_ids))

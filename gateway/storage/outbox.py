@@ -3,13 +3,14 @@ message id is not recorded yet (`SendIntent`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import Any
 
 from gateway.storage.connection import Connection
-from gateway.storage.sqlite_dialect import json_boolean, json_field, json_items, json_object
 from gateway.storage.tables import Tables
 from platforms.base import ChatRef
 
@@ -39,30 +40,37 @@ def read_intent(raw: str | None) -> SendIntent | None:
     return SendIntent(int(data.get("part") or 0), data.get("after"), bool(data.get("draft")))
 
 
-# A reply's first part is sent after the message it answers (or, when its turn's draft went out without
-# its id recorded, after what that draft's intent names); a reply that answers none (a scheduled job's),
-# after the newest message a person sent in the chat. `draft`: that draft may be the message to find.
-# Both read the arguments ?1 (the inbox row), ?2 (the platform) and ?3 (the chat): a statement that uses
-# them numbers its own from ?4.
-_AFTER_REPLY = (
-    f"coalesce((SELECT coalesce({json_field('i.draft_intent', 'after')}, CASE WHEN i.origin = 'person' THEN"
-    " i.platform_message_id END) FROM inbox i WHERE i.id = ?1), (SELECT p.platform_message_id FROM inbox p"
-    " WHERE p.platform = ?2 AND p.chat_id = ?3 AND p.origin = 'person' ORDER BY p.id DESC LIMIT 1))")
-_UNRECORDED_DRAFT = ("coalesce((SELECT i.draft_intent IS NOT NULL AND i.draft_message_id IS NULL FROM inbox i"
-                     " WHERE i.id = ?1), FALSE)")
-# A new reply's first intent (see `insert_outbox`), and the intent of a part sent later (?4 the part, ?5 the
-# message it follows, None: as for the first)
-_FIRST_INTENT = json_object(("part", "0"), ("after", _AFTER_REPLY), ("draft", json_boolean(_UNRECORDED_DRAFT)))
-_NEXT_INTENT = json_object(("part", "?4"), ("after", f"coalesce(?5, {_AFTER_REPLY})"), ("draft", json_boolean("FALSE")))
-# The ids of the chat's messages chatgate knows: people's, and its own (drafts, reply parts, approval prompts);
-# ?1 the platform, ?2 the chat.
-_KNOWN = (
-    "SELECT platform_message_id AS id FROM inbox WHERE platform = ?1 AND chat_id = ?2 AND origin = 'person'"
-    " UNION SELECT draft_message_id FROM inbox WHERE platform = ?1 AND chat_id = ?2"
-    f" UNION SELECT j.value FROM outbox o, {json_items('o.platform_message_ids', 'j')}"
-    " WHERE o.platform = ?1 AND o.chat_id = ?2"
-    f" UNION SELECT {json_field('payload', 'draft_message_id')} FROM outbox WHERE platform = ?1"
-    " AND chat_id = ?2 UNION SELECT prompt_message_id FROM approvals WHERE platform = ?1 AND chat_id = ?2")
+@functools.cache
+def _statements(d: ModuleType) -> dict[str, str]:
+    """The outbox's statements that hold pieces of the engine's dialect `d` (made once per dialect).
+
+    A reply's first part is sent after the message it answers (or, when its turn's draft went out without
+    its id recorded, after what that draft's intent names); a reply that answers none (a scheduled job's),
+    after the newest message a person sent in the chat. `draft`: that draft may be the message to find.
+    Both read the arguments ?1 (the inbox row), ?2 (the platform) and ?3 (the chat): a statement that uses
+    them numbers its own from ?4. `first_intent`: a new reply's first intent (see `insert_outbox`);
+    `next_intent`: the intent of a part sent later (?4 the part, ?5 the message it follows, None: as for the
+    first). `known`: the ids of the chat's messages chatgate knows, people's and its own (drafts, reply
+    parts, approval prompts); ?1 the platform, ?2 the chat."""
+    after_reply = (
+        f"coalesce((SELECT coalesce({d.json_field('i.draft_intent', 'after')}, CASE WHEN i.origin = 'person' THEN"
+        " i.platform_message_id END) FROM inbox i WHERE i.id = ?1), (SELECT p.platform_message_id FROM inbox p"
+        " WHERE p.platform = ?2 AND p.chat_id = ?3 AND p.origin = 'person' ORDER BY p.id DESC LIMIT 1))")
+    unrecorded_draft = ("coalesce((SELECT i.draft_intent IS NOT NULL AND i.draft_message_id IS NULL FROM inbox i"
+                        " WHERE i.id = ?1), FALSE)")
+    return {
+        "first_intent": d.json_object(("part", "0"), ("after", after_reply),
+                                      ("draft", d.json_boolean(unrecorded_draft))),
+        "next_intent": d.json_object(("part", "CAST(?4 AS INTEGER)"), ("after", f"coalesce(?5, {after_reply})"),
+                                     ("draft", d.json_boolean("FALSE"))),
+        "known": (
+            "SELECT platform_message_id AS id FROM inbox WHERE platform = ?1 AND chat_id = ?2 AND origin = 'person'"
+            " UNION SELECT draft_message_id FROM inbox WHERE platform = ?1 AND chat_id = ?2"
+            f" UNION SELECT j.value FROM outbox o, {d.json_items('o.platform_message_ids', 'j')}"
+            " WHERE o.platform = ?1 AND o.chat_id = ?2"
+            f" UNION SELECT {d.json_field('payload', 'draft_message_id')} FROM outbox WHERE platform = ?1"
+            " AND chat_id = ?2 UNION SELECT prompt_message_id FROM approvals WHERE platform = ?1 AND chat_id = ?2"),
+    }
 
 
 @dataclass(slots=True)
@@ -93,7 +101,8 @@ async def insert_outbox(db: Connection, item: OutboxItem, now: float) -> int:
     own before the send), unless it edits a draft."""
     row = await db.fetchrow(
         "INSERT INTO outbox (platform, chat_id, thread_id, inbox_id, payload, created_at, intent)"
-        f" VALUES (?2, ?3, ?4, ?1, ?5, ?6, CASE WHEN ?7 THEN {_FIRST_INTENT} END) RETURNING id, intent",
+        f" VALUES (?2, ?3, ?4, ?1, ?5, ?6, CASE WHEN ?7 THEN {_statements(db.dialect)['first_intent']} END)"
+        " RETURNING id, intent",
         item.inbox_id, item.chat.platform, item.chat.chat_id, item.chat.thread_id, item.payload(), now,
         item.draft_message_id is None)
     assert row is not None  # (an insert returns its row)
@@ -155,7 +164,7 @@ class OutboxStore(Tables):
         for the first, as when queued): the intent a reply that waited for a while needs again."""
         after = item.sent_ids[-1] if part and item.sent_ids else None
         intent = await self.db.write(lambda db: db.fetchval(
-            f"UPDATE outbox SET intent = {_NEXT_INTENT} WHERE id = ?6 RETURNING intent",
+            f"UPDATE outbox SET intent = {_statements(db.dialect)['next_intent']} WHERE id = ?6 RETURNING intent",
             item.inbox_id, item.chat.platform, item.chat.chat_id, part, after, item.id), single=True)
         return replace(read_intent(intent) or SendIntent(part), tried=False)
 
@@ -163,9 +172,9 @@ class OutboxStore(Tables):
         """Nothing went out under the row's intent for `part` (it waited instead): drop it, with the next
         commit, so a restart does not look for a message that was never made."""
         self.db.later(lambda db: db.execute("UPDATE outbox SET intent = NULL WHERE id = ? AND state = 'pending'"
-                                            f" AND {json_field('intent', 'part')} = ?", outbox_id, part))
+                                            f" AND {db.dialect.json_number('intent', 'part')} = ?", outbox_id, part))
 
     async def known_ids(self, platform: str, chat_id: str) -> set[str]:
         """The ids of the messages of a chat chatgate knows: people's it received, and its own it recorded."""
-        rows = await self.fetch(_KNOWN, platform, chat_id)
+        rows = await self.fetch(_statements(self.db.dialect)["known"], platform, chat_id)
         return {str(r["id"]) for r in rows if r["id"] is not None}

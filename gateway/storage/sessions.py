@@ -19,7 +19,6 @@ from typing import Any
 from agent.compression import SUMMARY_PREFIX
 from gateway.storage.connection import Connection, Row, Work
 from gateway.storage.outbox import OutboxItem, insert_outbox
-from gateway.storage.sqlite_dialect import IN_LIST, SEARCH, listed, search_terms
 from gateway.storage.tables import Tables
 from platforms.base import ChatRef
 
@@ -210,12 +209,11 @@ class SessionStore(Tables):
     async def search(self, query: str, *, platform: str, user_id: str, limit: int = 10,
                      session_id: int | None = None) -> list[SearchHit]:
         """Full-text search over transcripts of sessions this user took part in (`session_id`: of that one only)."""
-        terms = search_terms(query)
-        if not terms:
+        statement = self.db.dialect.search(query, platform=platform, user_id=user_id, limit=limit,
+                                           session_id=session_id)
+        if statement is None:
             return []
-        among, who = ("= ?", (session_id,)) if session_id is not None else \
-            ("IN (SELECT DISTINCT session_id FROM messages WHERE platform = ? AND user_id = ?)", (platform, user_id))
-        rows = await self.fetch(SEARCH.format(among=among), terms, *who, limit)
+        rows = await self.fetch(*statement)
         return [SearchHit(r["session_id"], r["role"], r["snip"], r["created_at"]) for r in rows]
 
     async def speakers(self, session_id: int) -> list[tuple[str, str]]:
@@ -277,13 +275,14 @@ async def forget_sessions(db: Connection, ids: list[int]) -> int:
     with what hangs on them (see the module doc); return how many were deleted."""
     if not ids:
         return 0
-    ended = listed([r["id"] for r in await db.fetch(
-        f"SELECT id FROM sessions WHERE id IN {IN_LIST} AND ended_at IS NOT NULL", listed(ids))])
-    for sql in (f"DELETE FROM messages WHERE session_id IN {IN_LIST}",
-                f"DELETE FROM session_summaries WHERE session_id IN {IN_LIST}",
-                f"DELETE FROM review_counters WHERE session_id IN {IN_LIST}",
-                f"DELETE FROM subagent_runs WHERE session_id IN {IN_LIST} AND state != 'running'",
-                f"UPDATE subagent_runs SET session_id = NULL WHERE session_id IN {IN_LIST}",
-                f"UPDATE subagent_runs SET parent_session_id = NULL WHERE parent_session_id IN {IN_LIST}"):
+    d = db.dialect
+    ended = d.listed([r["id"] for r in await db.fetch(
+        f"SELECT id FROM sessions WHERE id {d.IN_LIST} AND ended_at IS NOT NULL", d.listed(ids))])
+    for sql in (f"DELETE FROM messages WHERE session_id {d.IN_LIST}",
+                f"DELETE FROM session_summaries WHERE session_id {d.IN_LIST}",
+                f"DELETE FROM review_counters WHERE session_id {d.IN_LIST}",
+                f"DELETE FROM subagent_runs WHERE session_id {d.IN_LIST} AND state != 'running'",
+                f"UPDATE subagent_runs SET session_id = NULL WHERE session_id {d.IN_LIST}",
+                f"UPDATE subagent_runs SET parent_session_id = NULL WHERE parent_session_id {d.IN_LIST}"):
         await db.execute(sql, ended)
-    return await db.execute(f"DELETE FROM sessions WHERE id IN {IN_LIST}", ended)
+    return await db.execute(f"DELETE FROM sessions WHERE id {d.IN_LIST}", ended)

@@ -15,9 +15,12 @@ from typing import Any, Awaitable, Iterable, Sequence
 
 import aiosqlite
 
+from gateway.storage import sqlite_dialect
+
 
 class SqliteConnection:
     __slots__ = ("raw",)
+    dialect = sqlite_dialect
 
     def __init__(self, raw: aiosqlite.Connection) -> None:
         self.raw = raw
@@ -50,3 +53,19 @@ class SqliteConnection:
             if isinstance(result, BaseException):
                 raise result
         return results
+
+    async def begin(self) -> None:
+        await self.raw.execute("BEGIN IMMEDIATE")  # (the write lock at once: a conflict shows here, not later)
+
+    async def commit(self) -> None:
+        await self.raw.execute("COMMIT")
+
+    async def rollback(self) -> None:
+        """sqlite3's rollback does nothing when no transaction is open."""
+        await self.raw.rollback()
+
+    async def close(self) -> None:
+        await self.raw.close()  # (SQLite rolls back what was left open)
+
+    def changes(self) -> int:
+        return self.raw.total_changes

@@ -17,8 +17,8 @@ from typing import Any, Sequence
 
 # -- lists handed over as one argument ------------------------------------------------------------------
 
-IN_LIST = "(SELECT value FROM json_each(?))"
-"""`x IN {IN_LIST}`: x is one of the values of the one argument `listed(values)` (a JSON array).
+IN_LIST = "IN (SELECT value FROM json_each(?))"
+"""`x {IN_LIST}`: x is one of the values of the one argument `listed(values)` (a JSON array).
 PostgreSQL: `x = ANY(?)` with the values as an array argument."""
 
 
@@ -52,6 +52,12 @@ def json_items(document: str, alias: str) -> str:
     return f"json_each({document}) AS {alias}"
 
 
+def json_number(document: str, key: str) -> str:
+    """A top-level number field of a JSON object held as text, as an SQL number (NULL when it has none).
+    PostgreSQL: `(({document})::jsonb ->> '{key}')::bigint`."""
+    return f"json_extract({document}, '$.{key}')"
+
+
 def json_appended(document: str) -> str:
     """The JSON array `document` (NULL: an empty one) with one argument (a string) appended, as text.
     PostgreSQL: `(coalesce({document}, '[]')::jsonb || to_jsonb(?::text))::text`."""
@@ -76,21 +82,23 @@ its own (`pairing_codes`). PostgreSQL: a column for it (an identity) in its sche
 # -- full-text search over transcripts ---------------------------------------------------------------------
 
 
-def search_terms(query: str) -> str:
-    """The words of a search as the engine's query: each one quoted (FTS5 takes them literally, all of them
-    required). PostgreSQL: the words joined for `plainto_tsquery`."""
-    return " ".join('"' + word.replace('"', '""') + '"' for word in query.split() if word)
+def search(query: str, *, platform: str, user_id: str, limit: int,
+           session_id: int | None) -> tuple[Any, ...] | None:
+    """The statement and its arguments for `SessionStore.search`: transcript messages of sessions the person
+    took part in (`session_id`: of that one only) holding every word of `query`, each quoted (FTS5 takes them
+    literally), best first, with a snippet (`snip`) and `session_id, role, created_at`; None: no words.
+    The index is the FTS5 table `messages_fts`, kept by triggers on `messages` (migration 001).
+    PostgreSQL: the tsvector column `messages.search_vector` (gateway.storage.postgres_dialect)."""
+    terms = " ".join('"' + word.replace('"', '""') + '"' for word in query.split() if word)
+    if not terms:
+        return None
+    among, who = ("= ?", (session_id,)) if session_id is not None else \
+        ("IN (SELECT DISTINCT session_id FROM messages WHERE platform = ? AND user_id = ?)", (platform, user_id))
+    return (f"SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at"
+            f" FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+            f" WHERE messages_fts MATCH ? AND m.role IN ('user', 'assistant') AND m.session_id {among}"
+            f" ORDER BY rank LIMIT ?", terms, *who, limit)
 
-
-SEARCH = ("SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at"
-          " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-          " WHERE messages_fts MATCH ? AND m.role IN ('user', 'assistant') AND m.session_id {among}"
-          " ORDER BY rank LIMIT ?")
-"""Transcript messages that match `search_terms` (the first argument), best first, each with a snippet
-(`snip`); `{among}` is the condition on their session (its arguments after the terms), the last argument
-how many. The index is the FTS5 table `messages_fts`, kept by triggers on `messages` (migration 001).
-PostgreSQL: a `tsvector` column (or expression index) on `messages.content`, `@@ plainto_tsquery(?)`,
-`ts_headline` for the snippet and `ts_rank` for the order."""
 
 # -- another process's commits -----------------------------------------------------------------------------
 

@@ -25,7 +25,8 @@ from gateway.storage.access import AccessStore
 from gateway.storage.approvals import ApprovalStore
 from gateway.storage.connection import Connection, Work
 from gateway.storage.cron import CronStore
-from gateway.storage.database import LOCK_WAIT, Database
+from gateway.storage.database import LOCK_WAIT, Database, StorageError
+from gateway.storage.sqlite_engine import SqliteEngine, open_sqlite
 from gateway.storage.goals import GoalStore
 from gateway.storage.inbox import InboxStore
 from gateway.storage.learning import LearningStore
@@ -72,11 +73,16 @@ class Store(Tables):
         return self.db.batches
 
     @classmethod
-    async def open(cls, path: Path | str, *, durability: str = "full", migrate: bool = True,
+    async def open(cls, path: Path | str, *, url: str | None = None, durability: str = "full", migrate: bool = True,
                    lock_wait: float = LOCK_WAIT) -> "Store":
-        """Open (and migrate) the database; `durability` "full" or "normal" (see the module doc).
-        `migrate` False: a database that needs migrating is refused (`SchemaError`), as is always
-        one from a newer chatgate. `lock_wait`: see `gateway.storage.database`."""
+        """Open (and migrate) the database: the SQLite file at `path`, or with `url` the PostgreSQL database it
+        names (`storage.url`; gateway.storage.postgres_engine). `durability` "full" or "normal" (SQLite: see
+        the module doc). `migrate` False: a database that needs migrating is refused (`SchemaError`), as is
+        always one from a newer chatgate. `lock_wait`: see `gateway.storage.database`."""
+        if url is not None:
+            from gateway.storage.postgres_engine import open_postgres
+
+            return cls(await open_postgres(url, lock_wait=lock_wait, upgrade=migrate))
         path = Path(path)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _private(path.parent, 0o700)
@@ -86,9 +92,8 @@ class Store(Tables):
             new = not path.exists() or path.stat().st_size == 0
             pragmas = ["auto_vacuum=INCREMENTAL"] * new  # (only before anything is written: see upkeep)
             pragmas += ["journal_mode=WAL", f"synchronous={synchronous}", "foreign_keys=ON"]
-            db = await Database.open(
-                str(path), pragmas, functools.partial(schema.migrate, path=str(path), upgrade=migrate),
-                lock_wait=lock_wait)
+            db = await open_sqlite(str(path), pragmas, functools.partial(schema.migrate, path=str(path),
+                                                                          upgrade=migrate), lock_wait=lock_wait)
         finally:
             os.umask(old_mask)
         for suffix in ("", "-wal", "-shm"):
@@ -111,7 +116,10 @@ class Store(Tables):
         return await self.db.until_stored(call, what)
 
     async def backup(self, target: Path) -> None:
-        """A consistent copy of the database while it is in use (SQLite's online backup)."""
+        """A consistent copy of the database while it is in use (SQLite's online backup; PostgreSQL's is
+        the operator's: pg_dump)."""
+        if not isinstance(self.db.engine, SqliteEngine):
+            raise StorageError("the database is PostgreSQL: back it up with pg_dump")
         async def copy(db: SqliteConnection) -> None:
             async with aiosqlite.connect(target) as to:
                 await db.raw.backup(to)

@@ -13,7 +13,6 @@ from typing import Any
 from gateway.storage.connection import Connection, Work
 from gateway.storage.database import Database
 from gateway.storage.sessions import BATCH, SessionStore, forget_sessions
-from gateway.storage.sqlite_dialect import IN_LIST, listed
 from gateway.storage.tables import Tables
 
 # a run's end state → its transcript's status (any other: failed)
@@ -93,7 +92,8 @@ class SubagentStore(Tables):
                 "SELECT id, session_id FROM subagent_runs WHERE state != 'running' AND ended_at < ? LIMIT ?",
                 before, BATCH))
             await forget_sessions(db, [r["session_id"] for r in rows if r["session_id"] is not None])
-            await db.execute(f"DELETE FROM subagent_runs WHERE id IN {IN_LIST}", listed([r["id"] for r in rows]))
+            await db.execute(f"DELETE FROM subagent_runs WHERE id {db.dialect.IN_LIST}",
+                             db.dialect.listed([r["id"] for r in rows]))
             return len(rows)
 
         return await self.in_batches(batch)

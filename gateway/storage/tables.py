@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.storage import sqlite_dialect
 from gateway.storage.connection import Row, Work
 from gateway.storage.database import Database
 
@@ -43,4 +42,4 @@ class Tables:
 
     async def data_version(self) -> int:
         """Changes when another connection (another process) commits to the database."""
-        return int(await self.fetchval(sqlite_dialect.DATA_VERSION) or 0)
+        return int(await self.fetchval(self.db.dialect.DATA_VERSION) or 0)

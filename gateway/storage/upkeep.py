@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import aiosqlite
 
 from gateway.storage.sqlite_connection import SqliteConnection
+from gateway.storage import sqlite_dialect
 from gateway.storage.tables import Tables
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,9 @@ class Space:
 
 class Upkeep(Tables):
     async def space(self) -> Space:
+        """(PostgreSQL: nothing to give back here — its autovacuum does.)"""
+        if self.db.dialect is not sqlite_dialect:
+            return Space(True, 0, 0)
         row = await self.fetchrow(
             "SELECT auto_vacuum, freelist_count, page_count, page_size"
             " FROM pragma_auto_vacuum, pragma_freelist_count, pragma_page_count, pragma_page_size")

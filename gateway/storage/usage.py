@@ -7,10 +7,10 @@ same after a roll-up as before it; a window that begins inside a rolled-up day c
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from gateway.storage.connection import Connection
-from gateway.storage.sqlite_dialect import utc_day
 from gateway.storage.tables import Tables
 
 DAY = 86400
@@ -21,7 +21,7 @@ def _day_start(at: float) -> float:
     return at - at % DAY
 
 
-def _selected(session_id: int | None, person: tuple[str, str] | None,
+def _selected(d: ModuleType, session_id: int | None, person: tuple[str, str] | None,
               since: float | None) -> tuple[str, tuple[Any, ...]]:
     """A query of (loop, session_id, day, requests, prompt, completion) over the requests and the daily
     sums that match; a daily row counts when its day is the one `since` falls in or later."""
@@ -36,10 +36,10 @@ def _selected(session_id: int | None, person: tuple[str, str] | None,
     raw_args, daily_args = list(args), list(args)
     if since is not None:
         raw += " AND at >= ?"
-        daily += f" AND day >= {utc_day('?')}"
+        daily += f" AND day >= {d.utc_day('?')}"
         raw_args.append(since)
         daily_args.append(since)
-    sql = (f"SELECT loop, session_id, {utc_day('at')} AS day, 1 AS requests, prompt_tokens AS prompt,"
+    sql = (f"SELECT loop, session_id, {d.utc_day('at')} AS day, 1 AS requests, prompt_tokens AS prompt,"
            f" completion_tokens AS completion FROM llm_usage WHERE {raw} UNION ALL SELECT loop, session_id, day,"
            f" requests, prompt_tokens, completion_tokens FROM llm_usage_daily WHERE {daily}")
     return sql, (*raw_args, *daily_args)
@@ -57,7 +57,7 @@ class UsageStore(Tables):
     async def by_loop(self, *, session_id: int | None = None, person: tuple[str, str] | None = None,
                       since: float | None = None) -> dict[str, dict[str, int]]:
         """{loop: {requests, prompt, completion}}, for a session, a person (platform, user id), since a time."""
-        sql, args = _selected(session_id, person, since)
+        sql, args = _selected(self.db.dialect, session_id, person, since)
         rows = await self.fetch(
             f"WITH u AS ({sql}) SELECT loop, sum(requests) AS requests, sum(prompt) AS prompt,"
             " sum(completion) AS completion FROM u GROUP BY loop ORDER BY loop", *args)
@@ -66,7 +66,7 @@ class UsageStore(Tables):
 
     async def by_day(self, since: float) -> list[dict[str, Any]]:
         """[{day, requests, prompt, completion}] per UTC day since a time, oldest first."""
-        sql, args = _selected(None, None, since)
+        sql, args = _selected(self.db.dialect, None, None, since)
         rows = await self.fetch(
             f"WITH u AS ({sql}) SELECT day, sum(requests) AS requests, sum(prompt) AS prompt,"
             " sum(completion) AS completion FROM u GROUP BY day ORDER BY day", *args)
@@ -74,7 +74,7 @@ class UsageStore(Tables):
 
     async def top_sessions(self, since: float, limit: int = 5) -> list[dict[str, Any]]:
         """[{session_id, key, tokens, requests}]: the sessions that used the most tokens since a time."""
-        sql, args = _selected(None, None, since)
+        sql, args = _selected(self.db.dialect, None, None, since)
         rows = await self.fetch(
             f"WITH u AS ({sql}) SELECT u.session_id, s.key, sum(u.prompt + u.completion) AS tokens,"
             " sum(u.requests) AS requests FROM u LEFT JOIN sessions s ON s.id = u.session_id"
@@ -95,7 +95,7 @@ class UsageStore(Tables):
             end = min(start + DAY, cutoff)
             await db.execute(
                 "INSERT INTO llm_usage_daily (day, loop, session_id, platform, user_id, model, requests, prompt_tokens,"
-                f" completion_tokens) SELECT {utc_day('?')}, loop, session_id, platform, user_id, model, count(*),"
+                f" completion_tokens) SELECT {db.dialect.utc_day('?')}, loop, session_id, platform, user_id, model, count(*),"
                 " sum(prompt_tokens), sum(completion_tokens) FROM llm_usage WHERE at >= ? AND at < ?"
                 " GROUP BY loop, session_id, platform, user_id, model", start, start, end)
             return await db.execute("DELETE FROM llm_usage WHERE at >= ? AND at < ?", start, end)

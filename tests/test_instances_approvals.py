@@ -1,0 +1,103 @@
+"""Several instances on one PostgreSQL database: an approval asked by a turn on one instance is decided on
+whichever instance the press (or the command) reaches, and the waiting turn goes on at once; an instance
+that starts or stops ends only the requests nobody else waits for.
+
+Two gateways, each with its own home and port, share nothing but the database (and the fake Telegram, in
+webhook mode: each update is posted to the instance a load balancer would pick).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import harness
+from tests.fakes.llm import FakeLLM, Reply
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import start_gateway, telegram_settings
+from tests.pg import pg_url  # noqa: F401  (a fixture)
+
+ANN = 1001
+
+
+def _settings(tmp_path: Path, tg: FakeTelegram) -> dict[str, Any]:
+    workspace = tmp_path / "ws"  # (one folder both instances name: the operator's shared volume)
+    (workspace / "victim").mkdir(parents=True, exist_ok=True)
+    return telegram_settings(tg, platforms__telegram__mode="webhook", agent__workspace=workspace,
+                             platforms__telegram__webhook_url="http://placeholder/telegram/webhook")
+
+
+async def _post(tg: FakeTelegram, runner: Any, update: dict[str, Any]) -> None:
+    tg.webhook_url = f"http://127.0.0.1:{runner.http.port}/telegram/webhook"
+    assert await tg.push_webhook(update) == 200
+
+
+async def _prompt(tg: FakeTelegram) -> tuple[int, dict[str, str]]:
+    [call] = await tg.wait_for("sendMessage", lambda c: bool(c.get("reply_markup")), timeout=10)
+    prompt_id = int(call.result["message_id"])
+    [message] = [m for m in tg.sent_messages(ANN) if m.message_id == prompt_id]
+    return prompt_id, {b["text"]: b["callback_data"] for b in sum(message.reply_markup["inline_keyboard"], [])}
+
+
+@pytest.fixture
+def shared_database(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+    monkeypatch.setattr(harness, "STORAGE_URL", pg_url)  # every gateway of the test on it
+    return pg_url
+
+
+async def test_a_press_on_the_other_instance_wakes_the_turn_waiting_on_the_first(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
+    llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
+    first = await start_gateway(tmp_path / "a", llm.base_url, **_settings(tmp_path, tg))
+    second = await start_gateway(tmp_path / "b", llm.base_url, **_settings(tmp_path, tg))
+    try:
+        await _post(tg, first, tg.user_message("delete victim", update_id=1))
+        prompt_id, buttons = await _prompt(tg)
+        assert first.parts.approvals.waiting == 1 and second.parts.approvals.waiting == 0  # the turn runs on A
+        await _post(tg, second, tg.callback_query(buttons["Allow once"], message_id=prompt_id, update_id=2))
+        [answer] = await tg.wait_for("answerCallbackQuery")
+        assert answer.get("text") == "Allow once — done."
+        await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
+        assert not (tmp_path / "ws" / "victim").exists()  # the command ran, once, on A
+        assert [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "tool"] != []
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+async def test_an_approve_command_on_the_other_instance_decides_it(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
+    llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
+    first = await start_gateway(tmp_path / "a", llm.base_url, **_settings(tmp_path, tg))
+    second = await start_gateway(tmp_path / "b", llm.base_url, **_settings(tmp_path, tg))
+    try:
+        await _post(tg, first, tg.user_message("delete victim", update_id=1))
+        await _prompt(tg)
+        await _post(tg, second, tg.user_message("/deny not now", update_id=2))
+        await tg.wait_for("sendMessage", lambda c: c.get("text") == "Denied.", timeout=10)
+        await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
+        assert (tmp_path / "ws" / "victim").exists()
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+async def test_an_instance_starting_or_stopping_leaves_another_ones_request_waiting(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
+    llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
+    first = await start_gateway(tmp_path / "a", llm.base_url, **_settings(tmp_path, tg))
+    try:
+        await _post(tg, first, tg.user_message("delete victim", update_id=1))
+        prompt_id, buttons = await _prompt(tg)
+        second = await start_gateway(tmp_path / "b", llm.base_url, **_settings(tmp_path, tg))  # expires its own
+        await second.stop()  # and stopping, again only its own
+        assert first.parts.approvals.waiting == 1
+        assert [a.state for a in [await first.parts.store.approvals.get(i)
+                                  for i in await first.parts.store.approvals.pending()]] == ["pending"]
+        await _post(tg, first, tg.callback_query(buttons["Allow once"], message_id=prompt_id, update_id=2))
+        await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
+        assert not (tmp_path / "ws" / "victim").exists()
+    finally:
+        await first.stop()
