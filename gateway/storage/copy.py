@@ -21,7 +21,9 @@ that cannot be names its table, column and row.
 from __future__ import annotations
 
 import math
+import os
 import re
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
@@ -238,9 +240,18 @@ class Copied:
 async def _open_source(path: Path, latest: int) -> aiosqlite.Connection:
     if not path.is_file():
         raise CopyRefused(f"there is no database at {path}: nothing to copy")
-    source = await aiosqlite.connect(path)
+    old_mask = os.umask(0o077)  # (the -wal and -shm files the first read makes are the owner's only, as Store's)
+    source = None
     try:
+        source = await aiosqlite.connect(path)
         version = (await source.execute_fetchall("PRAGMA user_version"))[0][0]
+    except sqlite3.Error as exc:
+        if source is not None:
+            await source.close()
+        raise CopyRefused(f"{path} cannot be read: {exc}") from None
+    finally:
+        os.umask(old_mask)
+    try:
         if version < latest:
             raise CopyRefused(f"{path} is at schema version {version} and the copy needs {latest}: start the daemon of "
                               "this chatgate once (it upgrades the database), stop it, then migrate")
@@ -269,6 +280,8 @@ async def copy_to_postgres(path: Path, url: str, *, batch: int = BATCH) -> Copie
             raise CopyRefused(str(exc)) from None
         try:
             return await _copy_all(source, conn.raw, tables, url, batch)
+        except sqlite3.Error as exc:  # (a value SQLite cannot give back as text: not UTF-8)
+            raise CopyRefused(_one_line(f"reading {path} failed: {exc}")) from None
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
             password = urlsplit(url).password
             reason = str(exc).replace(password, "***") if password else str(exc)
