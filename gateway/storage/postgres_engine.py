@@ -149,10 +149,15 @@ def _version_of(number: int) -> int:
     return 20 if number == 1 else number
 
 
+def schema_version() -> int:
+    """The schema version this chatgate's PostgreSQL migrations end at (SQLite's latest too)."""
+    return _version_of(migrations()[-1][0])
+
+
 async def migrate(raw: "asyncpg.Connection", url: str, *, upgrade: bool = True) -> None:
     """Create or upgrade the schema, one instance at a time (see the module doc)."""
     found = migrations()
-    latest = _version_of(found[-1][0])
+    latest = schema_version()
     await raw.execute("SELECT pg_advisory_lock($1)", SCHEMA_LOCK)
     try:
         version = 0
