@@ -1,4 +1,5 @@
-"""The store's transactions, change detection and pruning, on a real SQLite file."""
+"""The store's transactions, change detection and pruning: on both engines (tests.engines), but for what only
+SQLite has (another program's `sqlite3` connection, PRAGMA data_version)."""
 from __future__ import annotations
 
 import asyncio
@@ -12,11 +13,12 @@ from gateway.storage import Store
 from gateway.storage.connection import Connection
 from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef, InboundMessage
+from tests.engines import OpenStore, integrity_error
 from tests.harness import web_message
 
 
-async def test_a_store_closed_while_a_batch_commits_finishes_it_and_tells_each_caller(tmp_path):
-    store = await Store.open(tmp_path / "s.db")
+async def test_a_store_closed_while_a_batch_commits_finishes_it_and_tells_each_caller(open_store: OpenStore):
+    store = await open_store()
     writes = [asyncio.create_task(store.inbox.add(web_message(n), "k")) for n in range(10)]
     await asyncio.sleep(0)  # queued
     await asyncio.sleep(0)  # the batch is on the database thread
@@ -26,8 +28,8 @@ async def test_a_store_closed_while_a_batch_commits_finishes_it_and_tells_each_c
     store.db._writer.cancel()  # as at a shutdown that does not wait
     outcomes = await asyncio.gather(*writes, return_exceptions=True)
     await store.close()
-    with sqlite3.connect(tmp_path / "s.db") as other:  # what a caller was told is stored, is; nothing else
-        stored = {row[0] for row in other.execute("SELECT id FROM inbox")}
+    reopened = await open_store()  # what a caller was told is stored, is; nothing else
+    stored = {row["id"] for row in await reopened.fetch("SELECT id FROM inbox")}
     assert stored == {x for x in outcomes if isinstance(x, int)}
     assert len(stored) == 10
     assert all(isinstance(x, RuntimeError) for x in outcomes[10:])
@@ -47,8 +49,8 @@ async def test_data_version_changes_when_another_connection_commits(tmp_path):
         await store.close()
 
 
-async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_point_at(tmp_path):
-    store = await Store.open(tmp_path / "s.db")
+async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_point_at(open_store: OpenStore):
+    store = await open_store()
     chat = ChatRef("web", "c1")
     try:
         for n, state in enumerate(("done", "cancelled", "received")):
@@ -78,14 +80,12 @@ async def test_prune_forgets_only_finished_old_rows_and_keeps_what_cron_runs_poi
 
 
 
-async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_returns(tmp_path):
-    store = await Store.open(tmp_path / "state.db")
+async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_returns(open_store: OpenStore):
+    store, other = await open_store(), await open_store()  # another connection: only commits show there
     try:
         async def add_and_look(n: int) -> tuple[int | None, int]:
             inbox_id = await store.inbox.add(web_message(n), f"web:c{n}")
-            with sqlite3.connect(tmp_path / "state.db") as other:  # another connection: only commits show
-                seen = other.execute("SELECT count(*) FROM inbox WHERE id = ?", (inbox_id,)).fetchone()[0]
-            return inbox_id, seen
+            return inbox_id, await other.fetchval("SELECT count(*) FROM inbox WHERE id = ?", inbox_id)
 
         results = await asyncio.gather(*(add_and_look(n) for n in range(200)))
         assert all(seen == 1 for _, seen in results)
@@ -95,8 +95,8 @@ async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_retur
         await store.close()
 
 
-async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp_path):
-    store = await Store.open(tmp_path / "state.db")
+async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(open_store: OpenStore, engine: str):
+    store = await open_store()
     try:
         async def broken(db):
             await db.execute("INSERT INTO messages (session_id, role, content, status, created_at)"
@@ -105,7 +105,7 @@ async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp
         outcomes = await asyncio.gather(*(store.inbox.add(web_message(n), "k") for n in range(5)), store.write(broken),
                                         *(store.inbox.add(web_message(n), "k") for n in range(5, 10)),
                                         return_exceptions=True)
-        assert isinstance(outcomes[5], sqlite3.IntegrityError)
+        assert isinstance(outcomes[5], integrity_error(engine))
         assert all(isinstance(x, int) for i, x in enumerate(outcomes) if i != 5)
         assert await store.fetchval("SELECT count(*) FROM inbox") == 10
         assert await store.fetchval("SELECT count(*) FROM messages") == 0
@@ -114,8 +114,8 @@ async def test_a_failing_write_fails_alone_and_the_rest_of_its_batch_commits(tmp
         await store.close()
 
 
-async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
-    store = await Store.open(tmp_path / "state.db")
+async def test_a_write_whose_caller_is_cancelled_is_still_committed(open_store: OpenStore):
+    store = await open_store()
     try:
         waiting = asyncio.create_task(store.inbox.add(web_message(1), "k"))
         await asyncio.sleep(0)  # queued
@@ -128,7 +128,7 @@ async def test_a_write_whose_caller_is_cancelled_is_still_committed(tmp_path):
         await store.close()
 
 
-async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_close_keeps_it(tmp_path):
+async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_close_keeps_it(open_store: OpenStore):
     def usage_row(loop: str):
         return lambda db: db.execute("INSERT INTO llm_usage (at, loop, model, prompt_tokens, completion_tokens)"
                                      " VALUES (0, ?, 'm', 1, 1)", loop)
@@ -136,7 +136,7 @@ async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_clos
     async def loops() -> list[str]:
         return [r["loop"] for r in await store.fetch("SELECT loop FROM llm_usage ORDER BY id")]
 
-    store = await Store.open(tmp_path / "s.db")
+    store = await open_store()
     store.later(usage_row("rides"))
     before = store.batches
     await store.inbox.add(web_message(1), "k")
@@ -149,12 +149,12 @@ async def test_a_later_write_rides_with_the_next_commit_or_gets_its_own_and_clos
     assert await loops() == ["rides", "alone"]
     store.later(usage_row("at close"))
     await store.close()
-    with sqlite3.connect(tmp_path / "s.db") as other:
-        assert [r[0] for r in other.execute("SELECT loop FROM llm_usage ORDER BY id")] == ["rides", "alone", "at close"]
+    store = await open_store()
+    assert await loops() == ["rides", "alone", "at close"]
 
 
-async def test_a_read_never_sees_what_a_batch_has_not_committed(tmp_path):
-    store = await Store.open(tmp_path / "s.db")
+async def test_a_read_never_sees_what_a_batch_has_not_committed(open_store: OpenStore):
+    store = await open_store()
     inserted, release = asyncio.Event(), asyncio.Event()
 
     async def fails_after_a_while(db: Connection) -> None:
@@ -176,8 +176,9 @@ async def test_a_read_never_sees_what_a_batch_has_not_committed(tmp_path):
         await store.close()
 
 
-async def test_statements_a_unit_pipelines_all_end_before_it_fails_and_are_rolled_back_with_it(tmp_path):
-    store = await Store.open(tmp_path / "s.db")
+async def test_statements_a_unit_pipelines_all_end_before_it_fails_and_are_rolled_back_with_it(
+        open_store: OpenStore, engine: str):
+    store = await open_store()
     try:
         async def half_broken(db: Connection) -> None:
             await db.pipelined(db.execute("INSERT INTO gateway_instances VALUES ('a', 'h', 1, 0, 0)"),
@@ -186,17 +187,17 @@ async def test_statements_a_unit_pipelines_all_end_before_it_fails_and_are_rolle
 
         outcomes = await asyncio.gather(store.write(half_broken), store.inbox.add(web_message(1), "k"),
                                         return_exceptions=True)
-        assert isinstance(outcomes[0], sqlite3.IntegrityError) and isinstance(outcomes[1], int)
+        assert isinstance(outcomes[0], integrity_error(engine)) and isinstance(outcomes[1], int)
         assert await store.fetch("SELECT id FROM gateway_instances") == []
         assert await store.fetchval("SELECT count(*) FROM inbox") == 1
     finally:
         await store.close()
 
 
-async def test_a_persons_message_and_a_goals_turn_never_stand_in_for_each_other(tmp_path):
+async def test_a_persons_message_and_a_goals_turn_never_stand_in_for_each_other(open_store: OpenStore):
     """A web chat page names its own messages' ids: a message named like a goal's turn is kept as the
     person's, and the goal's turn of that number is still queued (each is unique in its own kind)."""
-    store = await Store.open(tmp_path / "state.db")
+    store = await open_store()
     try:
         origin = replace(web_message(1), text="/goal build the site")
         goal, first = await store.goals.create("k", origin, "build the site", 20, "start")

@@ -78,8 +78,17 @@ class PgConnection:
         await self.raw.executemany(numbered(sql), list(rows))
 
     async def pipelined(self, *calls: Awaitable[Any]) -> list[Any]:
-        """One statement at a time (asyncpg runs one per connection), in the order given."""
-        return [await call for call in calls]
+        """One statement at a time (asyncpg runs one per connection), in the order given. The first error
+        ends it: the transaction is aborted then, so the statements after it are dropped unstarted."""
+        results = []
+        for index, call in enumerate(calls):
+            try:
+                results.append(await call)
+            except BaseException:
+                for unstarted in calls[index + 1:]:
+                    getattr(unstarted, "close", lambda: None)()  # (a coroutine never awaited warns)
+                raise
+        return results
 
     async def begin(self) -> None:
         await self.raw.execute("BEGIN")
