@@ -7,6 +7,7 @@ Only the differences named here are allowed: a column or index added to one sche
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from contextlib import closing
 from importlib import resources
@@ -16,8 +17,10 @@ from typing import Any
 import asyncpg
 
 from gateway.storage import Store
+from gateway.storage.postgres_engine import SCHEMA_LOCK
 from gateway.storage.postgres_search import search_statement
 from gateway.storage.schema import migrations
+from tests.harness import eventually, web_message
 from tests.pg import pg_url  # noqa: F401  (the fixture)
 
 PG_SCHEMA = (resources.files("gateway.storage") / "migrations" / "postgres" / "001_schema.sql").read_text("utf-8")
@@ -253,3 +256,30 @@ async def test_a_message_too_big_for_a_tsvector_is_still_stored(pg_url):
         assert await _pg_search(db, "w299999x") == []  # (past the first 100,000 characters)
     finally:
         await db.close()
+
+
+async def test_two_instances_opening_an_empty_database_at_once_create_the_schema_once(pg_url):
+    """Both opens wait for the schema's advisory lock (held here until both wait for it); the first to get it
+    creates the schema, the other finds it made (a second creation would fail on its first CREATE TABLE),
+    and both work afterwards on the same tables."""
+    holder = await asyncpg.connect(pg_url)
+    stores: list[Store] = []
+    try:
+        await holder.execute("SELECT pg_advisory_lock($1)", SCHEMA_LOCK)
+        opens = [asyncio.create_task(Store.open("", url=pg_url)) for _ in range(2)]
+
+        async def both_wait() -> bool:
+            return await holder.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                                         " AND NOT granted AND database = (SELECT oid FROM pg_database"
+                                         " WHERE datname = current_database())") == 2
+        await eventually(both_wait, 10, what="both opens waiting for the schema lock")
+        await holder.execute("SELECT pg_advisory_unlock($1)", SCHEMA_LOCK)
+        stores = list(await asyncio.wait_for(asyncio.gather(*opens), 30))
+        assert await holder.fetch("SELECT version FROM chatgate_schema") == [(20,)]
+        first, second = stores
+        inbox_id = await first.inbox.add(web_message(1), "web:c1")
+        assert [u.inbox_id for u in await second.inbox.unfinished()] == [inbox_id]
+    finally:
+        for store in stores:
+            await store.close()
+        await holder.close()

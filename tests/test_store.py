@@ -213,3 +213,24 @@ async def test_a_persons_message_and_a_goals_turn_never_stand_in_for_each_other(
         assert kinds == [("start", (goal.id, 1)), ("is it done yet?", None), ("go on", (goal.id, 2))]
     finally:
         await store.close()
+
+
+async def test_two_instances_on_one_database_see_each_others_commits_at_once(open_store: OpenStore):
+    """Two Stores are two instances (two processes' connections): what one committed is in the other's next
+    read, with nothing cached in between, and a change of the scheduled jobs shows in the other's
+    `data_version` (what reloads its cron timers)."""
+    a, b = await open_store(), await open_store()
+    inbox_id = await a.inbox.add(web_message(1), "web:c1")
+    assert [u.inbox_id for u in await b.inbox.unfinished()] == [inbox_id]
+    await b.inbox.set_state([inbox_id], "done")
+    assert await a.inbox.unfinished() == []
+    await a.learning.skill_written("deploy", "agent")
+    assert list(await b.learning.skills()) == ["deploy"]
+    await b.access.code_to_send("telegram", "7", "Ann", "7", new_code="K7", ttl=600, resend_after=60, max_pending=5)
+    assert await a.access.admit("telegram", "K7") is not None and await b.access.is_paired("telegram", "7")
+    seen = await b.data_version()
+    job = await a.cron.add_job(name="j", prompt="p", schedule="every 1h", timezone="UTC", target="none",
+                               owner_platform="web", owner_id="u", owner_chat=None, owner_key=None,
+                               missed_policy="skip", next_run_at=None, model=None, now=time.time())
+    assert await b.data_version() != seen
+    assert [j["id"] for j in await b.cron.jobs()] == [job]
