@@ -7,14 +7,17 @@ import sqlite3
 import time
 from dataclasses import replace
 
+import asyncpg
 import pytest
 
 from gateway.storage import Store
 from gateway.storage.connection import Connection
+from gateway.storage.database import StorageError
 from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef, InboundMessage
 from tests.engines import OpenStore, integrity_error
 from tests.harness import web_message
+from tests.pg import pg_url  # noqa: F401  (the fixture)
 
 
 async def test_a_store_closed_while_a_batch_commits_finishes_it_and_tells_each_caller(open_store: OpenStore):
@@ -234,3 +237,34 @@ async def test_two_instances_on_one_database_see_each_others_commits_at_once(ope
                                missed_policy="skip", next_run_at=None, model=None, now=time.time())
     assert await b.data_version() != seen
     assert [j["id"] for j in await b.cron.jobs()] == [job]
+
+
+async def test_a_lost_postgresql_connection_fails_what_ran_on_it_and_the_next_use_connects_again(pg_url):
+    """The server ends the store's connection (a restart, a network cut): the read or write that meets it
+    is a StorageError (nothing is said to be stored that was not), and the one after opens a new one."""
+    store = await Store.open("", url=pg_url)
+    admin = await asyncpg.connect(pg_url)
+
+    async def connection_lost() -> None:
+        assert await admin.fetchval("SELECT bool_and(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity"
+                                    " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    try:
+        await store.inbox.add(web_message(1), "k")
+        await connection_lost()
+        with pytest.raises(StorageError):
+            await store.fetch("SELECT id FROM inbox")
+        assert len(await store.fetch("SELECT id FROM inbox")) == 1
+        await connection_lost()
+        with pytest.raises(StorageError):
+            await store.inbox.add(web_message(2), "k")
+        assert await store.inbox.add(web_message(3), "k")
+        await connection_lost()
+        outcomes = await asyncio.gather(*(store.inbox.add(web_message(n), "k") for n in range(4, 8)),
+                                        return_exceptions=True)
+        assert all(isinstance(o, StorageError) for o in outcomes), outcomes
+        assert await store.inbox.add(web_message(8), "k")
+        assert [r["m"] for r in await store.fetch("SELECT platform_message_id AS m FROM inbox ORDER BY id")] == [
+            "m1", "m3", "m8"]
+    finally:
+        await store.close()
+        await admin.close()

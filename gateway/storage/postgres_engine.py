@@ -97,7 +97,12 @@ class PgConnection:
         await self.raw.execute("COMMIT")
 
     async def rollback(self) -> None:
-        if not self.raw.is_closed() and self.raw.is_in_transaction():
+        """Roll back what is open. A closed connection (lost, or closed under a unit) is an error, as SQLite's
+        is: it leaves the group commit, which opens another, instead of the batch being tried again unit
+        by unit on a connection that can run nothing."""
+        if self.raw.is_closed():
+            raise StorageError("the connection to PostgreSQL is closed")
+        if self.raw.is_in_transaction():
             await self.raw.execute("ROLLBACK")
 
     async def close(self) -> None:
