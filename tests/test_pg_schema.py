@@ -16,9 +16,8 @@ from typing import Any
 
 import asyncpg
 
-from gateway.storage import Store
-from gateway.storage.postgres_engine import SCHEMA_LOCK
-from gateway.storage.postgres_search import search_statement
+from gateway.storage import Store, postgres_dialect
+from gateway.storage.postgres_engine import SCHEMA_LOCK, numbered
 from gateway.storage.schema import migrations
 from tests.harness import eventually, web_message
 from tests.pg import pg_url  # noqa: F401  (the fixture)
@@ -189,8 +188,10 @@ async def _fill_postgres(db: asyncpg.Connection) -> None:
 
 
 async def _pg_search(db: asyncpg.Connection, query: str, **where: Any) -> list[asyncpg.Record]:
-    statement = search_statement(query, platform="telegram", user_id="101", **where)
-    return [] if statement is None else await db.fetch(*statement[:1], *statement[1])
+    """`SessionStore.search`'s statement on PostgreSQL (its dialect's), run on `db`."""
+    statement = postgres_dialect.search(query, platform="telegram", user_id="101", limit=10,
+                                        session_id=where.get("session_id"))
+    return [] if statement is None else await db.fetch(numbered(statement[0]), *statement[1:])
 
 
 async def test_postgresql_search_finds_what_sqlites_finds(tmp_path, pg_url):
