@@ -268,3 +268,11 @@ async def test_a_lost_postgresql_connection_fails_what_ran_on_it_and_the_next_us
     finally:
         await store.close()
         await admin.close()
+
+
+async def test_a_check_with_nothing_written_lately_probes_with_a_real_write(open_store: OpenStore):
+    store = await open_store()
+    assert await store.fetchval("SELECT count(*) FROM health") == 0
+    health = await store.check()
+    assert health["state"] == "ready" and health["error"] is None
+    assert await store.fetchval("SELECT count(*) FROM health") == 1
