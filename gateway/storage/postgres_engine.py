@@ -16,6 +16,7 @@ the while (the others wait for it), the version in `chatgate_schema` is read, an
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from importlib import resources
@@ -86,7 +87,8 @@ class PgConnection:
                 results.append(await call)
             except BaseException:
                 for unstarted in calls[index + 1:]:
-                    getattr(unstarted, "close", lambda: None)()  # (a coroutine never awaited warns)
+                    if asyncio.iscoroutine(unstarted):
+                        unstarted.close()  # (a coroutine never awaited would warn)
                 raise
         return results
 
