@@ -6,6 +6,7 @@ from typing import AsyncIterator, Iterator
 
 import pytest
 
+from tests.engines import engine, open_store  # noqa: F401  (fixtures: storage tests on both engines)
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
 
@@ -16,6 +15,7 @@ from gateway import cli
 from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
 from gateway.learning.curator import Curator
 from gateway.storage import Store
+from tests.engines import OpenStore
 from tests.fakes.llm import Reply
 
 DAY, HOUR = 86400.0, 3600.0
@@ -43,10 +43,9 @@ class Activity:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    store = await Store.open(tmp_path / "state.db")
-    yield store
-    await store.close()
+async def store(open_store: OpenStore) -> Store:
+    """The curator's store, on each engine (tests.engines)."""
+    return await open_store()
 
 
 def make(tmp_path: Path, store: Store, clock: Clock, activity: Activity | None = None) -> Curator:

@@ -7,6 +7,7 @@ Only the differences named here are allowed: a column or index added to one sche
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -14,10 +15,10 @@ from typing import Any
 
 import asyncpg
 
-from gateway.storage import Store
-from gateway.storage.postgres_search import search_statement
-from gateway.storage.postgres_engine import migrate
+from gateway.storage import Store, postgres_dialect
+from gateway.storage.postgres_engine import SCHEMA_LOCK, migrate, numbered
 from gateway.storage.schema import migrations
+from tests.harness import eventually, web_message
 from tests.pg import pg_url  # noqa: F401  (the fixture)
 
 PG_ONLY_TABLES = {"chatgate_schema"}  # the version (SQLite: PRAGMA user_version)
@@ -185,8 +186,10 @@ async def _fill_postgres(db: asyncpg.Connection) -> None:
 
 
 async def _pg_search(db: asyncpg.Connection, query: str, **where: Any) -> list[asyncpg.Record]:
-    statement = search_statement(query, platform="telegram", user_id="101", **where)
-    return [] if statement is None else await db.fetch(*statement[:1], *statement[1])
+    """`SessionStore.search`'s statement on PostgreSQL (its dialect's), run on `db`."""
+    statement = postgres_dialect.search(query, platform="telegram", user_id="101", limit=10,
+                                        session_id=where.get("session_id"))
+    return [] if statement is None else await db.fetch(numbered(statement[0]), *statement[1:])
 
 
 async def test_postgresql_search_finds_what_sqlites_finds(tmp_path, pg_url):
@@ -252,3 +255,30 @@ async def test_a_message_too_big_for_a_tsvector_is_still_stored(pg_url):
         assert await _pg_search(db, "w299999x") == []  # (past the first 100,000 characters)
     finally:
         await db.close()
+
+
+async def test_two_instances_opening_an_empty_database_at_once_create_the_schema_once(pg_url):
+    """Both opens wait for the schema's advisory lock (held here until both wait for it); the first to get it
+    creates the schema, the other finds it made (a second creation would fail on its first CREATE TABLE),
+    and both work afterwards on the same tables."""
+    holder = await asyncpg.connect(pg_url)
+    stores: list[Store] = []
+    try:
+        await holder.execute("SELECT pg_advisory_lock($1)", SCHEMA_LOCK)
+        opens = [asyncio.create_task(Store.open("", url=pg_url)) for _ in range(2)]
+
+        async def both_wait() -> bool:
+            return await holder.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                                         " AND NOT granted AND database = (SELECT oid FROM pg_database"
+                                         " WHERE datname = current_database())") == 2
+        await eventually(both_wait, 10, what="both opens waiting for the schema lock")
+        await holder.execute("SELECT pg_advisory_unlock($1)", SCHEMA_LOCK)
+        stores = list(await asyncio.wait_for(asyncio.gather(*opens), 30))
+        assert await holder.fetch("SELECT version FROM chatgate_schema") == [(migrations()[-1][0],)]
+        first, second = stores
+        inbox_id = await first.inbox.add(web_message(1), "web:c1")
+        assert [u.inbox_id for u in await second.inbox.unfinished()] == [inbox_id]
+    finally:
+        for store in stores:
+            await store.close()
+        await holder.close()

@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from tests.engines import OpenStore
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import DEFAULT_GROUP_ID, FakeTelegram
 from tests.harness import ANN, eventually, start_gateway, telegram_settings
@@ -119,27 +120,23 @@ async def test_a_message_folded_into_an_admins_turn_still_counts_as_its_authors(
         await runner.stop()
 
 
-async def test_the_trust_order_and_whom_a_run_on_several_peoples_words_acts_for(tmp_path):
+async def test_the_trust_order_and_whom_a_run_on_several_peoples_words_acts_for(open_store: OpenStore):
     from gateway.access.pairing import Pairing
     from gateway.access.trust import ADMIN, ALLOWED, ANYONE, PAIRED, Trust
     from gateway.config import AccessConfig
-    from gateway.storage import Store
 
-    store = await Store.open(tmp_path / "state.db")
-    try:
-        pairing = Pairing(store.access)
-        code = await pairing.request("telegram", "3003", "Cy", "3003")
-        assert code is not None and await pairing.approve("telegram", code) is not None
-        trust = Trust(AccessConfig(admins={"telegram": ["1001"]}, allowed_users={"telegram": ["1002"]}), pairing,
-                      local=frozenset({"webchat"}))
-        ranks = [await trust.rank("telegram", u) for u in ("1001", "1002", "3003", "4004")]
-        assert ranks == [ADMIN, ALLOWED, PAIRED, ANYONE] and await trust.rank("webchat", "tab") == ADMIN
-        alone = await trust.acting_for([("telegram", "1001"), ("telegram", "1001")])
-        assert alone is not None and (alone.user_id, alone.several) == ("1001", False)
-        mixed = await trust.acting_for([("telegram", u) for u in ("1002", "3003", "1001")])
-        assert mixed is not None and (mixed.user_id, mixed.rank, mixed.several) == ("3003", PAIRED, True)
-        equals = await trust.acting_for([("telegram", u) for u in ("4004", "1001", "5005")])
-        assert equals is not None and equals.user_id == "5005"  # of equals, the one who spoke last
-        assert await trust.acting_for([]) is None
-    finally:
-        await store.close()
+    store = await open_store()
+    pairing = Pairing(store.access)
+    code = await pairing.request("telegram", "3003", "Cy", "3003")
+    assert code is not None and await pairing.approve("telegram", code) is not None
+    trust = Trust(AccessConfig(admins={"telegram": ["1001"]}, allowed_users={"telegram": ["1002"]}), pairing,
+                  local=frozenset({"webchat"}))
+    ranks = [await trust.rank("telegram", u) for u in ("1001", "1002", "3003", "4004")]
+    assert ranks == [ADMIN, ALLOWED, PAIRED, ANYONE] and await trust.rank("webchat", "tab") == ADMIN
+    alone = await trust.acting_for([("telegram", "1001"), ("telegram", "1001")])
+    assert alone is not None and (alone.user_id, alone.several) == ("1001", False)
+    mixed = await trust.acting_for([("telegram", u) for u in ("1002", "3003", "1001")])
+    assert mixed is not None and (mixed.user_id, mixed.rank, mixed.several) == ("3003", PAIRED, True)
+    equals = await trust.acting_for([("telegram", u) for u in ("4004", "1001", "5005")])
+    assert equals is not None and equals.user_id == "5005"  # of equals, the one who spoke last
+    assert await trust.acting_for([]) is None

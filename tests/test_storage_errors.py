@@ -16,7 +16,7 @@ import pytest
 
 from gateway.storage import Store
 from gateway.storage.database import StorageError
-from gateway.storage.sqlite_connection import SqliteConnection
+from tests.engines import OpenStore
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import (
@@ -104,12 +104,12 @@ async def test_a_store_closed_while_a_write_waits_for_a_lock_tells_the_caller(tm
 
 
 @pytest.mark.parametrize("batch", [1, 11])
-async def test_a_rollback_that_fails_settles_every_caller_and_the_store_goes_on(tmp_path, batch: int):
-    store = await Store.open(tmp_path / "state.db")
+async def test_a_rollback_that_fails_settles_every_caller_and_the_store_goes_on(open_store: OpenStore, batch: int):
+    store = await open_store()
     try:
-        async def breaks_the_connection(db: SqliteConnection) -> None:
+        async def breaks_the_connection(db: Any) -> None:
             await db.execute("INSERT INTO gateway_instances VALUES ('x', 'h', 1, 0, 0)")
-            await db.raw.close()  # ROLLBACK (and anything else) on aiosqlite's connection now fails
+            await db.raw.close()  # ROLLBACK (and anything else) on the driver's connection now fails
             raise RuntimeError("the unit failed")
 
         others = [store.inbox.add(web_message(n), "k") for n in range(batch - 1)]

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import aiosqlite
 import pytest
 
 from gateway.storage import Store
 from gateway.storage.connection import Connection
+from tests.engines import OpenStore
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import ANN, Daemon, Shell, eventually, free_port, sent_texts, telegram_settings, web_message
@@ -276,13 +276,11 @@ async def _cancels(db: Connection) -> None:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "state.db")
-    yield opened
-    await opened.close()
+async def store(open_store: OpenStore) -> Store:
+    return await open_store()
 
 
-async def the_next_write_commits(store: Store, path: Path) -> None:
+async def the_next_write_commits(store: Store, open_store: OpenStore) -> None:
     """A write of its own transaction (its BEGIN refused while one is left open) commits: another connection
     sees it, and nothing of what was cancelled."""
     async def instance(db: Connection) -> int:
@@ -290,35 +288,35 @@ async def the_next_write_commits(store: Store, path: Path) -> None:
         return 1
 
     assert await asyncio.wait_for(store.write(instance), 10) == 1
-    async with aiosqlite.connect(path) as other:
-        assert await other.execute_fetchall("SELECT pid FROM gateway_instances") == [(2,)]
+    other = await open_store()
+    assert [r["pid"] for r in await other.fetch("SELECT pid FROM gateway_instances")] == [2]
 
 
 @pytest.mark.parametrize("batch", [1, 6])
 async def test_a_unit_cancelled_inside_a_batch_is_rolled_back_and_the_writer_goes_on(
-        tmp_path: Path, store: Store, batch: int) -> None:
+        open_store: OpenStore, store: Store, batch: int) -> None:
     others = [store.inbox.add(web_message(n), "k") for n in range(batch - 1)]
     outcomes = await asyncio.wait_for(asyncio.gather(store.write(_cancels), *others, return_exceptions=True), 10)
     assert isinstance(outcomes[0], RuntimeError) and "cancelled" in str(outcomes[0]), outcomes
     assert all(isinstance(o, int) for o in outcomes[1:]), outcomes  # the rest of the batch committed
-    await the_next_write_commits(store, tmp_path / "state.db")
+    await the_next_write_commits(store, open_store)
     assert await store.fetchval("SELECT count(*) FROM inbox") == batch - 1
 
 
-async def test_a_single_statement_unit_cancelled_settles_its_caller(tmp_path: Path, store: Store) -> None:
+async def test_a_single_statement_unit_cancelled_settles_its_caller(open_store: OpenStore, store: Store) -> None:
     async def cancelled(db: Connection) -> None:
         raise asyncio.CancelledError
 
     with pytest.raises(RuntimeError, match="cancelled"):
         await asyncio.wait_for(store.write(cancelled, single=True), 10)
-    await the_next_write_commits(store, tmp_path / "state.db")
+    await the_next_write_commits(store, open_store)
 
 
-async def test_a_read_cancelled_inside_a_transaction_leaves_none_open(tmp_path: Path, store: Store) -> None:
+async def test_a_read_cancelled_inside_a_transaction_leaves_none_open(open_store: OpenStore, store: Store) -> None:
     async def opens_and_is_cancelled(db: Connection) -> None:
-        await db.execute("BEGIN IMMEDIATE")
+        await db.execute("BEGIN")
         await _cancels(db)
 
     with pytest.raises(asyncio.CancelledError):
         await store.read(opens_and_is_cancelled)
-    await the_next_write_commits(store, tmp_path / "state.db")
+    await the_next_write_commits(store, open_store)

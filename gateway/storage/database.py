@@ -192,6 +192,14 @@ async def _commit(engine: Engine, conn: EngineConnection, batch: list[_Unit], ou
     out.extend((True, result) for result in results)
 
 
+async def _close_quietly(conn: EngineConnection) -> None:
+    """Close a connection that failed (its own error on the way is of no more use)."""
+    try:
+        await conn.close()
+    except Exception as exc:
+        log.debug("closing the failed connection: %s", exc)
+
+
 async def _probe_write(conn: Connection) -> None:
     """The probe: one row written (a page appended to the WAL), which a full disk refuses; an empty
     transaction would commit there (it writes nothing)."""
@@ -304,7 +312,12 @@ class Database:
                 try:
                     return await work(conn)
                 except BaseException:
-                    await _rollback(conn)
+                    try:
+                        await _rollback(conn)
+                    except Exception:  # the connection failed (PostgreSQL's lost): the next use opens another
+                        self._conn = None
+                        await _close_quietly(conn)
+                        raise
                     raise
             except Exception as exc:
                 wrapped = storage_error(self.engine, exc, self.lock_wait)
@@ -359,11 +372,8 @@ class Database:
                 failed.__cause__ = exc
                 out.extend((False, failed) for _ in batch[len(out):])
                 conn, self._conn = self._conn, None
-                try:
-                    if conn is not None:
-                        await conn.close()  # (the engine rolls back what was left open)
-                except Exception as close_exc:
-                    log.debug("closing the failed connection: %s", close_exc)
+                if conn is not None:
+                    await _close_quietly(conn)  # (the engine rolls back what was left open)
         return False
 
     async def _write_batches(self) -> None:

@@ -16,6 +16,7 @@ the while (the others wait for it), the version in `chatgate_schema` is read, an
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from importlib import resources
@@ -78,8 +79,18 @@ class PgConnection:
         await self.raw.executemany(numbered(sql), list(rows))
 
     async def pipelined(self, *calls: Awaitable[Any]) -> list[Any]:
-        """One statement at a time (asyncpg runs one per connection), in the order given."""
-        return [await call for call in calls]
+        """One statement at a time (asyncpg runs one per connection), in the order given. The first error
+        ends it: the transaction is aborted then, so the statements after it are dropped unstarted."""
+        results = []
+        for index, call in enumerate(calls):
+            try:
+                results.append(await call)
+            except BaseException:
+                for unstarted in calls[index + 1:]:
+                    if asyncio.iscoroutine(unstarted):
+                        unstarted.close()  # (a coroutine never awaited would warn)
+                raise
+        return results
 
     async def begin(self) -> None:
         await self.raw.execute("BEGIN")
@@ -88,7 +99,12 @@ class PgConnection:
         await self.raw.execute("COMMIT")
 
     async def rollback(self) -> None:
-        if not self.raw.is_closed() and self.raw.is_in_transaction():
+        """Roll back what is open. A closed connection (lost, or closed under a unit) is an error, as SQLite's
+        is: it leaves the group commit, which opens another, instead of the batch being tried again unit
+        by unit on a connection that can run nothing."""
+        if self.raw.is_closed():
+            raise StorageError("the connection to PostgreSQL is closed")
+        if self.raw.is_in_transaction():
             await self.raw.execute("ROLLBACK")
 
     async def close(self) -> None:

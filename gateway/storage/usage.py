@@ -44,6 +44,11 @@ def _selected(d: ModuleType, session_id: int | None, person: tuple[str, str] | N
            f" requests, prompt_tokens, completion_tokens FROM llm_usage_daily WHERE {daily}")
     return sql, (*raw_args, *daily_args)
 
+# The sums as integers: PostgreSQL's sum() of a BIGINT is a NUMERIC (a Decimal in Python, which JSON and the
+# figures' formatting refuse), SQLite's already an integer.
+_TOTALS = ("CAST(sum(requests) AS BIGINT) AS requests, CAST(sum(prompt) AS BIGINT) AS prompt,"
+           " CAST(sum(completion) AS BIGINT) AS completion")
+
 
 class UsageStore(Tables):
     def record(self, at: float, loop: str, session_id: int | None, platform: str, user_id: str, model: str,
@@ -59,8 +64,7 @@ class UsageStore(Tables):
         """{loop: {requests, prompt, completion}}, for a session, a person (platform, user id), since a time."""
         sql, args = _selected(self.db.dialect, session_id, person, since)
         rows = await self.fetch(
-            f"WITH u AS ({sql}) SELECT loop, sum(requests) AS requests, sum(prompt) AS prompt,"
-            " sum(completion) AS completion FROM u GROUP BY loop ORDER BY loop", *args)
+            f"WITH u AS ({sql}) SELECT loop, {_TOTALS} FROM u GROUP BY loop ORDER BY loop", *args)
         return {r["loop"]: {"requests": r["requests"], "prompt": r["prompt"], "completion": r["completion"]}
                 for r in rows}
 
@@ -68,16 +72,15 @@ class UsageStore(Tables):
         """[{day, requests, prompt, completion}] per UTC day since a time, oldest first."""
         sql, args = _selected(self.db.dialect, None, None, since)
         rows = await self.fetch(
-            f"WITH u AS ({sql}) SELECT day, sum(requests) AS requests, sum(prompt) AS prompt,"
-            " sum(completion) AS completion FROM u GROUP BY day ORDER BY day", *args)
+            f"WITH u AS ({sql}) SELECT day, {_TOTALS} FROM u GROUP BY day ORDER BY day", *args)
         return [dict(r) for r in rows]
 
     async def top_sessions(self, since: float, limit: int = 5) -> list[dict[str, Any]]:
         """[{session_id, key, tokens, requests}]: the sessions that used the most tokens since a time."""
         sql, args = _selected(self.db.dialect, None, None, since)
         rows = await self.fetch(
-            f"WITH u AS ({sql}) SELECT u.session_id, s.key, sum(u.prompt + u.completion) AS tokens,"
-            " sum(u.requests) AS requests FROM u LEFT JOIN sessions s ON s.id = u.session_id"
+            f"WITH u AS ({sql}) SELECT u.session_id, s.key, CAST(sum(u.prompt + u.completion) AS BIGINT) AS tokens,"
+            " CAST(sum(u.requests) AS BIGINT) AS requests FROM u LEFT JOIN sessions s ON s.id = u.session_id"
             " WHERE u.session_id IS NOT NULL GROUP BY u.session_id, s.key ORDER BY tokens DESC, u.session_id LIMIT ?",
             *args, limit)
         return [dict(r) for r in rows]

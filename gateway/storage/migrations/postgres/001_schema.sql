@@ -14,7 +14,7 @@
 --   DOUBLE PRECISION. JSON stays TEXT, as the code reads and writes it as text.
 -- - Full-text search: SQLite's FTS5 table `messages_fts` (external content) and the three triggers that
 --   kept it in step with `messages` are `messages.search_vector`, a column PostgreSQL computes itself on
---   every insert and update, with a GIN index (gateway/storage/postgres_search.py queries it).
+--   every insert and update, with a GIN index (gateway/storage/postgres_dialect.py: `search`).
 -- - The version: `PRAGMA user_version` on SQLite, the one row of `chatgate_schema` here.
 
 -- Full-text search reads words as FTS5's default tokenizer (unicode61) does: case and diacritics folded
