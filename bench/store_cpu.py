@@ -14,6 +14,10 @@ Usage::
 
     .venv/bin/python bench/store_cpu.py                     # 2,000 messages, 500 turns, 5 repeats
     PYTHONPATH=/path/to/other/checkout python bench/store_cpu.py   # the same on another revision
+    .venv/bin/python bench/store_cpu.py --postgres postgresql://postgres@127.0.0.1:5432   # on PostgreSQL
+
+With `--postgres SERVER`, each run uses a new database on that server (made, then dropped); the CPU is
+this process's only (the server's own is not counted here).
 
 It prints figures and asserts nothing about time.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import statistics
 import tempfile
 import time
@@ -56,16 +61,32 @@ async def _turns(store: Store, turns: int) -> None:
                                           {"role": "assistant", "content": f"answer {n}"}], reply)
 
 
-async def _timed(loop: str, count: int) -> tuple[float, float]:
+async def _timed(loop: str, count: int, server: str | None) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one run of `loop` on a new store."""
     with tempfile.TemporaryDirectory() as folder:
-        store = await Store.open(Path(folder) / "state.db", durability="normal")
+        name = f"bench_{secrets.token_hex(6)}"
+        if server is not None:
+            await _admin(server, f"CREATE DATABASE {name}")
+        store = await Store.open(Path(folder) / "state.db", url=f"{server}/{name}" if server else None,
+                                 durability="normal")
         try:
             cpu, wall = time.process_time(), time.perf_counter()
             await (_inbox(store, count) if loop == "inbox" else _turns(store, count))
             return time.process_time() - cpu, time.perf_counter() - wall
         finally:
             await store.close()
+            if server is not None:
+                await _admin(server, f"DROP DATABASE {name} WITH (FORCE)")
+
+
+async def _admin(server: str, sql: str) -> None:
+    import asyncpg
+
+    db = await asyncpg.connect(f"{server}/postgres")
+    try:
+        await db.execute(sql)
+    finally:
+        await db.close()
 
 
 def main() -> None:
@@ -74,10 +95,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--loops", default="inbox,turns")
+    parser.add_argument("--postgres", metavar="SERVER", help="postgresql://user@host:port (a new database per run)")
     args = parser.parse_args()
     for loop in args.loops.split(","):
         count = args.messages if loop == "inbox" else args.turns
-        runs = [asyncio.run(_timed(loop, count)) for _ in range(args.repeat)]
+        runs = [asyncio.run(_timed(loop, count, args.postgres)) for _ in range(args.repeat)]
         cpu = statistics.median(r[0] for r in runs)
         wall = statistics.median(r[1] for r in runs)
         print(f"{loop:6} x{count}: CPU median {cpu:.3f} s ({cpu / count * 1e6:.0f} us each), wall median {wall:.3f} s"
