@@ -274,8 +274,10 @@ def state_rows(home: Path, sql: str, *args: Any) -> list[Any]:
         db.row_factory = sqlite3.Row
         try:
             return db.execute(sql, args).fetchall()
-        except sqlite3.OperationalError:  # not migrated yet
-            return []
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):  # not migrated yet
+                return []
+            raise
 
 
 async def _postgres_rows(url: str, sql: str, args: tuple[Any, ...]) -> list[Any]:

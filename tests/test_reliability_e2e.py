@@ -16,17 +16,16 @@ from gateway import cli
 from gateway.ops.logs import setup_logging
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import ANN, Tab, eventually, gateway_env, sent_texts, start_gateway, telegram_gateway, wait_for_text
+from tests.harness import (ANN, Tab, eventually, gateway_env, sent_texts, start_gateway, state_rows, telegram_gateway,
+                           wait_for_text)
 
 BOB = 2002
 BOTH = f"{{telegram: [{ANN}, {BOB}]}}"
 
 
-def rows(home: Path, sql: str, *args: Any) -> list[sqlite3.Row]:
-    """Read the gateway's database as an operator would, from outside the process."""
-    with sqlite3.connect(home / "state.db") as db:
-        db.row_factory = sqlite3.Row
-        return db.execute(sql, args).fetchall()
+def rows(home: Path, sql: str, *args: Any) -> list[Any]:
+    """Read the gateway's database as an operator would, from outside the process (either engine)."""
+    return state_rows(home, sql, *args)
 
 
 def calls_in(tg: FakeTelegram, method: str, chat_id: int) -> list[Any]:

@@ -15,16 +15,15 @@ from typing import Any
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import Call, FakeTelegram
 from tests.fakes.telegram_objects import ApiError, Fault
-from tests.harness import ANN, Daemon, eventually, sent_texts, telegram_gateway, telegram_settings, wait_for_text
+from tests.harness import (ANN, Daemon, eventually, sent_texts, state_rows, telegram_gateway, telegram_settings,
+                           wait_for_text)
 
 KEY = f"telegram:{ANN}"
 
 
-def rows(home: Path, sql: str, *args: Any) -> list[sqlite3.Row]:
-    """Read the gateway's database as an operator would, from outside the process."""
-    with sqlite3.connect(home / "state.db") as db:
-        db.row_factory = sqlite3.Row
-        return db.execute(sql, args).fetchall()
+def rows(home: Path, sql: str, *args: Any) -> list[Any]:
+    """Read the gateway's database as an operator would, from outside the process (either engine)."""
+    return state_rows(home, sql, *args)
 
 
 def final(word: str) -> Any:
