@@ -1,5 +1,5 @@
-"""PostgreSQL's schema (migrations/postgres/001_schema.sql) against SQLite's after its numbered migrations:
-the same tables, the same columns in the same order (a positional INSERT or `SELECT *` reads the same on
+"""PostgreSQL's schema (migrations/postgres/: 001_schema.sql and the numbered migrations after it) against
+SQLite's after its numbered migrations: the same tables, the same columns in the same order (a positional INSERT or `SELECT *` reads the same on
 both) with the same types, nullability and defaults, the same keys and indexes; the version they share; and
 the full-text search that replaces FTS5, finding what SQLite's finds.
 
@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from gateway.storage import Store
+from gateway.storage.postgres_engine import migrate
 from gateway.storage.postgres_search import search_statement
 from gateway.storage.schema import migrations
 from tests.pg import pg_url  # noqa: F401  (the fixture)
 
-PG_SCHEMA = (resources.files("gateway.storage") / "migrations" / "postgres" / "001_schema.sql").read_text("utf-8")
 PG_ONLY_TABLES = {"chatgate_schema"}  # the version (SQLite: PRAGMA user_version)
 PG_ONLY_COLUMNS = {("messages", "search_vector")}  # what SQLite's FTS5 table messages_fts holds
 PG_ONLY_INDEXES = {"messages_search", "chatgate_schema_one_row"}
@@ -97,7 +96,7 @@ async def _schemas(tmp_path: Path, url: str) -> tuple[Schema, Schema, list[async
     await store.close()
     db = await asyncpg.connect(url)
     try:
-        await db.execute(PG_SCHEMA)
+        await migrate(db, url)
     finally:
         await db.close()
     return sqlite_schema(tmp_path / "state.db"), *await pg_schema(url)
@@ -143,7 +142,7 @@ async def test_the_postgresql_schema_is_at_sqlites_latest_version(pg_url):
     """The two engines' versions line up: a new SQLite migration needs its PostgreSQL counterpart."""
     db = await asyncpg.connect(pg_url)
     try:
-        await db.execute(PG_SCHEMA)
+        await migrate(db, pg_url)
         assert [tuple(r) for r in await db.fetch("SELECT version FROM chatgate_schema")] == [(migrations()[-1][0],)]
         try:
             await db.execute("INSERT INTO chatgate_schema (version) VALUES (21)")
@@ -178,7 +177,7 @@ async def _fill_sqlite(store: Store) -> None:
 
 
 async def _fill_postgres(db: asyncpg.Connection) -> None:
-    await db.execute(PG_SCHEMA)
+    await migrate(db, "the test database")
     await db.executemany("INSERT INTO sessions (id, key, platform, chat_id, chat_type, created_at, updated_at)"
                          " VALUES ($1, $2, $3, $2, 'dm', 0, 0)", [(s, k, k.split(":")[0]) for s, k in SESSIONS])
     await db.executemany("INSERT INTO messages (session_id, role, platform, user_id, content, created_at)"

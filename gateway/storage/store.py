@@ -30,6 +30,7 @@ from gateway.storage.sqlite_engine import SqliteEngine, open_sqlite
 from gateway.storage.goals import GoalStore
 from gateway.storage.inbox import InboxStore
 from gateway.storage.learning import LearningStore
+from gateway.storage.leases import LeaseStore
 from gateway.storage.outbox import OutboxStore
 from gateway.storage.sessions import SessionStore
 from gateway.storage.sqlite_connection import SqliteConnection
@@ -65,6 +66,7 @@ class Store(Tables):
         self.subagents = SubagentStore(db, self.sessions)
         self.learning = LearningStore(db)
         self.usage = UsageStore(db)
+        self.leases = LeaseStore(db)
         self.upkeep = Upkeep(db)
 
     @property
