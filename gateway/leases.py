@@ -8,11 +8,14 @@ took later only ends later): past that, with no renewal confirmed (the database 
 that), it stops the connection before any other instance may take the lease. So two instances never hold the
 connection side by side, and a holder that dies (kill -9, power loss, a network cut) is replaced by a standby
 (which tries every `STANDBY_EVERY` seconds) within LEASE_SECONDS + STANDBY_EVERY of its last renewal: 8 s,
-and the time to connect, inside the 10 s allowed. A holder whose process is known to have exited (it ran on this machine: a crash, then a restart) is
-replaced at once: a daemon restarted after kill -9 on one SQLite home connects as fast as before.
+and the time to connect, inside the 10 s allowed. A holder whose process is known to have exited (it ran on this
+machine) is replaced at once.
 
-On SQLite (one daemon per home) the lease is always free or this daemon's: it is taken at once, and renewing
-it is one small write every few seconds.
+On a database no other instance uses (`shared` False: SQLite, whose home's lock file keeps any other daemon out)
+the same steps run, but the lease cannot be another's: it is recorded (for `chatgate status`) without waiting for
+the database, in the next group commit, over a killed daemon's, for as long as the daemon runs (`ALONE_SECONDS`),
+and never renewed: no write every few seconds, and a database that does not answer (a program holding SQLite's
+write lock) never stops the connection, which goes on as it always has.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ LEASE_SECONDS = 7.0
 RENEW_EVERY = 2.0
 STANDBY_EVERY = 1.0
 STOP_MARGIN = 1.5
+ALONE_SECONDS = 10 * 365 * 86400.0  # a lease on a database no other instance uses: released at stop, or overwritten
 
 
 class PlatformLeases:
@@ -37,13 +41,16 @@ class PlatformLeases:
 
     def __init__(self, store: LeaseStore, holder: str, *, seconds: float = LEASE_SECONDS,
                  renew_every: float = RENEW_EVERY, standby_every: float = STANDBY_EVERY,
-                 margin: float = STOP_MARGIN) -> None:
-        self.store, self.holder = store, holder
+                 margin: float = STOP_MARGIN, shared: bool = True) -> None:
+        self.store, self.holder, self.shared = store, holder, shared
         self.seconds, self.renew_every, self.standby_every, self.margin = seconds, renew_every, standby_every, margin
 
     async def take(self, platform: str) -> bool:
         """Take (or renew) the lease; whether this instance holds it now. A holder whose process has exited is
         replaced. A storage error is raised."""
+        if not self.shared:
+            self.store.record(platform, self.holder, ALONE_SECONDS)
+            return True
         if await self.store.take(platform, self.holder, self.seconds):
             return True
         for lease in await self.store.held():
@@ -56,6 +63,8 @@ class PlatformLeases:
     async def keep(self, platform: str, taken_at: float) -> str:
         """Renew the lease, taken by a statement sent at `taken_at` (time.monotonic()), until it can no longer be
         counted on; then return why (the caller stops the connection at once)."""
+        if not self.shared:
+            return await asyncio.get_running_loop().create_future()  # (never lost: until the gateway stops)
         deadline = taken_at + self.seconds - self.margin
         while True:
             await asyncio.sleep(max(0.0, min(self.renew_every, deadline - time.monotonic())))

@@ -75,7 +75,7 @@ class GatewayRunner:
         stack.push_async_callback(_undo, "closing the database", _close, store)
         self.parts = parts = await build(cfg, store, self.adapters, metrics=self.metrics, background=self.background,
                                          state=lambda: self.state, instance_id=self.instance_id)
-        self.connections.leases = PlatformLeases(store.leases, self.instance_id)
+        self.connections.leases = PlatformLeases(store.leases, self.instance_id, shared=store.shared)
         stack.push_async_callback(_undo, "closing the LLM client", parts.agents.aclose)
         for adapter in self.adapters.values():
             adapter.set_callback(parts.inbound.on_event, self.connections.adapter_failed,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.storage.connection import Connection
+from gateway.storage.connection import Connection, Work
 from gateway.storage.tables import Tables
 
 
@@ -21,6 +21,18 @@ class LeaseStore(Tables):
         now (False: another holds it and its lease has not ended). `replacing`: a holder known to be gone
         (its process exited), whose lease is taken as if it had ended; if another took it meanwhile, it stays
         that one's."""
+        return await self.db.write(self._upsert(platform, holder, seconds, replacing), single=True)
+
+    def record(self, platform: str, holder: str, seconds: float) -> None:
+        """Record `holder`'s lease on a database no other instance uses, whoever held it before (a daemon of this
+        home that was killed): nothing to wait for, in the next group commit."""
+        now = self.db.dialect.NOW_SECONDS
+        self.db.later(lambda db: db.execute(
+            f"INSERT INTO platform_leases (platform, holder, until) VALUES (?, ?, {now} + ?)"
+            " ON CONFLICT (platform) DO UPDATE SET holder = excluded.holder, until = excluded.until",
+            platform, holder, float(seconds)))
+
+    def _upsert(self, platform: str, holder: str, seconds: float, replacing: str | None) -> Work:
         now = self.db.dialect.NOW_SECONDS
 
         async def upsert(db: Connection) -> bool:
@@ -30,8 +42,7 @@ class LeaseStore(Tables):
                 " WHERE platform_leases.holder = excluded.holder OR platform_leases.holder = ?4"
                 f" OR platform_leases.until < {now} RETURNING holder",
                 platform, holder, float(seconds), replacing or "") is not None
-
-        return await self.db.write(upsert, single=True)
+        return upsert
 
     async def release(self, platform: str, holder: str) -> bool:
         """End `holder`'s lease of `platform` now (a standby may take it at once); whether it held it."""

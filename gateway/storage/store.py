@@ -102,6 +102,12 @@ class Store(Tables):
             _private(Path(f"{path}{suffix}"), 0o600)
         return cls(db)
 
+    @property
+    def shared(self) -> bool:
+        """Whether other gateway instances may use this database (PostgreSQL), or this daemon alone (SQLite: its
+        home's lock file keeps any other daemon out)."""
+        return not isinstance(self.db.engine, SqliteEngine)
+
     async def close(self) -> None:
         await self.db.close()
 
