@@ -13,6 +13,14 @@ cannot change (`PlatformRefused`: a revoked token, a missing intent or scope) is
 
 What a down platform's people sent before stays in the inbox and is answered; the answers wait
 in the outbox (delivery leaves a platform that is not running alone) and go out once it is up.
+
+A connection the platform allows once per bot (`Capabilities.single_connection`: Telegram's long poll,
+Discord's gateway, Slack's Socket Mode) is made only while this instance holds the platform's lease in
+the database (`gateway.leases`; the runner sets `leases`): the others stand by (`standby`, ready for
+`/readyz`: their part is to wait) and try again every few seconds. A holder that cannot renew its lease
+stops the connection at once (a handover: no last call that would reach the new holder's); at stop, the
+connection closes first and the lease is released after, so that a standby takes over at once and
+never beside it. On SQLite, with one daemon per home, the lease is always free: taken at once.
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ import time
 from typing import Any, Awaitable, Callable, Iterable
 
 from gateway.ops import systemd
-from platforms.base import PlatformAdapter, PlatformRefused
+from gateway.leases import PlatformLeases
+from platforms.base import PlatformAdapter, PlatformRefused, failure_text
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +76,7 @@ class Connections:
         self.serving = False
         self.failed = asyncio.Event()
         self.failure: str | None = None
+        self.leases: PlatformLeases | None = None  # set by the runner once the store is open (see `_while_held`)
 
     def adapter_failed(self, adapter: PlatformAdapter, reason: str) -> None:
         """A platform refused for good (the adapter logged what to fix). The rest serves on; when
@@ -116,6 +126,13 @@ class Connections:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _connect(self, adapter: PlatformAdapter) -> None:
+        if self.leases is not None and adapter.capabilities.single_connection:
+            await self._while_held(adapter, self.leases)
+        else:
+            await self._until_up(adapter)
+
+    async def _until_up(self, adapter: PlatformAdapter) -> bool:
+        """Try to start the adapter until it is up (True) or refused for good (False)."""
         tries, down_since, told = 0, time.monotonic(), ""
         while True:
             tries += 1
@@ -123,7 +140,7 @@ class Connections:
                 await adapter.start()
             except PlatformRefused:  # (the adapter said what to fix, once)
                 self._tried[adapter.name].set()
-                return
+                return False
             except Exception:
                 pause = pause_before(tries, self._first_pause, self._max_pause)
                 told = self._tell(adapter, tries, pause, down_since, told)
@@ -134,7 +151,60 @@ class Connections:
             if tries > 1:
                 log.info("%s is up, after %d tries in %.0fs", adapter.name, tries, time.monotonic() - down_since)
             await self._connected(adapter)
-            return
+            return True
+
+    async def _while_held(self, adapter: PlatformAdapter, leases: PlatformLeases) -> None:
+        """A connection that must be single: served only while this instance holds its lease; a standby
+        meanwhile, trying again every `standby_every` seconds. At the end (the gateway stops, or the
+        platform refused for good) the adapter is stopped first, then the lease released, so that a standby
+        takes over at once and never beside it."""
+        try:
+            while True:
+                taken_at = time.monotonic()
+                if not await self._take(adapter, leases):
+                    self._tried[adapter.name].set()
+                    await asyncio.sleep(leases.standby_every)
+                    continue
+                lost = await self._serve_held(adapter, leases, taken_at)
+                if lost is None:
+                    return
+                log.warning("%s: stopped: %s; this instance stands by", adapter.name, lost)
+                adapter.set_health("standby", f"stopped: {lost}")
+        finally:
+            await adapter.stop()
+            await leases.release(adapter.name)
+
+    @staticmethod
+    async def _take(adapter: PlatformAdapter, leases: PlatformLeases) -> bool:
+        """Whether this instance holds the adapter's lease now (a standby otherwise, or down: no database)."""
+        try:
+            held = await leases.take(adapter.name)
+        except Exception as exc:
+            adapter.set_health("down", f"cannot take the connection's lease: {failure_text(exc)}")
+            return False
+        if not held:
+            adapter.set_health("standby", "another instance holds this connection")
+        return held
+
+    async def _serve_held(self, adapter: PlatformAdapter, leases: PlatformLeases, taken_at: float) -> str | None:
+        """Start the adapter and keep its lease until the lease is lost (why is returned: the adapter is
+        stopped by then) or the platform refuses for good (None)."""
+        connecting = asyncio.create_task(self._until_up(adapter), name=f"start:{adapter.name}")
+        keeping = asyncio.create_task(leases.keep(adapter.name, taken_at), name=f"lease:{adapter.name}")
+        try:
+            done, _ = await asyncio.wait({connecting, keeping}, return_when=asyncio.FIRST_COMPLETED)
+            if connecting in done and not connecting.result():
+                return None
+            lost = await keeping
+            connecting.cancel()
+            await asyncio.gather(connecting, return_exceptions=True)
+            await adapter.stop(handover=True)
+            return lost
+        finally:
+            for task in (connecting, keeping):
+                task.cancel()
+            await asyncio.gather(connecting, keeping, return_exceptions=True)
+            await adapter.stop()
 
     def _tell(self, adapter: PlatformAdapter, tries: int, pause: float, down_since: float, told: str) -> str:
         """Log a failed try when it is the first, a power of two, or fails for another reason; the reason."""

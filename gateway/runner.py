@@ -29,6 +29,8 @@ from gateway.assembly import Parts, build
 from gateway.chat.command_handlers import REGISTRY
 from gateway.config import Config
 from gateway.connections import Connections, NothingToServe
+from gateway.cron.ledger import new_instance_id
+from gateway.leases import PlatformLeases
 from gateway.ops.metrics import Metrics
 from gateway.storage import StorageError, Store
 from platforms.base import PlatformAdapter
@@ -53,6 +55,7 @@ class GatewayRunner:
         self.state = "stopped"  # stopped | starting | running | draining
         self.background = Background()
         self.connections = Connections(chosen, REGISTRY.offer_menu, ready_again=self._ready_again)
+        self.instance_id = new_instance_id()  # (in the shared database: its heartbeat, runs and leases)
         self.parts: Parts | None = None  # once started
         self.http: "HttpServer | None" = None
         self._stack = AsyncExitStack()
@@ -71,7 +74,8 @@ class GatewayRunner:
                                  lock_wait=cfg.gateway.lock_wait_seconds)
         stack.push_async_callback(_undo, "closing the database", _close, store)
         self.parts = parts = await build(cfg, store, self.adapters, metrics=self.metrics, background=self.background,
-                                         state=lambda: self.state)
+                                         state=lambda: self.state, instance_id=self.instance_id)
+        self.connections.leases = PlatformLeases(store.leases, self.instance_id, shared=store.shared)
         stack.push_async_callback(_undo, "closing the LLM client", parts.agents.aclose)
         for adapter in self.adapters.values():
             adapter.set_callback(parts.inbound.on_event, self.connections.adapter_failed,

@@ -217,6 +217,9 @@ class Capabilities:
     # a surface only this machine, or a holder of its token, reaches: whoever is on it is already
     # authenticated and trusted like an admin (the local web chat)
     local: bool = False
+    # the adapter holds a connection the platform allows once per bot (Telegram's long poll, Discord's gateway,
+    # Slack's Socket Mode): with several gateway instances on one database, one of them holds it at a time
+    single_connection: bool = False
 
 
 class DeliveryError(Exception):
@@ -259,7 +262,7 @@ def failure_text(exc: BaseException) -> str:
 class Health:
     """An adapter's state for `/readyz`: since when, and the last error."""
 
-    state: str  # "stopped" | "starting" | "ready" | "down" | "failed"
+    state: str  # "stopped" | "starting" | "ready" | "down" | "failed" | "standby" (another instance holds it)
     since: float
     error: str | None = None
 
@@ -279,13 +282,14 @@ class PlatformAdapter(abc.ABC):
     """
 
     name: ClassVar[str] = "base"
-    capabilities: ClassVar[Capabilities] = Capabilities()
+    capabilities: Capabilities = Capabilities()  # (the class's; an adapter whose mode changes them sets its own)
 
     def __init__(self) -> None:
         self._on_event: EventCallback | None = None
         self._on_fatal: Callable[["PlatformAdapter", str], None] | None = None
         self._on_health: Callable[["PlatformAdapter"], None] | None = None
         self._running = False
+        self.handing_over = False  # (see `stop`)
         self.health = Health("stopped", time.time())
 
     # -- wiring and lifecycle -------------------------------------------------------------
@@ -310,7 +314,7 @@ class PlatformAdapter(abc.ABC):
         return self.health.state == "ready"
 
     def fail(self, reason: str) -> None:
-        """Report an error the adapter cannot recover from (bad token, another poller, …), once."""
+        """Report an error the adapter cannot recover from (a bad token, a missing intent, …), once."""
         if self.health.state == "failed" and self.health.error == reason:
             return
         self.set_health("failed", reason)
@@ -427,10 +431,14 @@ class PlatformAdapter(abc.ABC):
         except Exception as exc:
             log.debug("%s: releasing a failed start: %s", self.name, exc)
 
-    async def stop(self) -> None:
+    async def stop(self, *, handover: bool = False) -> None:
+        """Disconnect. `handover`: another gateway instance holds this connection now (it took the lease this
+        one could not keep): release it without a last call to the platform that would reach the new holder's
+        connection (`handing_over` tells `_stop`)."""
         if not self._running:
             return
         self._running = False
+        self.handing_over = handover
         try:
             await self._stop()
         finally:

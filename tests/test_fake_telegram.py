@@ -311,6 +311,21 @@ async def test_conflict_reaches_the_error_handlers(tg: FakeTelegram) -> None:
     assert "terminated by other getUpdates request" in str(errors[0])
 
 
+async def test_the_earlier_of_two_concurrent_polls_is_ended_with_409(tg: FakeTelegram) -> None:
+    """As Telegram does: a second poller's getUpdates ends the first's open one with 409 Conflict, and the
+    updates go to the second."""
+    async with Bot(tg.token, base_url=f"{tg.url}/bot") as first, Bot(tg.token, base_url=f"{tg.url}/bot") as second:
+        earlier = asyncio.create_task(first.get_updates(timeout=10, read_timeout=15))
+        await tg.wait_until(lambda: len(tg.calls_to("getUpdates")) == 1)
+        later = asyncio.create_task(second.get_updates(timeout=10, read_timeout=15))
+        with pytest.raises(Conflict, match="terminated by other getUpdates request"):
+            await earlier
+        tg.user_message("to the later poller")
+        [update] = await later
+    assert update.message is not None and update.message.text == "to the later poller"
+    assert [c.status for c in tg.calls_to("getUpdates")] == [409, 200]
+
+
 async def test_files_download_and_upload(tg: FakeTelegram, bot: Bot) -> None:
     tg.add_file("doc-1", b"hello bytes", file_path="documents/a.txt")
     file = await bot.get_file("doc-1")

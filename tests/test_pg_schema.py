@@ -1,5 +1,5 @@
-"""PostgreSQL's schema (migrations/postgres/001_schema.sql) against SQLite's after its numbered migrations:
-the same tables, the same columns in the same order (a positional INSERT or `SELECT *` reads the same on
+"""PostgreSQL's schema (migrations/postgres/: 001_schema.sql and the numbered migrations after it) against
+SQLite's after its numbered migrations: the same tables, the same columns in the same order (a positional INSERT or `SELECT *` reads the same on
 both) with the same types, nullability and defaults, the same keys and indexes; the version they share; and
 the full-text search that replaces FTS5, finding what SQLite's finds.
 

@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 
 
 async def build(config: "Config", store: "Store", adapters: Mapping[str, "PlatformAdapter"], *,
-                metrics: "Metrics", background: "Background", state: Callable[[], str]) -> Parts:
-    """The parts over an open `store`; `state` says whether the gateway starts, runs, drains or is stopped."""
-    g = Ground(config, store, adapters, metrics, background, state)
+                metrics: "Metrics", background: "Background", state: Callable[[], str], instance_id: str) -> Parts:
+    """The parts over an open `store`; `state` says whether the gateway starts, runs, drains or is stopped;
+    `instance_id` is this gateway's in the database."""
+    g = Ground(config, store, adapters, metrics, background, state, instance_id)
     cfg = config
     pairing = Pairing(store.access)
     trust = Trust(cfg.access, pairing, g.local)  # whom every turn, run and review acts for

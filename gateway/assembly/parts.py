@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Ground:
     """What every builder is given: the configuration, the open store, the platforms, and the runner's own
-    metrics, background tasks and state (starting | running | draining | stopped)."""
+    metrics, background tasks, state (starting | running | draining | stopped) and instance id (the one it is
+    known by in the shared database: `gateway.cron.ledger.new_instance_id`)."""
 
     config: "Config"
     store: "Store"
@@ -43,6 +44,7 @@ class Ground:
     metrics: "Metrics"
     background: "Background"
     state: Callable[[], str]
+    instance_id: str
 
     @property
     def local(self) -> frozenset[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 from gateway.cron.jobs import CronJobs
-from gateway.cron.ledger import RunLedger, new_instance_id
+from gateway.cron.ledger import RunLedger
 from gateway.cron.manage import TOOLSET as CRON_TOOLSET
 from gateway.cron.manage import CronManager
 from gateway.cron.runs import CronRuns
@@ -39,7 +39,7 @@ def cron_parts(g: "Ground", tick: "Tick") -> tuple[CronJobs, RunLedger, CronTime
     manager."""
     cfg, store = g.config, g.store
     jobs = CronJobs(store.cron, default_tz=cfg.gateway.timezone, min_interval=cfg.cron.min_interval_seconds)
-    ledger = RunLedger(store.cron, new_instance_id())
+    ledger = RunLedger(store.cron, g.instance_id)
     timers = CronTimers(tick, store.cron, ledger, grace_seconds=cfg.cron.grace_seconds,
                         max_concurrent=cfg.cron.max_concurrent_runs)
     manager = CronManager(jobs, store.cron, changed=timers.changed, is_admin=g.is_admin,

@@ -7,7 +7,7 @@ import argparse
 import json
 import socket
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from gateway.config import Config
 from gateway.ops.process import daemon_pid, lock_file_problem
@@ -49,7 +49,9 @@ async def status(config: Config, args: argparse.Namespace) -> int:
             async with open_store(config) as store:
                 instances = await RunLedger(store.cron, "status").live_instances(
                     stale_after=3 * config.gateway.tick_seconds)
-                report["instances"] = [{"pid": i["pid"], "host": i["host"], "since": i["started_at"]}
+                leases = await store.leases.held()
+                report["instances"] = [{"id": i["id"], "pid": i["pid"], "host": i["host"], "since": i["started_at"],
+                                        "holds": [lease["platform"] for lease in leases if lease["holder"] == i["id"]]}
                                        for i in instances]
                 if pid == 0:  # its pid file was deleted: the pid it registered in the database says which
                     report["pid"] = next((i["pid"] for i in instances if i["host"] == socket.gethostname()), 0)
@@ -82,6 +84,19 @@ async def _readiness(config: Config) -> tuple[bool | None, dict[str, Any], dict[
         return None, {}, None
 
 
+def _print_instances(report: dict[str, Any], when: Callable[[float], str]) -> None:
+    """The instances alive by their heartbeat (several share one PostgreSQL database), each with the platform
+    connections it holds; the one whose /readyz was read above is this home's."""
+    if len(report["instances"]) < 2 and not any(i["holds"] for i in report["instances"]):
+        return
+    print("instances (alive by heartbeat):")
+    here = socket.gethostname()
+    for i in report["instances"]:
+        holds = f"holds {', '.join(i['holds'])}" if i["holds"] else "holds no platform connection"
+        mine = " — this home's, asked above" if i["host"] == here and i["pid"] == report["pid"] else ""
+        print(f"  {i['host']} pid {i['pid']} since {when(i['since'])}: {holds}{mine}")
+
+
 def _print_status(report: dict[str, Any]) -> None:
     from datetime import datetime
 
@@ -96,7 +111,7 @@ def _print_status(report: dict[str, Any]) -> None:
         pids += [i["pid"] for i in report["instances"] if i["pid"] not in pids]
         where = ", ".join(f"pid {pid or '?'}" + (f" since {when(since[pid])}" if pid in since else "") for pid in pids)
         ready = {True: "ready", False: "NOT ready", None: "not answering on HTTP"}[report["ready"]]
-        if report["ready"] and any(p.get("state") != "ready" for p in report["platforms"].values()):
+        if report["ready"] and any(p.get("state") not in ("ready", "standby") for p in report["platforms"].values()):
             ready = "ready, degraded (a platform is not)"
         print(f"chatgate is running ({where}): {ready}")
         parts = {**report["platforms"], **({"storage": report["storage"]} if report["storage"] else {})}
@@ -104,6 +119,7 @@ def _print_status(report: dict[str, Any]) -> None:
             error = f" — {state['error']}" if state.get("error") else ""
             error += f" ({state['waiting']} turn(s) waiting for it)" if state.get("waiting") else ""
             print(f"  {name:<9} {state['state']} since {when(state['since'])}{error}")
+        _print_instances(report, when)
         if report.get("web_chat"):
             print(f"web chat: {report['web_chat']}")
     if report.get("database"):

@@ -60,7 +60,7 @@ def new_instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-def _process_gone(host: str, pid: int, instance_id: str, me: str) -> bool:
+def process_gone(host: str, pid: int, instance_id: str, me: str) -> bool:
     """Whether a gateway process on this host has certainly exited."""
     if host != socket.gethostname() or instance_id == me:
         return False
@@ -73,6 +73,14 @@ def _process_gone(host: str, pid: int, instance_id: str, me: str) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def instance_gone(instance_id: str, me: str) -> bool:
+    """Whether the gateway process an instance id (`new_instance_id`: host:pid:token) names has certainly exited."""
+    parts = instance_id.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False
+    return process_gone(parts[0], int(parts[1]), instance_id, me)
 
 
 class RunLedger:
@@ -97,7 +105,7 @@ class RunLedger:
     async def live_instances(self, stale_after: float) -> list[dict[str, Any]]:
         """Gateway processes that beat their heartbeat within `stale_after` and have not exited."""
         rows = await self.cron.instances_seen_since(time.time() - stale_after)
-        return [r for r in rows if not _process_gone(r["host"], r["pid"], r["id"], self.instance_id)]
+        return [r for r in rows if not process_gone(r["host"], r["pid"], r["id"], self.instance_id)]
 
     async def interrupt_orphans(self, stale_after: float) -> list[tuple[Job | None, int]]:
         """Mark runs whose process is gone as interrupted; return (job, run id) for each."""
@@ -105,12 +113,12 @@ class RunLedger:
         now = time.time()
         dead = [(r["job_id"], r["id"]) for r in rows if r["claimed_by"] != self.instance_id and (
             r["seen_at"] is None or r["seen_at"] < now - stale_after
-            or _process_gone(r["host"], r["pid"], r["claimed_by"], self.instance_id))]
+            or process_gone(r["host"], r["pid"], r["claimed_by"], self.instance_id))]
 
         def gone(i: dict[str, Any]) -> bool:
             """Whether a registered process has stopped (its row is forgotten)."""
             return i["id"] != self.instance_id and (
-                i["seen_at"] < now - stale_after or _process_gone(i["host"], i["pid"], i["id"], self.instance_id))
+                i["seen_at"] < now - stale_after or process_gone(i["host"], i["pid"], i["id"], self.instance_id))
 
         found = await self.cron.interrupt_runs(dead, "the gateway process stopped during the run", now, gone)
         jobs = []

@@ -47,11 +47,12 @@ class HttpServer:
 
     async def _readyz(self, _: web.Request) -> web.Response:
         """Ready when some platform serves and the database takes writes (503 otherwise: nothing can
-        serve); `degraded` while another platform is not ready (each one's state and error are listed).
+        serve); a platform on standby (another instance holds its connection) serves its part here, which is to
+        wait; `degraded` while another platform is not ready (each one's state and error are listed).
         A database that wrote nothing lately is checked with a real write first (a disk that filled up
         while idle)."""
         states = self._readiness()
-        serving = sum(s["state"] == "ready" for s in states.values())
+        serving = sum(s["state"] in ("ready", "standby") for s in states.values())  # (standby: another instance serves)
         ready = serving > 0
         body: dict[str, Any] = {"ready": ready, "degraded": 0 < serving < len(states), "platforms": states}
         if self._storage is not None:

@@ -105,6 +105,10 @@ def search(query: str, *, platform: str, user_id: str, limit: int,
     return _SQL.format(matched=matched, among=among, limit=f"?{n + len(who) + 1}"), *words, *who, limit
 
 
+# -- the database's clock ---------------------------------------------------------------------------------
+
+NOW_SECONDS = "extract(epoch from clock_timestamp())::double precision"
+
 # -- another process's commits ---------------------------------------------------------------------------------
 
 DATA_VERSION = ("SELECT (SELECT count(*) FROM cron_jobs) * 4294967296"

@@ -100,6 +100,12 @@ def search(query: str, *, platform: str, user_id: str, limit: int,
             f" ORDER BY rank LIMIT ?", terms, *who, limit)
 
 
+# -- the database's clock ---------------------------------------------------------------------------------
+
+NOW_SECONDS = "((julianday('now') - 2440587.5) * 86400.0)"
+"""Seconds since the epoch by the database's clock (to the millisecond), so that instances on machines whose
+clocks differ agree on when a lease ends. PostgreSQL: `extract(epoch from clock_timestamp())`."""
+
 # -- another process's commits -----------------------------------------------------------------------------
 
 DATA_VERSION = "PRAGMA data_version"

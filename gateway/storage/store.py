@@ -30,6 +30,7 @@ from gateway.storage.sqlite_engine import SqliteEngine, open_sqlite
 from gateway.storage.goals import GoalStore
 from gateway.storage.inbox import InboxStore
 from gateway.storage.learning import LearningStore
+from gateway.storage.leases import LeaseStore
 from gateway.storage.outbox import OutboxStore
 from gateway.storage.sessions import SessionStore
 from gateway.storage.sqlite_connection import SqliteConnection
@@ -65,6 +66,7 @@ class Store(Tables):
         self.subagents = SubagentStore(db, self.sessions)
         self.learning = LearningStore(db)
         self.usage = UsageStore(db)
+        self.leases = LeaseStore(db)
         self.upkeep = Upkeep(db)
 
     @property
@@ -99,6 +101,12 @@ class Store(Tables):
         for suffix in ("", "-wal", "-shm"):
             _private(Path(f"{path}{suffix}"), 0o600)
         return cls(db)
+
+    @property
+    def shared(self) -> bool:
+        """Whether other gateway instances may use this database (PostgreSQL), or this daemon alone (SQLite: its
+        home's lock file keeps any other daemon out)."""
+        return not isinstance(self.db.engine, SqliteEngine)
 
     async def close(self) -> None:
         await self.db.close()

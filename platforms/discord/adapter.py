@@ -95,7 +95,8 @@ def _kind(content_type: str | None) -> str:
 class DiscordAdapter(PlatformAdapter):
     name = "discord"
     capabilities = Capabilities(max_length=DISCORD_LIMIT, markup="markdown", can_edit=True, can_buttons=True,
-                                can_typing=True, can_files=True, edit_interval=1.2, keyed_sends=True)
+                                can_typing=True, can_files=True, edit_interval=1.2, keyed_sends=True,
+                                single_connection=True)
 
     def __init__(self, token: str, *, api_base: str = "https://discord.com/api/v10", gateway_url: str | None = None,
                  auto_thread: bool = False, max_file_bytes: int = 25 * 1024 * 1024) -> None:

@@ -34,6 +34,7 @@ import html
 import json
 import logging
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -136,6 +137,7 @@ class SlackAdapter(PlatformAdapter):
         super().__init__()
         self._token = bot_token
         self.mode = mode
+        self.capabilities = replace(SlackAdapter.capabilities, single_connection=mode == "socket")
         self._app_token = app_token
         self._signing_secret = signing_secret
         self.api_base = api_base.rstrip("/") + "/"

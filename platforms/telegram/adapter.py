@@ -35,6 +35,7 @@ import logging
 import re
 import warnings
 from collections import OrderedDict
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, TypeVar
@@ -86,6 +87,11 @@ SHOWN_REMEMBERED = 4096  # messages whose current text is kept to skip edits tha
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # Refusals that trying again will not change (blocked by the person, a bad token, a chat that moved).
 _REFUSED = (Forbidden, InvalidToken, EndPointNotFound, Conflict, ChatMigrated)
+# Telegram ends the earlier of two concurrent getUpdates with 409 Conflict: another poller, for the moment of a
+# handover between gateway instances or for good (a second chatgate on this token without the shared database).
+# Never a reason to stop: the poll is tried again, backing off, and the platform is `down` meanwhile.
+_POLL_CONFLICT = ("another process is polling updates for this bot token (409 Conflict); if it is not a "
+                  "chatgate instance on this database (storage.url) about to stop, stop it or use another token")
 # PTB suggests its typed methods when `do_api_request` names an endpoint it knows: the raw answer
 # is what we want there (see above). And PTB 22 warns on every RetryAfter (its own constructor
 # reads the attribute) that it will become a timedelta; `_seconds` reads either form.
@@ -140,6 +146,7 @@ class TelegramAdapter(PlatformAdapter):
         self.username: str | None = None  # the bot's, from getMe
         self.bot_id: int | None = None
         self.mode = mode
+        self.capabilities = replace(TelegramAdapter.capabilities, single_connection=mode != "webhook")  # (a poller)
         self.webhook_url = webhook_url
         self.webhook_secret = webhook_secret or webhook_secret_for(token)
         self.max_file_bytes = max_file_bytes
@@ -195,7 +202,9 @@ class TelegramAdapter(PlatformAdapter):
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
             self._poller = None
-            if self._offset is not None:  # confirm what was stored, so it is not sent again
+            if self._offset is not None and not self.handing_over:  # confirm what was stored, so it is not sent
+                # again (not at a handover: that getUpdates would end the new holder's poll with 409; what it
+                # has not confirmed comes to the new holder again, and the inbox drops the copy)
                 try:
                     await self.bot.do_api_request("getUpdates", api_kwargs={"offset": self._offset, "timeout": 0})
                 except TelegramError as exc:
@@ -224,19 +233,16 @@ class TelegramAdapter(PlatformAdapter):
                 updates = await self.bot.do_api_request("getUpdates", api_kwargs={
                     "offset": self._offset, "timeout": self.poll_timeout, "allowed_updates": ALLOWED_UPDATES},
                     read_timeout=self.poll_timeout + 10.0)
-            except Conflict:
-                self.fail("another process is polling updates for this bot token (409 Conflict); "
-                          "stop the other instance or use a different token")
-                return
             except (InvalidToken, EndPointNotFound):
                 self.fail("Telegram refused the bot token")
                 return
             except RetryAfter as exc:
                 await asyncio.sleep(_seconds(exc.retry_after))
                 continue
-            except TelegramError as exc:  # no answer, a timeout, 5xx, or a refusal that may pass
-                self.set_health("down", f"getUpdates failed: {self._said(exc)}")
-                log.warning("telegram: getUpdates failed (%s); retrying in %.1fs", self._said(exc), backoff)
+            except TelegramError as exc:  # no answer, a timeout, 5xx, 409 (another poller), a refusal that may pass
+                reason = _POLL_CONFLICT if isinstance(exc, Conflict) else f"getUpdates failed: {self._said(exc)}"
+                self.set_health("down", reason)
+                log.warning("telegram: %s; retrying in %.1fs", reason, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
                 continue
