@@ -8,8 +8,9 @@ webhook mode: each update is posted to the instance a load balancer would pick).
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 import pytest
 
@@ -41,6 +42,21 @@ async def _prompt(tg: FakeTelegram) -> tuple[int, dict[str, str]]:
     return prompt_id, {b["text"]: b["callback_data"] for b in sum(message.reply_markup["inline_keyboard"], [])}
 
 
+@asynccontextmanager
+async def two_gateways(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram) -> AsyncIterator[tuple[Any, Any]]:
+    """Instances A and B on the test's database; a scripted turn that asks to delete `victim`, then says done."""
+    llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
+    first = await start_gateway(tmp_path / "a", llm.base_url, **_settings(tmp_path, tg))
+    try:
+        second = await start_gateway(tmp_path / "b", llm.base_url, **_settings(tmp_path, tg))
+        try:
+            yield first, second
+        finally:
+            await second.stop()
+    finally:
+        await first.stop()
+
+
 @pytest.fixture
 def shared_database(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
     monkeypatch.setattr(harness, "STORAGE_URL", pg_url)  # every gateway of the test on it
@@ -49,10 +65,7 @@ def shared_database(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noq
 
 async def test_a_press_on_the_other_instance_wakes_the_turn_waiting_on_the_first(
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
-    llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
-    first = await start_gateway(tmp_path / "a", llm.base_url, **_settings(tmp_path, tg))
-    second = await start_gateway(tmp_path / "b", llm.base_url, **_settings(tmp_path, tg))
-    try:
+    async with two_gateways(tmp_path, llm, tg) as (first, second):
         await _post(tg, first, tg.user_message("delete victim", update_id=1))
         prompt_id, buttons = await _prompt(tg)
         assert first.parts.approvals.waiting == 1 and second.parts.approvals.waiting == 0  # the turn runs on A
@@ -62,26 +75,17 @@ async def test_a_press_on_the_other_instance_wakes_the_turn_waiting_on_the_first
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
         assert not (tmp_path / "ws" / "victim").exists()  # the command ran, once, on A
         assert [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "tool"] != []
-    finally:
-        await second.stop()
-        await first.stop()
 
 
 async def test_an_approve_command_on_the_other_instance_decides_it(
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
-    llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
-    first = await start_gateway(tmp_path / "a", llm.base_url, **_settings(tmp_path, tg))
-    second = await start_gateway(tmp_path / "b", llm.base_url, **_settings(tmp_path, tg))
-    try:
+    async with two_gateways(tmp_path, llm, tg) as (first, second):
         await _post(tg, first, tg.user_message("delete victim", update_id=1))
         await _prompt(tg)
         await _post(tg, second, tg.user_message("/deny not now", update_id=2))
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "Denied.", timeout=10)
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
         assert (tmp_path / "ws" / "victim").exists()
-    finally:
-        await second.stop()
-        await first.stop()
 
 
 async def test_an_instance_starting_or_stopping_leaves_another_ones_request_waiting(
