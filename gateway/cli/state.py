@@ -23,7 +23,8 @@ async def open_store(config: Config) -> AsyncIterator[Any]:
     from gateway.ops.process import may_migrate
     from gateway.storage import Store
 
-    store = await Store.open(config.db_path, url=config.database_url, migrate=may_migrate(config),
+    store = await Store.open(config.db_path, url=config.database_url,
+                             migrate=may_migrate(config.home, config.database_url),
                              lock_wait=config.gateway.lock_wait_seconds)
     try:
         yield store

@@ -31,7 +31,7 @@ async def _trouble(config: Config, line: Callable[[str, str], None]) -> dict[str
 
     try:
         store = await Store.open(config.db_path, url=config.database_url, durability=config.gateway.durability,
-                                 migrate=may_migrate(config))
+                                 migrate=may_migrate(config.home, config.database_url))
     except (SchemaError, StorageError) as exc:
         line("FAIL", f"state: {exc}")
         return None

@@ -13,10 +13,7 @@ import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
-
-if TYPE_CHECKING:
-    from gateway.config import Config
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +210,7 @@ def lock_file_problem(home: Path) -> str | None:
     return f"{path} is {kind}, not a regular file: its pid is not read (remove it)"
 
 
-def may_migrate(config: "Config") -> bool:
+def may_migrate(home: Path, database_url: str | None) -> bool:
     """Whether a command (not the daemon) may create or upgrade the schema: SQLite's, with no daemon on
-    the home; PostgreSQL's, never (instances on other machines may be running on it)."""
-    return config.database_url is None and daemon_pid(config.home) is None
+    the home; PostgreSQL's (`database_url`), never (instances on other machines may be running on it)."""
+    return database_url is None and daemon_pid(home) is None
