@@ -16,7 +16,7 @@ in the outbox (delivery leaves a platform that is not running alone) and go out 
 
 A connection the platform allows once per bot (`Capabilities.single_connection`: Telegram's long poll,
 Discord's gateway, Slack's Socket Mode) is made only while this instance holds the platform's lease in
-the database (`gateway.leases`; the runner sets `leases`): the others stand by (`standby`, ready for
+the database (`gateway.leases`, given to `begin`): the others stand by (`standby`, ready for
 `/readyz`: their part is to wait) and try again every few seconds. A holder that cannot renew its lease
 stops the connection at once (a handover: no last call that would reach the new holder's); at stop, the
 connection closes first and the lease is released after, so that a standby takes over at once and
@@ -76,7 +76,7 @@ class Connections:
         self.serving = False
         self.failed = asyncio.Event()
         self.failure: str | None = None
-        self.leases: PlatformLeases | None = None  # set by the runner once the store is open (see `_while_held`)
+        self.leases: PlatformLeases | None = None  # (see `_while_held`)
 
     def adapter_failed(self, adapter: PlatformAdapter, reason: str) -> None:
         """A platform refused for good (the adapter logged what to fix). The rest serves on; when
@@ -103,7 +103,10 @@ class Connections:
     def readiness(self) -> dict[str, dict[str, Any]]:
         return {adapter.name: adapter.health.as_dict() for adapter in self._adapters}
 
-    def begin(self) -> None:
+    def begin(self, leases: PlatformLeases | None = None) -> None:
+        """Start connecting every platform; `leases`: this instance's, for the connections that must be single
+        (None: each is made at once)."""
+        self.leases = leases
         for adapter in self._adapters:
             self._tried[adapter.name] = asyncio.Event()
             self._tasks[adapter.name] = asyncio.create_task(self._connect(adapter), name=f"connect:{adapter.name}")

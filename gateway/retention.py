@@ -78,7 +78,7 @@ class Retention:
         cfg = self.config
         before = time.time() - cfg.gateway.retention_days * DAY
         steps: dict[str, Callable[[], Awaitable[Any]]] = {  # (files first: a storage error stops the rest)
-            "received and outgoing files": lambda: asyncio.to_thread(self._prune_files, before),
+            "received and outgoing files": lambda: self._prune_files(before),
             "scheduled runs": lambda: self.ledger.prune(cfg.cron.keep_runs),
             "inbox and outbox rows": lambda: self.inbox.prune(before),
             "approvals": lambda: self.approvals.prune(before),
@@ -112,9 +112,10 @@ class Retention:
             log.warning("could not give the database's free space back: %s", exc)
         return gone
 
-    def _prune_files(self, before: float) -> int:
-        home = self.config.home
-        return sum(prune_files(home / folder, before) for folder in ("files", OUTGOING))
+    async def _prune_files(self, before: float) -> int:
+        folders = [self.config.home / name for name in ("files", OUTGOING)]
+        folders = [folder for folder in folders if folder.is_dir()]  # (no worker thread for nothing to do)
+        return sum([await asyncio.to_thread(prune_files, folder, before) for folder in folders])
 
     async def reclaim(self) -> int:
         """Hand the database's free pages back to the file system; return how many went."""

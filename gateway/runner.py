@@ -75,7 +75,6 @@ class GatewayRunner:
         stack.push_async_callback(_undo, "closing the database", _close, store)
         self.parts = parts = await build(cfg, store, self.adapters, metrics=self.metrics, background=self.background,
                                          state=lambda: self.state, instance_id=self.instance_id)
-        self.connections.leases = PlatformLeases(store.leases, self.instance_id, shared=store.shared)
         stack.push_async_callback(_undo, "closing the LLM client", parts.agents.aclose)
         for adapter in self.adapters.values():
             adapter.set_callback(parts.inbound.on_event, self.connections.adapter_failed,
@@ -103,7 +102,7 @@ class GatewayRunner:
         routes = [route for adapter in self.adapters.values() for route in adapter.http_routes()]
         if routes:  # a platform reaches us over HTTP (web chat, webhooks): serve before it connects
             await self._serve_http(routes, parts)
-        self.connections.begin()
+        self.connections.begin(PlatformLeases(parts.store.leases, self.instance_id, shared=parts.store.shared))
         self._stack.push_async_callback(self._stop_platforms)
         if not routes:  # polling platforms only: their first calls go out first (aiohttp.web is imported after)
             await self._serve_http(routes, parts)

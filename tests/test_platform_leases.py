@@ -90,8 +90,7 @@ async def _gateway(store: Store, **timing: float) -> tuple[Connections, Poller]:
     connections = Connections([poller], lambda adapter: asyncio.sleep(0))
     instance = RunLedger(store.cron, new_instance_id())
     await instance.register()
-    connections.leases = PlatformLeases(store.leases, instance.instance_id, **timing)
-    connections.begin()
+    connections.begin(PlatformLeases(store.leases, instance.instance_id, **timing))
     assert await connections.first_tries(5) == []
     return connections, poller
 
@@ -187,9 +186,9 @@ async def test_on_a_database_of_its_own_the_lease_is_taken_at_once_and_never_los
         assert await store.leases.take("poller", "this-home:1:killed", 30)
         poller = Poller()
         connections = Connections([poller], lambda adapter: asyncio.sleep(0))
-        connections.leases = leases = PlatformLeases(store.leases, new_instance_id(), renew_every=0.01, seconds=0.2,
-                                                     margin=0.1, shared=False)
-        connections.begin()
+        leases = PlatformLeases(store.leases, new_instance_id(), renew_every=0.01, seconds=0.2, margin=0.1,
+                                shared=False)
+        connections.begin(leases)
         assert await connections.first_tries(5) == [] and poller.ready
         async def recorded() -> bool:
             return [h["holder"] for h in await store.leases.held()] == [leases.holder]

@@ -43,8 +43,7 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
     delivery = Delivery(store.outbox, store.inbox, adapters, metrics)
     learning = Learning(store.learning, store.sessions, memory, skills, tools, review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery,
                         trust=trust, settings=cfg.review)
-    approvals = _approvals(g, delivery, Instances(ledger.instance_id, cron_timers.stale_after)
-                           if cfg.database_url is not None else None)
+    approvals = _approvals(g, delivery, Instances(g.instance_id, cron_timers.stale_after) if store.shared else None)
     session_ended = _trajectory_export(g)
     chat_agent = agents.chat()  # (None without a model)
     serve_cron(g, cron_timers, ledger, cron, agents=agents, chat_agent=chat_agent, tools=tools, delivery=delivery, approvals=approvals,

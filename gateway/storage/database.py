@@ -89,6 +89,7 @@ class Engine(Protocol):
     writer that passes (`busy`: a lock held, a deadlock broken)."""
 
     dialect: ModuleType
+    shared: bool  # other gateway instances may use the database (PostgreSQL); False: this daemon alone (SQLite)
 
     async def connect(self) -> EngineConnection: ...
 

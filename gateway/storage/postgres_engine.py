@@ -123,6 +123,7 @@ def where(url: str) -> str:
 
 class PostgresEngine:
     dialect = postgres_dialect
+    shared = True
 
     def __init__(self, url: str) -> None:
         self.url = url

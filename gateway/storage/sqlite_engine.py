@@ -35,6 +35,7 @@ def _code(exc: BaseException) -> int | None:
 
 class SqliteEngine:
     dialect = sqlite_dialect
+    shared = False  # (the home's lock keeps any other daemon out)
 
     def __init__(self, path: str, pragmas: str) -> None:
         self.path, self.pragmas = path, pragmas

@@ -26,7 +26,7 @@ from gateway.storage.approvals import ApprovalStore
 from gateway.storage.connection import Connection, Work
 from gateway.storage.cron import CronStore
 from gateway.storage.database import LOCK_WAIT, Database, StorageError
-from gateway.storage.sqlite_engine import SqliteEngine, open_sqlite
+from gateway.storage.sqlite_engine import open_sqlite
 from gateway.storage.goals import GoalStore
 from gateway.storage.inbox import InboxStore
 from gateway.storage.learning import LearningStore
@@ -106,7 +106,7 @@ class Store(Tables):
     def shared(self) -> bool:
         """Whether other gateway instances may use this database (PostgreSQL), or this daemon alone (SQLite: its
         home's lock file keeps any other daemon out)."""
-        return not isinstance(self.db.engine, SqliteEngine)
+        return self.db.engine.shared
 
     async def close(self) -> None:
         await self.db.close()
@@ -126,7 +126,7 @@ class Store(Tables):
     async def backup(self, target: Path) -> None:
         """A consistent copy of the database while it is in use (SQLite's online backup; PostgreSQL's is
         the operator's: pg_dump)."""
-        if not isinstance(self.db.engine, SqliteEngine):
+        if self.shared:
             raise StorageError("the database is PostgreSQL: back it up with pg_dump")
         async def copy(db: SqliteConnection) -> None:
             async with aiosqlite.connect(target) as to:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import aiosqlite
 
 from gateway.storage.sqlite_connection import SqliteConnection
-from gateway.storage import sqlite_dialect
 from gateway.storage.tables import Tables
 
 log = logging.getLogger(__name__)
@@ -38,8 +37,8 @@ class Space:
 
 class Upkeep(Tables):
     async def space(self) -> Space:
-        """(PostgreSQL: nothing to give back here — its autovacuum does.)"""
-        if self.db.dialect is not sqlite_dialect:
+        """(A shared database, PostgreSQL's, has nothing to give back here: its autovacuum does.)"""
+        if self.db.engine.shared:
             return Space(True, 0, 0)
         row = await self.fetchrow(
             "SELECT auto_vacuum, freelist_count, page_count, page_size"
