@@ -14,7 +14,7 @@ import os
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, get_args
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, create_model, field_validator
@@ -206,11 +206,28 @@ class StorageConfig(_Section):
     def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value():
             return None
-        parts = urlsplit(value.get_secret_value())
-        if parts.scheme not in ("postgresql", "postgres") or not parts.hostname and "host=" not in parts.query \
-                or not parts.path.strip("/"):
-            raise ValueError("must be postgresql://user[:password]@host[:port]/dbname (unset: SQLite in the home)")
+        problem = postgres_url_problem(value.get_secret_value())
+        if problem is not None:
+            raise ValueError(f"{problem} (unset: SQLite in the home)")
         return value
+
+
+def postgres_url_problem(url: str) -> str | None:
+    """What is wrong with a PostgreSQL address, in words that never repeat it (it may hold a password); None:
+    nothing. A password's `@`, `/`, `?` or `#` must be percent-encoded: written raw, asyncpg reads the address
+    differently than `urlsplit` does, takes a part of the password for the host or the port, and quotes it in
+    the error it raises — where chatgate, which knows the password by `urlsplit`'s reading, cannot mask it."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres") or not parts.hostname and "host=" not in parts.query \
+            or not parts.path.strip("/"):
+        return "must be postgresql://user[:password]@host[:port]/dbname"
+    try:
+        parts.port  # (a port that is not a number: a raw `/`, `?` or `#` cut the password there)
+    except ValueError:
+        return "must be postgresql://user[:password]@host[:port]/dbname, its port a number"
+    if parts.netloc.count("@") > 1:
+        return "must be postgresql://user[:password]@host[:port]/dbname, with one `@`: write a password's @ as %40"
+    return None
 
 
 class _Platforms(_Section):
@@ -352,7 +369,8 @@ class Config(BaseSettings):
 
         walk(self)
         if self.storage.url is not None and (password := urlsplit(self.storage.url.get_secret_value()).password):
-            found.append(password)  # (alone too: a driver's error may name it without the rest of the address)
+            found += {password, unquote(password)}  # (alone too: a driver's error may name it without the rest of the
+            # address; as the server knows it, too)
         return found
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from urllib.parse import urlsplit
-
-from gateway.config import Config
+from gateway.config import Config, postgres_url_problem
 from gateway.ops.process import HomeInUse, HomeLock
 
 NOT_COPIED = ("memory/ (MEMORY.md and the notes about people) and skills/ are files in the home and were not "
@@ -56,9 +54,9 @@ def _target(url: str | None) -> str:
     if not url:
         raise Refused("name the PostgreSQL database: --to postgresql://user[:password]@host[:port]/dbname "
                       "(or set storage.url)")
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgresql", "postgres") or not parts.path.strip("/"):
-        raise Refused("--to must be postgresql://user[:password]@host[:port]/dbname")
+    problem = postgres_url_problem(url)
+    if problem is not None:
+        raise Refused(f"--to {problem}")
     return url
 
 

@@ -118,7 +118,13 @@ def where(url: str) -> str:
     """The address without its password, to name it in a message."""
     parts = urlsplit(url)
     host = parts.hostname or "the local socket"
-    return f"PostgreSQL at {host}{f':{parts.port}' if parts.port else ''}{parts.path}"
+    try:
+        port = parts.port
+    except ValueError:  # (not a number: the rest of a password written with a raw `/`, `?` or `#`)
+        port = -1
+    if port == -1 or "@" in parts.netloc.partition("@")[2] or "@" in url.partition(parts.netloc)[2]:
+        return "the PostgreSQL database of that address"  # (a password's raw `@ / ? #`: its parts would show)
+    return f"PostgreSQL at {host}{f':{port}' if port else ''}{parts.path}"
 
 
 class PostgresEngine:
@@ -133,6 +139,9 @@ class PostgresEngine:
 
         try:
             raw = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT)
+        except ValueError as exc:  # the address as asyncpg reads it: its words may quote a part of the password
+            raise StorageError(f"cannot reach {where(self.url)}: storage.url cannot be read as a PostgreSQL address "
+                               f"({type(exc).__name__}; write a password's @ / ? # as %40 %2F %3F %23)") from None
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             reason = str(exc).replace(urlsplit(self.url).password or "\0", "***")
             failed = StorageError(f"cannot reach {where(self.url)}: {type(exc).__name__}: {reason}")

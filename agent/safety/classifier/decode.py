@@ -18,6 +18,7 @@ from agent.safety.classifier.lazy import lazy_re
 from agent.safety.classifier.vocabulary import parse
 
 DECOMPRESS_LIMIT = 1_000_000  # bytes a decompressor may produce: no decompression bombs
+MAX_PRINTED = 1_000_000  # characters of printf output read (its format used again for every argument)
 DECODERS = frozenset("base64 base32 basenc gbase64 openssl xxd rev tr gunzip zcat gzip bunzip2 bzip2 bzcat xz xzcat "
                      "unxz".split())
 _ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
@@ -108,13 +109,19 @@ def decoding(name: str, args: list[str]) -> bool:
     return parse(args).has("d", "D", "decode", "decompress")
 
 
-def printf(args: list[str]) -> str:
+def printf(args: list[str]) -> str | None:
+    """What `printf FORMAT ARGS…` prints. Like bash, the format is used again until every argument is taken
+    (`printf '%s\\n' true … 'rm -rf ~' | sh` runs the last one too); None — not known — past `MAX_PRINTED`
+    characters, so a pipe it feeds is judged as one the check cannot read, never as the part it read."""
     if not args:
         return ""
-    fmt, rest, out = unescape(args[0]), list(args[1:]), []
-    for _ in range(8):
+    fmt, rest, out, size = unescape(args[0]), list(args[1:]), [], 0
+    while True:
+        before = len(rest)
         out.append(re.sub(r"%[-+ #0-9.]*([sbdiqcxo%])", lambda m: "%" if m.group(1) == "%" else (
             unescape(rest.pop(0)) if m.group(1) == "b" else rest.pop(0)) if rest else "", fmt))
-        if not rest:
-            break
-    return "".join(out)
+        size += len(out[-1])
+        if size > MAX_PRINTED:
+            return None
+        if not rest or len(rest) == before:  # (a format that takes no argument is printed once)
+            return "".join(out)

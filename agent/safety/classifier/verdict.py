@@ -78,6 +78,7 @@ __all__ = ["Verdict", "classify"]
 
 MAX_LEN = 100_000
 MAX_DEPTH = 10
+MAX_WRAPPERS = 32  # wrappers peeled off one command (`sudo env nice timeout …`); past them it is dangerous
 MAX_WORK = 1_000_000
 _LEVELS = ("safe", "dangerous", "hardline")
 
@@ -320,12 +321,12 @@ class _Analysis:
     def peel(self, argv: list, cmd: Cmd, stdin: Stream, depth: int, via: tuple, env: dict,
              cap: int) -> tuple[list, str, tuple, bool] | None:
         """The command a line of wrappers runs (`sudo env X=1 nice timeout 5 uv run …`): each wrapper
-        judged on its way and peeled off, up to 32 of them. (argv, the name last looked at — the
-        command's, unless 32 rounds ran out —, via, whether one raised privilege),
-        or None when what is left runs nothing this check can follow further (a script given as text
-        is judged here)."""
+        judged on its way and peeled off, up to `MAX_WRAPPERS` of them. (argv, the command's name, via, whether
+        one raised privilege), or None when what is left runs nothing this check can follow further (a script
+        given as text is judged here) — or more wrappers are left than it peels: that is dangerous, since the
+        command they run is not judged (`nice nice … rm -rf /`)."""
         sudo = False
-        for _ in range(32):
+        for peeled in range(MAX_WRAPPERS + 1):
             if argv and ASSIGN.match(argv[0]):  # PAGER=…, LD_PRELOAD=…: variables that make programs run code
                 self.take(assignments([a for a in argv if ASSIGN.match(a)], show(argv)), cmd, stdin, depth, via,
                           env, cap)
@@ -333,12 +334,17 @@ class _Analysis:
             if not argv:
                 return None
             name = _name(argv[0])
+            wraps = name in RUNNERS and argv[1:2] == [RUNNERS[name]] or name in WRAPPERS and not (
+                name in ("time", "command", "exec", "builtin") and len(argv) == 1)
+            if wraps and peeled == MAX_WRAPPERS:
+                self.hit(DANGEROUS, "too many wrappers in a row to analyse", show(argv), via, cap)
+                return None
             if name in RUNNERS and argv[1:2] == [RUNNERS[name]]:
                 o = parse(argv[2:], "np", ("with", "python", "env-file", "project", "directory", "package",
                                                  "extra", "group", "index", "name", "prefix"), stop=True)
                 argv, via = o.rest, via + (f"{name} {RUNNERS[name]}",)
                 continue
-            if name not in WRAPPERS or (name in ("time", "command", "exec", "builtin") and len(argv) == 1):
+            if not wraps:
                 break
             nxt = self.unwrap(name, argv)  # (what it runs; and a wrapper's own risk: detaching, chroot, an escape)
             self.take(wrapper_hits(name, argv, show(argv), nxt, not (cmd.stdin_set or stdin.desc or stdin.text is not
