@@ -273,7 +273,8 @@ class Approvals:
                     async with asyncio.timeout(self.timeout):  # (not wait_for: it can swallow a /stop)
                         return await self._decided(approval_id, future)
                 except TimeoutError:
-                    await self.decide(approval_id, "expired", "timeout")
+                    if not await self.decide(approval_id, "expired", "timeout") and not future.done():
+                        await self._from_store(approval_id, future)  # (another instance decided it first)
                     return future.result()
         except asyncio.CancelledError:
             await self.decide(approval_id, "cancelled", "stop")
@@ -291,13 +292,16 @@ class Approvals:
             if future.done():
                 break
             try:
-                approval = await self.stored.get(approval_id)
+                await self._from_store(approval_id, future)
             except StorageError as exc:  # (the next poll tries again; the timeout still holds)
                 log.warning("reading approval %s: %s", approval_id, exc)
-                continue
-            if approval is not None and approval.state != "pending" and not future.done():
-                future.set_result(_outcome(approval, self.timeout))
         return future.result()
+
+    async def _from_store(self, approval_id: str, future: asyncio.Future[ApprovalOutcome]) -> None:
+        """`future` set from the stored request when it was decided (on another instance); still pending: not."""
+        approval = await self.stored.get(approval_id)
+        if approval is not None and approval.state != "pending" and not future.done():
+            future.set_result(_outcome(approval, self.timeout))
 
     # -- deciding -------------------------------------------------------------------------
 

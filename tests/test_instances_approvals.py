@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator
 
 import pytest
 
+from gateway import approvals as approvals_module
 from tests import harness
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
@@ -104,4 +105,28 @@ async def test_an_instance_starting_or_stopping_leaves_another_ones_request_wait
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
         assert not (tmp_path / "ws" / "victim").exists()
     finally:
+        await first.stop()
+
+
+async def test_a_decision_on_the_other_instance_just_before_the_timeout_is_the_outcome(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str, monkeypatch: pytest.MonkeyPatch):
+    """B decides; A's timeout ends its wait before a poll saw it: A's "expired" finds the request decided, and
+    the turn goes on with B's decision (it neither fails nor runs it twice)."""
+    monkeypatch.setattr(approvals_module, "POLL_SECONDS", 3600.0)  # (A learns of it only at its timeout)
+    settings = {**_settings(tmp_path, tg), "approvals__timeout_seconds": 3}
+    llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
+    first = await start_gateway(tmp_path / "a", llm.base_url, **settings)
+    second = await start_gateway(tmp_path / "b", llm.base_url, **settings)
+    try:
+        await _post(tg, first, tg.user_message("delete victim", update_id=1))
+        prompt_id, buttons = await _prompt(tg)
+        await _post(tg, second, tg.callback_query(buttons["Allow once"], message_id=prompt_id, update_id=2))
+        [answer] = await tg.wait_for("answerCallbackQuery")
+        assert answer.get("text") == "Allow once — done."
+        await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
+        assert not (tmp_path / "ws" / "victim").exists()  # allowed once: it ran
+        [result] = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "tool"][-1:]
+        assert "expired" not in result.lower()
+    finally:
+        await second.stop()
         await first.stop()
