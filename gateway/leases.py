@@ -23,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Awaitable, Callable
 
 from gateway.cron.ledger import instance_gone
 from gateway.storage.leases import LeaseStore
+from gateway.storage.owners import OwnerStore
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,9 @@ RENEW_EVERY = 2.0
 STANDBY_EVERY = 1.0
 STOP_MARGIN = 1.5
 ALONE_SECONDS = 10 * 365 * 86400.0  # a lease on a database no other instance uses: released at stop, or overwritten
+LIFE_SECONDS = 20.0  # an instance's life lease (`LifeLease`)
+LIFE_RENEW_EVERY = 3.0
+LIFE_MARGIN = 5.0
 
 
 class PlatformLeases:
@@ -65,22 +70,9 @@ class PlatformLeases:
         counted on; then return why (the caller stops the connection at once)."""
         if not self.shared:
             return await asyncio.get_running_loop().create_future()  # (never lost: until the gateway stops)
-        deadline = taken_at + self.seconds - self.margin
-        while True:
-            await asyncio.sleep(max(0.0, min(self.renew_every, deadline - time.monotonic())))
-            sent = time.monotonic()
-            if sent >= deadline:
-                return "the lease could not be renewed in time (the database did not answer)"
-            try:
-                held = await asyncio.wait_for(self.store.take(platform, self.holder, self.seconds), deadline - sent)
-            except TimeoutError:
-                return "the lease could not be renewed in time (the database did not answer)"
-            except Exception as exc:  # (a storage error: tried again until the deadline)
-                log.warning("%s: renewing the connection's lease failed: %s", platform, exc)
-                continue
-            if not held:
-                return "another instance took the lease"
-            deadline = sent + self.seconds - self.margin
+        return await keep_renewed(lambda: self.store.take(platform, self.holder, self.seconds), taken_at,
+                                  seconds=self.seconds, renew_every=self.renew_every, margin=self.margin,
+                                  what=f"{platform}: the connection's lease")
 
     async def release(self, platform: str) -> None:
         """Give the lease up (a standby takes it at its next try); a failure only means it ends by itself."""
@@ -89,3 +81,99 @@ class PlatformLeases:
         except Exception as exc:
             log.warning("%s: releasing the connection's lease failed (it ends by itself within %.0fs): %s",
                         platform, self.seconds, exc)
+
+
+async def keep_renewed(renew: Callable[[], Awaitable[bool]], taken_at: float, *, seconds: float, renew_every: float,
+                       margin: float, what: str, renewed: Callable[[float], None] | None = None) -> str:
+    """Renew a lease of `seconds` (`renew`: whether it is still ours), taken by a statement sent at `taken_at`
+    (time.monotonic()), every `renew_every` seconds until it can no longer be counted on — `margin` seconds
+    before it could have ended, counted from the sending of the last renewal confirmed (`renewed` is told that
+    moment); then return why."""
+    deadline = taken_at + seconds - margin
+    while True:
+        await asyncio.sleep(max(0.0, min(renew_every, deadline - time.monotonic())))
+        sent = time.monotonic()
+        if sent >= deadline:
+            return "the lease could not be renewed in time (the database did not answer)"
+        try:
+            held = await asyncio.wait_for(renew(), deadline - sent)
+        except TimeoutError:
+            return "the lease could not be renewed in time (the database did not answer)"
+        except Exception as exc:  # (a storage error: tried again until the deadline)
+            log.warning("renewing %s failed: %s", what, exc)
+            continue
+        if not held:
+            return "another instance took the lease"
+        deadline = sent + seconds - margin
+        if renewed is not None:
+            renewed(sent)
+
+
+class LifeLease:
+    """This instance's life lease, while several instances share one database: renewed every `LIFE_RENEW_EVERY`
+    seconds, it ends `LIFE_SECONDS` after the last renewal by the database's clock, and then other instances take
+    this one's conversations over (gateway.chat.owners). It is counted on only until `LIFE_MARGIN` seconds before
+    it could have ended (as a connection's lease): past that, with no renewal confirmed, the instance lets every
+    turn go (`when_lost`) and sends nothing (`fence`) until a renewal is confirmed again. On a database of its own
+    it is always counted on and nothing is written."""
+
+    def __init__(self, store: OwnerStore, holder: str, *, shared: bool) -> None:
+        self.store, self.holder, self.shared = store, holder, shared
+        self._deadline = 0.0  # time.monotonic() until which it is counted on
+        self._renewed = asyncio.Event()
+        self._lost: list[Callable[[], None]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def when_lost(self, call: Callable[[], None]) -> None:
+        self._lost.append(call)
+
+    def counted_on(self) -> bool:
+        return not self.shared or time.monotonic() < self._deadline
+
+    async def fence(self) -> None:
+        """Wait (before sending anything) until the lease can be counted on."""
+        while not self.counted_on():
+            self._renewed.clear()
+            await self._renewed.wait()
+
+    async def start(self) -> None:
+        if self.shared:
+            sent = time.monotonic()
+            await self._renew()
+            self._confirmed(sent)
+            self._task = asyncio.create_task(self._keep(sent), name="life-lease")
+
+    async def stop(self) -> None:
+        """End the lease now (its conversations with it: another instance takes up what is left at once)."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task, self._deadline = None, 0.0
+        await self.store.end(self.holder)
+
+    async def _keep(self, sent: float) -> None:
+        while True:
+            why = await keep_renewed(self._renew, sent, seconds=LIFE_SECONDS, renew_every=LIFE_RENEW_EVERY,
+                                     margin=LIFE_MARGIN, what="this instance's life lease", renewed=self._confirmed)
+            log.error("%s: this instance lets every turn go (another instance takes its conversations over)", why)
+            for call in self._lost:
+                call()
+            while True:
+                await asyncio.sleep(LIFE_RENEW_EVERY)
+                sent = time.monotonic()
+                try:
+                    await self._renew()
+                    break
+                except Exception as exc:
+                    log.warning("renewing this instance's life lease failed: %s", exc)
+            log.info("this instance's life lease is renewed: it takes conversations again")
+            self._confirmed(sent)
+
+    async def _renew(self) -> bool:
+        await self.store.live(self.holder, LIFE_SECONDS)
+        return True
+
+    def _confirmed(self, sent: float) -> None:
+        self._deadline = sent + LIFE_SECONDS - LIFE_MARGIN
+        self._renewed.set()

@@ -71,7 +71,7 @@ class GatewayRunner:
         cfg, stack = self.config, self._stack
         drain = cfg.gateway.drain_seconds
         store = await Store.open(cfg.db_path, url=cfg.database_url, durability=cfg.gateway.durability,
-                                 lock_wait=cfg.gateway.lock_wait_seconds)
+                                 lock_wait=cfg.gateway.lock_wait_seconds, instance=self.instance_id)
         stack.push_async_callback(_undo, "closing the database", _close, store)
         self.parts = parts = await build(cfg, store, self.adapters, metrics=self.metrics, background=self.background,
                                          state=lambda: self.state, instance_id=self.instance_id)
@@ -85,6 +85,7 @@ class GatewayRunner:
         stack.push_async_callback(self.background.wait, max(drain, 1.0))
         await parts.tick.start()
         stack.push_async_callback(_undo, "stopping the tick", parts.tick.stop, drain)
+        stack.push_async_callback(_undo, "giving the conversations up", parts.inbound.owners.stop)  # (once drained)
         stack.push_async_callback(_drain, parts, drain)
         await parts.approvals.expire_all("the gateway restarted")  # nobody is waiting for these any more
         await parts.inbound.resume()

@@ -15,25 +15,13 @@ from typing import Any, AsyncIterator
 import pytest
 
 from gateway import approvals as approvals_module
-from tests import harness
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import start_gateway, telegram_settings
+from tests.harness import start_gateway
+from tests.instances import instance_settings, post_update, shared_database  # noqa: F401  (a fixture)
 from tests.pg import pg_url  # noqa: F401  (a fixture)
 
 ANN = 1001
-
-
-def _settings(tmp_path: Path, tg: FakeTelegram) -> dict[str, Any]:
-    workspace = tmp_path / "ws"  # (one folder both instances name: the operator's shared volume)
-    (workspace / "victim").mkdir(parents=True, exist_ok=True)
-    return telegram_settings(tg, platforms__telegram__mode="webhook", agent__workspace=workspace,
-                             platforms__telegram__webhook_url="http://placeholder/telegram/webhook")
-
-
-async def _post(tg: FakeTelegram, runner: Any, update: dict[str, Any]) -> None:
-    tg.webhook_url = f"http://127.0.0.1:{runner.http.port}/telegram/webhook"
-    assert await tg.push_webhook(update) == 200
 
 
 async def _prompt(tg: FakeTelegram) -> tuple[int, dict[str, str]]:
@@ -47,9 +35,9 @@ async def _prompt(tg: FakeTelegram) -> tuple[int, dict[str, str]]:
 async def two_gateways(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram) -> AsyncIterator[tuple[Any, Any]]:
     """Instances A and B on the test's database; a scripted turn that asks to delete `victim`, then says done."""
     llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
-    first = await start_gateway(tmp_path / "a", llm.base_url, **_settings(tmp_path, tg))
+    first = await start_gateway(tmp_path / "a", llm.base_url, **instance_settings(tmp_path, tg))
     try:
-        second = await start_gateway(tmp_path / "b", llm.base_url, **_settings(tmp_path, tg))
+        second = await start_gateway(tmp_path / "b", llm.base_url, **instance_settings(tmp_path, tg))
         try:
             yield first, second
         finally:
@@ -58,19 +46,13 @@ async def two_gateways(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram) -> AsyncI
         await first.stop()
 
 
-@pytest.fixture
-def shared_database(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
-    monkeypatch.setattr(harness, "STORAGE_URL", pg_url)  # every gateway of the test on it
-    return pg_url
-
-
 async def test_a_press_on_the_other_instance_wakes_the_turn_waiting_on_the_first(
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
     async with two_gateways(tmp_path, llm, tg) as (first, second):
-        await _post(tg, first, tg.user_message("delete victim", update_id=1))
+        await post_update(tg, first, tg.user_message("delete victim", update_id=1))
         prompt_id, buttons = await _prompt(tg)
         assert first.parts.approvals.waiting == 1 and second.parts.approvals.waiting == 0  # the turn runs on A
-        await _post(tg, second, tg.callback_query(buttons["Allow once"], message_id=prompt_id, update_id=2))
+        await post_update(tg, second, tg.callback_query(buttons["Allow once"], message_id=prompt_id, update_id=2))
         [answer] = await tg.wait_for("answerCallbackQuery")
         assert answer.get("text") == "Allow once — done."
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
@@ -81,9 +63,9 @@ async def test_a_press_on_the_other_instance_wakes_the_turn_waiting_on_the_first
 async def test_an_approve_command_on_the_other_instance_decides_it(
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
     async with two_gateways(tmp_path, llm, tg) as (first, second):
-        await _post(tg, first, tg.user_message("delete victim", update_id=1))
+        await post_update(tg, first, tg.user_message("delete victim", update_id=1))
         await _prompt(tg)
-        await _post(tg, second, tg.user_message("/deny not now", update_id=2))
+        await post_update(tg, second, tg.user_message("/deny not now", update_id=2))
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "Denied.", timeout=10)
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
         assert (tmp_path / "ws" / "victim").exists()
@@ -92,16 +74,16 @@ async def test_an_approve_command_on_the_other_instance_decides_it(
 async def test_an_instance_starting_or_stopping_leaves_another_ones_request_waiting(
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
     llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
-    first = await start_gateway(tmp_path / "a", llm.base_url, **_settings(tmp_path, tg))
+    first = await start_gateway(tmp_path / "a", llm.base_url, **instance_settings(tmp_path, tg))
     try:
-        await _post(tg, first, tg.user_message("delete victim", update_id=1))
+        await post_update(tg, first, tg.user_message("delete victim", update_id=1))
         prompt_id, buttons = await _prompt(tg)
-        second = await start_gateway(tmp_path / "b", llm.base_url, **_settings(tmp_path, tg))  # expires its own
+        second = await start_gateway(tmp_path / "b", llm.base_url, **instance_settings(tmp_path, tg))  # expires its own
         await second.stop()  # and stopping, again only its own
         assert first.parts.approvals.waiting == 1
         assert [a.state for a in [await first.parts.store.approvals.get(i)
                                   for i in await first.parts.store.approvals.pending()]] == ["pending"]
-        await _post(tg, first, tg.callback_query(buttons["Allow once"], message_id=prompt_id, update_id=2))
+        await post_update(tg, first, tg.callback_query(buttons["Allow once"], message_id=prompt_id, update_id=2))
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)
         assert not (tmp_path / "ws" / "victim").exists()
     finally:
@@ -113,14 +95,14 @@ async def test_a_decision_on_the_other_instance_just_before_the_timeout_is_the_o
     """B decides; A's timeout ends its wait before a poll saw it: A's "expired" finds the request decided, and
     the turn goes on with B's decision (it neither fails nor runs it twice)."""
     monkeypatch.setattr(approvals_module, "POLL_SECONDS", 3600.0)  # (A learns of it only at its timeout)
-    settings = {**_settings(tmp_path, tg), "approvals__timeout_seconds": 3}
+    settings = {**instance_settings(tmp_path, tg), "approvals__timeout_seconds": 3}
     llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
     first = await start_gateway(tmp_path / "a", llm.base_url, **settings)
     second = await start_gateway(tmp_path / "b", llm.base_url, **settings)
     try:
-        await _post(tg, first, tg.user_message("delete victim", update_id=1))
+        await post_update(tg, first, tg.user_message("delete victim", update_id=1))
         prompt_id, buttons = await _prompt(tg)
-        await _post(tg, second, tg.callback_query(buttons["Allow once"], message_id=prompt_id, update_id=2))
+        await post_update(tg, second, tg.callback_query(buttons["Allow once"], message_id=prompt_id, update_id=2))
         [answer] = await tg.wait_for("answerCallbackQuery")
         assert answer.get("text") == "Allow once — done."
         await tg.wait_for("sendMessage", lambda c: c.get("text") == "done", timeout=10)

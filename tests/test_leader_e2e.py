@@ -12,42 +12,15 @@ import signal
 from pathlib import Path
 from typing import AsyncIterator
 
-import aiohttp
 import pytest
 
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import ANN, Daemon, eventually, free_port, sent_texts, telegram_settings, wait_for_text
+from tests.harness import ANN, sent_texts, wait_for_text
+from tests.instances import Instance
 from tests.pg import pg_url  # noqa: F401  (the fixture)
 
 TAKE_OVER = 10.0  # seconds the issue allows between a poller's death and the other's first poll
-
-
-class Instance(Daemon):
-    """A daemon of its own home and HTTP port, on the shared database."""
-
-    def __init__(self, home: Path, llm: FakeLLM, tg: FakeTelegram, url: str) -> None:
-        self.port = free_port()
-        home.mkdir(mode=0o700)
-        super().__init__(home, llm, telegram_settings(tg, storage__url=url, http__port=self.port))
-
-    async def telegram_state(self) -> str | None:
-        """Its Telegram's state by its /readyz (None: it does not answer)."""
-        try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as http, \
-                    http.get(f"http://127.0.0.1:{self.port}/readyz") as response:
-                body = await response.json()
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
-            return None
-        state = body["platforms"]["telegram"]["state"]
-        if state in ("ready", "standby"):
-            assert response.status == 200, body  # ready, the standby too: its part is to wait
-        return state
-
-    async def until(self, state: str, timeout: float = 30.0) -> None:
-        async def there() -> bool:
-            return await self.telegram_state() == state
-        await eventually(there, timeout, f"telegram {state} on the instance on port {self.port}")
 
 
 @pytest.fixture

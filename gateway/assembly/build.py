@@ -13,6 +13,7 @@ from gateway.assembly.road import chat_road
 from gateway.assembly.scheduled import cron_parts, idle_clock, serve_cron, tick_hooks, upkeep
 from gateway.assembly.tools import agent_side
 from gateway.chat.delivery import Delivery
+from gateway.leases import LifeLease
 from gateway.learning.review import REVIEW_IDENTITY, Learning
 from gateway.learning.trajectories import Trajectories
 from gateway.ops.gauges import Gauges
@@ -40,7 +41,8 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
     tick = Tick(cfg.gateway.tick_seconds)
     jobs, ledger, cron_timers, cron = cron_parts(g, tick)
     sandbox, memory, skills, tools = await agent_side(g, agents, more=[cron.tool()])
-    delivery = Delivery(store.outbox, store.inbox, adapters, metrics)
+    life = LifeLease(store.owners, g.instance_id, shared=store.shared)
+    delivery = Delivery(store.outbox, store.inbox, adapters, metrics, fence=life.fence if store.shared else None)
     learning = Learning(store.learning, store.sessions, memory, skills, tools, review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery,
                         trust=trust, settings=cfg.review)
     approvals = _approvals(g, delivery, Instances(g.instance_id, cron_timers.stale_after) if store.shared else None)
@@ -49,7 +51,7 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
     serve_cron(g, cron_timers, ledger, cron, agents=agents, chat_agent=chat_agent, tools=tools, delivery=delivery, approvals=approvals,
                trust=trust, session_ended=session_ended)
     sessions, goals, turns, inbound = chat_road(
-        g, agents=agents, chat_agent=chat_agent, tools=tools, trust=trust, pairing=pairing, learning=learning, approvals=approvals,
+        g, life, agents=agents, chat_agent=chat_agent, tools=tools, trust=trust, pairing=pairing, learning=learning, approvals=approvals,
         delivery=delivery, cron=cron, usage=usage, session_ended=session_ended)
     idle_since = idle_clock(sessions, learning, cron_timers, inbound, turns)
     curator, retention = await upkeep(g, agents, skills, delivery, usage, ledger, idle_since)

@@ -71,12 +71,13 @@ def _buttons(rows: list[list[dict[str, str]]]) -> tuple[tuple[Button, ...], ...]
 
 class Delivery:
     def __init__(self, outbox: OutboxStore, inbox: InboxStore, adapters: Mapping[str, PlatformAdapter],
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, *, fence: Callable[[], Awaitable[None]] | None = None) -> None:
         self.outbox = outbox
         self.inbox = inbox  # (a turn's draft is recorded on its inbox row)
         self.adapters = adapters
         self.metrics = metrics or Metrics()
         self.typing = Typing(adapters)
+        self.fence = fence  # several instances: each send waits until this instance's life lease is counted on
         self._inflight: set[int] = set()
         self._sending: dict[ChatKey, int] = {}  # chat → deliveries in flight
         self._closed: set[ChatKey] = set()  # chats that cannot be reached now: flushed when they open
@@ -194,6 +195,8 @@ class Delivery:
         total = len(parts) + len(item.files)
         for index in range(len(item.sent_ids), total):
             last = index == len(parts) - 1
+            if self.fence is not None:
+                await self.fence()
             try:
                 if index < len(parts):
                     part = Reply(text=parts[index].text, plain=parts[index].plain, buttons=buttons if last else (),
@@ -386,8 +389,20 @@ class Delivery:
             if item.inbox_id in self._finishing:  # its turn sends it (and then the rest: see `final_reply`)
                 self._finishing[item.inbox_id] = (platform, chat_id)
                 break
+            if item.elsewhere or not await self._taken(item):  # another instance sends the chat's replies
+                break
             if await self._deliver(self._caught_up(item)) == "waits":
                 break
+
+    async def _taken(self, item: OutboxItem) -> bool:
+        """Several instances: a reply read back is sent by this one only once it has claimed it."""
+        try:
+            return await self.outbox.take(item)
+        except Exception as exc:
+            log.warning("could not claim a reply to a %s chat (%s); tried again in %.0fs", item.chat.platform, exc,
+                        RECORD_RETRY)
+            self._wait((item.chat.platform, item.chat.chat_id), RECORD_RETRY)
+            return False
 
     async def flush(self, platform: str | None = None) -> None:
         """Send what waits in every chat (of one platform), chats side by side; returns when each is done."""
@@ -438,4 +453,4 @@ class Delivery:
         after a crash edits it, and so does `final_reply`."""
         adapter = self.adapters.get(chat.platform)
         first = None if adapter is None else DraftSend(self.inbox, self.outbox, adapter, chat, inbox_id, intent)
-        return StreamPreview(adapter, chat, reply_to, message_id=draft, first_send=first)
+        return StreamPreview(adapter, chat, reply_to, message_id=draft, first_send=first, fence=self.fence)

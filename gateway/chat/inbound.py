@@ -31,9 +31,10 @@ if TYPE_CHECKING:
     from gateway.config import Config
     from gateway.chat.control import Control
     from gateway.chat.delivery import Delivery
+    from gateway.chat.owners import Owners
     from gateway.ops.metrics import Metrics
     from gateway.chat.sessions import Sessions
-    from gateway.storage.inbox import InboxStore
+    from gateway.storage.inbox import InboxStore, Unfinished
     from gateway.storage.sessions import SessionStore
     from platforms.base import PlatformAdapter
 
@@ -47,7 +48,7 @@ class Inbound:
                  pairing: "Pairing", sessions: "Sessions", delivery: "Delivery", control: "Control",
                  commands: "Commands", approvals: "Approvals", metrics: "Metrics",
                  adapters: Mapping[str, "PlatformAdapter"], buttons: Mapping[str, "ButtonHandler"],
-                 spawn: Callable[..., Any], state: Callable[[], str]) -> None:
+                 owners: "Owners", spawn: Callable[..., Any], state: Callable[[], str]) -> None:
         self.config = config
         self.local = local  # platforms whose people are the machine's owner (check_access)
         self.inbox, self.transcripts, self.pairing = inbox, transcripts, pairing
@@ -57,8 +58,8 @@ class Inbound:
         self.spawn = spawn  # a background task the runner keeps
         self.state = state  # the gateway's: starting | running | draining | stopped
         self.last_message_at = time.time()
-        self.held: list[WorkItem] = []  # accepted while starting: dispatched once running
-        self.resumed: set[int] = set()  # inbox ids the start dispatched as unfinished (`release_held`)
+        self.owners = owners  # which instance runs each conversation (on a database of its own: this one)
+        self.held: list[WorkItem] = []  # accepted while starting: handed on once running
         self.refusals = Refusals(config.gateway, local, sessions)
 
     async def on_event(self, event: InboundEvent) -> Intake:
@@ -110,8 +111,8 @@ class Inbound:
         state = self.state()
         if state == "starting":
             self.held.append(item)
-        elif state == "running" and inbox_id not in self.resumed:  # (stored while starting, found by the
-            self.dispatch(item)  # start's read of the inbox before this went on: it runs once, from there)
+        elif state == "running":
+            await self.owners.hand(item)
         return Intake.STORED  # while draining it stays in the inbox for the next start
 
     async def _follow_up(self, msg: InboundMessage, key: str) -> bool:
@@ -161,6 +162,9 @@ class Inbound:
         """Hand a stored message to its session: a command that acts at once runs now, the rest waits in the
         worker's queue."""
         command = item.command
+        if item.goal_turn is not None:
+            self.sessions.queue_goal_turn(item)
+            return
         if command is not None and command.immediate:
             quiet = not command.throttled and self.refusals.over_answers(item.msg)
             self.spawn(self._run_now(item, quiet), name=f"command:{command.name}")
@@ -182,30 +186,18 @@ class Inbound:
     async def _run_now(self, item: WorkItem, quiet: bool) -> None:
         await self.commands.run(self.sessions.get(item.key), item, quiet=quiet)  # (the worker as it is now)
 
-    def item(self, inbox_id: int, key: str, msg: InboundMessage, **earlier: Any) -> WorkItem:
-        """A message an earlier run stored and did not finish, as its session takes it (at start)."""
-        return WorkItem(inbox_id, key, msg, command=self._parse(msg), **earlier)
+    def resumed_item(self, u: "Unfinished") -> WorkItem:
+        """A message an earlier run (or another instance) stored and did not finish, as its session takes it."""
+        return WorkItem(u.inbox_id, u.session_key, u.msg, draft_message_id=u.draft_message_id, effects=tuple(u.effects),
+                        goal_turn=u.goal_turn, draft_intent=u.draft_intent, command=self._parse(u.msg))
 
     def _parse(self, msg: InboundMessage) -> "Command | None":
         """The one place a message's text is read as a chat command (None: an ordinary message)."""
         return self.commands.registry.parse(msg.text)
 
     async def resume(self) -> None:
-        """Dispatch what an earlier run accepted but did not finish, then what arrived while starting.
+        """Take up what was accepted and not finished (`Owners.start`), then what arrived while starting.
         A turn that had started side-effecting tools is not run again: its person is told (`Turns`)."""
-        unfinished = await self.inbox.unfinished()
-        if unfinished:
-            log.info("resuming %d unfinished message(s)", len(unfinished))
-        for u in unfinished:
-            self.dispatch(self.item(u.inbox_id, u.session_key, u.msg, draft_message_id=u.draft_message_id,
-                                    effects=tuple(u.effects), goal_turn=u.goal_turn, draft_intent=u.draft_intent))
-        self.release_held(skip={u.inbox_id for u in unfinished})
-
-    def release_held(self, skip: set[int]) -> None:
-        """What was accepted while starting, but `skip` (already dispatched as unfinished; a message
-        whose storing is still returning when the start ends is not dispatched again either)."""
-        self.resumed = skip
-        for item in self.held:
-            if item.inbox_id not in skip:
-                self.dispatch(item)
-        self.held.clear()
+        await self.owners.start()
+        while self.held:
+            await self.owners.hand(self.held.pop(0))  # (one the start took up already is not run again)

@@ -33,13 +33,15 @@ class StreamPreview:
 
     def __init__(self, adapter: PlatformAdapter | None, chat: ChatRef, reply_to: str | None, *,
                  message_id: str | None = None,
-                 first_send: Callable[[Reply], Awaitable[str]] | None = None) -> None:
+                 first_send: Callable[[Reply], Awaitable[str]] | None = None,
+                 fence: Callable[[], Awaitable[None]] | None = None) -> None:
         self.adapter = adapter
         self.chat = chat
         self.reply_to = reply_to
         self.text = ""
         self.message_id = message_id  # a draft an earlier run of this turn already sent
         self._first_send = first_send
+        self._fence = fence  # waited on before each send (`Delivery.fence`)
         self._shown = ""
         self._dirty = asyncio.Event()
         self._closing = asyncio.Event()
@@ -103,6 +105,8 @@ class StreamPreview:
     async def _show(self, text: str) -> None:
         assert self.adapter is not None
         reply = Reply(text=text, plain=text, reply_to=self.reply_to, final=False)
+        if self._fence is not None:
+            await self._fence()
         if self.message_id is None:
             first = self._first_send(reply) if self._first_send else self.adapter.send(self.chat, reply)
             self.message_id = await first

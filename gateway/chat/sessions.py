@@ -128,6 +128,10 @@ class Sessions:
     def serve(self, turn: Process, command: Process) -> None:
         self._turn, self._command = turn, command
 
+    def accepting(self) -> bool:
+        """Whether turns may start (not while the gateway drains or is stopped)."""
+        return self._accepting()
+
     def queue_goal_turn(self, item: WorkItem) -> None:
         """A goal's next turn waits in its session's queue: it never interrupts or steers a person's turn.
         While draining it stays in the inbox for the next start."""

@@ -50,7 +50,9 @@ from gateway.goals import Goals
 from gateway.learning.review import Learning
 from gateway.ops.logs import log_context
 from gateway.ops.metrics import Metrics
+from gateway.storage.connection import Work
 from gateway.storage.inbox import InboxStore
+from gateway.storage.owners import NotOwner, still_owned
 from gateway.storage.sessions import SessionStore
 from gateway.storage.outbox import OutboxItem
 from platforms.base import Attachment, InboundMessage, PlatformAdapter, Reply
@@ -230,7 +232,8 @@ class Turns:
                  busy_policy: str, timezone: str | None, approvals: ApprovalPort | None,
                  adapters: Mapping[str, PlatformAdapter], files_root: Path, trust: Trust,
                  learning: Learning | None = None, redact: Callable[[str], str] = lambda text: text,
-                 goals: Goals | None = None) -> None:
+                 goals: Goals | None = None, holder: str | None = None) -> None:
+        self.holder = holder  # several instances: this one's id (a turn commits only while it owns the conversation)
         self.trust = trust
         self.approvals = approvals
         self.goals = goals
@@ -269,6 +272,9 @@ class Turns:
         except asyncio.CancelledError:  # a newer message interrupted it: a goal carries on after that message
             outcome = "interrupted" if worker.cancel_reason == "interrupt" else None
             raise
+        except NotOwner as exc:  # another instance runs the conversation now: this turn leaves no trace
+            outcome = None
+            log.warning("the turn in %s was not committed: %s", item.key, exc)
         except Exception as exc:  # outside the agent, not the storage's (a bug): tell the person, mark it failed
             log.exception("turn in %s failed", item.key)
             await self._fail(item, exc)
@@ -382,7 +388,7 @@ class Turns:
         async with self.delivery.final_reply(reply, preview):  # (a storage error: held here until it is stored)
             await self.until_stored(lambda: self.transcripts.commit_turn(
                 turn.session_id, turn.steering.inbox_ids, msg.chat, msg.user_id, turn.authored(), reply,
-                status=status, also=count), f"the answer in {item.key}")
+                status=status, also=count, fenced=self._fenced(item)), f"the answer in {item.key}")
         self.metrics.turns.labels(outcome).inc()
         self.metrics.turn_seconds.observe(time.monotonic() - turn.started)
         if self.learning is not None and count is not None:  # after delivery: never delays the reply
@@ -391,6 +397,9 @@ class Turns:
             except Exception:  # (the turn is done: a review that cannot start is not its failure)
                 log.exception("could not start the review of %s", item.key)
         return outcome
+
+    def _fenced(self, item: WorkItem) -> Work | None:
+        return None if self.holder is None else still_owned(item.key, self.holder)
 
     async def _cancelled(self, worker: SessionWorker, item: WorkItem, turn: _Open) -> None:
         """A turn cancelled before its commit: nothing of it is sent; by `/stop` or a newer message it is

@@ -64,6 +64,18 @@ async def insert_inbox(db: Connection, msg: InboundMessage, session_key: str, *,
         encode_inbound(msg), state, error, now, now, "person" if goal_turn is None else "goal", goal_id, goal_seq)
 
 
+UNFINISHED = "i.state IN ('received', 'processing')"  # (of the inbox as `i`)
+UNFINISHED_COLUMNS = ", ".join(f"i.{c}" for c in ("id", "session_key", "payload", "draft_message_id", "effects", "origin",
+                                                   "goal_id", "goal_seq", "draft_intent"))
+
+
+def unfinished(row: Any) -> Unfinished:
+    """An unfinished inbox row (its `UNFINISHED_COLUMNS`) as the turn that takes it up again sees it."""
+    return Unfinished(row["id"], row["session_key"], decode_inbound(row["payload"]), row["draft_message_id"],
+                      json.loads(row["effects"] or "[]"), goal_turn(row),
+                      None if row["draft_message_id"] else read_intent(row["draft_intent"]))
+
+
 def goal_turn(row: Any) -> tuple[int, int] | None:
     """(goal id, turn number) of an inbox row that is a goal's turn; None for a person's message."""
     return (row["goal_id"], row["goal_seq"]) if row["origin"] == "goal" else None
@@ -106,13 +118,9 @@ class InboxStore(Tables):
     async def unfinished(self, inbox_id: int | None = None) -> list[Unfinished]:
         """Messages accepted but not finished (received or processing), oldest first (`inbox_id`: that one,
         if it is unfinished)."""
-        rows = await self.fetch(
-            "SELECT id, session_key, payload, draft_message_id, effects, origin, goal_id, goal_seq, draft_intent"
-            " FROM inbox WHERE state IN ('received', 'processing') AND id = coalesce(?, id) ORDER BY id",
-            inbox_id)
-        return [Unfinished(r["id"], r["session_key"], decode_inbound(r["payload"]), r["draft_message_id"],
-                           json.loads(r["effects"] or "[]"), goal_turn(r),
-                           None if r["draft_message_id"] else read_intent(r["draft_intent"])) for r in rows]
+        rows = await self.fetch(f"SELECT {UNFINISHED_COLUMNS} FROM inbox i WHERE {UNFINISHED}"
+                                " AND i.id = coalesce(?, i.id) ORDER BY i.id", inbox_id)
+        return [unfinished(r) for r in rows]
 
     async def dead_letter(self, platform: str, ref: str, payload: str, reason: str) -> None:
         """Keep input that could not be taken (the payload cut to 64 KiB: enough to see what it was)."""

@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from gateway.storage.connection import Connection
-from gateway.storage.tables import Tables
+from gateway.storage.tables import Tables, live_instance
 from platforms.base import ChatRef
 
 
@@ -89,6 +89,7 @@ class OutboxItem:
     files: list[dict[str, str]] = field(default_factory=list)  # captured copies sent after the text (gateway.chat.files)
     created_at: float = 0.0  # when it was queued (a reply is given up by its age)
     intent: SendIntent | None = None  # the part that may be on its way (see `SendIntent`)
+    elsewhere: bool = False  # read back: another live instance sends it (several instances)
 
     def payload(self) -> str:
         return json.dumps({"text": self.text, "buttons": self.buttons, "reply_to": self.reply_to,
@@ -125,9 +126,12 @@ class OutboxStore(Tables):
         return await self.db.write(add, single=done_inbox_id is None)
 
     async def pending(self, platform: str | None = None, chat_id: str | None = None) -> list[OutboxItem]:
-        """Pending replies, oldest first; a reply whose turn sent a preview edits that message."""
-        sql = ("SELECT o.*, i.draft_message_id AS inbox_draft FROM outbox o LEFT JOIN inbox i ON i.id = o.inbox_id"
-               " WHERE o.state = 'pending'")
+        """Pending replies, oldest first; a reply whose turn sent a preview edits that message. Several
+        instances: a reply another live instance sends is `elsewhere`."""
+        d = self.db.dialect
+        elsewhere = f"o.sender <> {d.INSTANCE} AND {live_instance('o.sender', d.NOW_SECONDS)}"
+        sql = (f"SELECT o.*, i.draft_message_id AS inbox_draft, coalesce({elsewhere}, FALSE) AS elsewhere FROM outbox o"
+               " LEFT JOIN inbox i ON i.id = o.inbox_id WHERE o.state = 'pending'")
         args: tuple[Any, ...] = ()
         if platform is not None:
             sql += " AND o.platform = ? AND o.chat_id = ?"
@@ -140,8 +144,19 @@ class OutboxStore(Tables):
                                     draft_message_id=p.get("draft_message_id") or r["inbox_draft"],
                                     inbox_id=r["inbox_id"], id=r["id"], sent_ids=json.loads(r["platform_message_ids"]),
                                     attempts=r["attempts"], files=p.get("files") or [], created_at=r["created_at"],
-                                    intent=read_intent(r["intent"])))
+                                    intent=read_intent(r["intent"]), elsewhere=bool(r["elsewhere"])))
         return items
+
+    async def take(self, item: OutboxItem) -> bool:
+        """Several instances: make a pending reply read back this instance's to send — unless another live
+        instance sends it (or it was sent meanwhile); whether it is this one's now. One database of its own:
+        always."""
+        if not self.db.engine.shared:
+            return True
+        d = self.db.dialect
+        return await self.execute(
+            f"UPDATE outbox SET sender = {d.INSTANCE} WHERE id = ? AND state = 'pending' AND (sender IS NULL"
+            f" OR sender = {d.INSTANCE} OR NOT {live_instance('sender', d.NOW_SECONDS)})", item.id) == 1
 
     async def chats(self, before: float | None = None) -> list[tuple[str, str]]:
         """The chats that have pending replies (queued before `before`, when given)."""

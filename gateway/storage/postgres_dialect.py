@@ -108,6 +108,7 @@ def search(query: str, *, platform: str, user_id: str, limit: int,
 # -- the database's clock ---------------------------------------------------------------------------------
 
 NOW_SECONDS = "extract(epoch from clock_timestamp())::double precision"
+INSTANCE = "current_setting('chatgate.instance', true)"  # the connection's instance (`PostgresEngine`), or NULL
 
 # -- another process's commits ---------------------------------------------------------------------------------
 

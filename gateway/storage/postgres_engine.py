@@ -131,14 +131,16 @@ class PostgresEngine:
     dialect = postgres_dialect
     shared = True
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, instance: str | None = None) -> None:
         self.url = url
+        self.instance = instance  # the gateway instance the connection serves (the dialect's INSTANCE), or None
 
     async def connect(self) -> PgConnection:
         import asyncpg
 
         try:
-            raw = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT)
+            settings = {"chatgate.instance": self.instance} if self.instance else None
+            raw = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT, server_settings=settings)
         except ValueError as exc:  # the address as asyncpg reads it: its words may quote a part of the password
             raise StorageError(f"cannot reach {where(self.url)}: storage.url cannot be read as a PostgreSQL address "
                                f"({type(exc).__name__}; write a password's @ / ? # as %40 %2F %3F %23)") from None
@@ -206,9 +208,11 @@ async def migrate(raw: "asyncpg.Connection", url: str, *, upgrade: bool = True) 
         await raw.execute("SELECT pg_advisory_unlock($1)", SCHEMA_LOCK)
 
 
-async def open_postgres(url: str, *, lock_wait: float = LOCK_WAIT, upgrade: bool = True) -> Database:
-    """Connect, create or upgrade the schema, and run the group commit over that connection."""
-    engine = PostgresEngine(url)
+async def open_postgres(url: str, *, lock_wait: float = LOCK_WAIT, upgrade: bool = True,
+                        instance: str | None = None) -> Database:
+    """Connect, create or upgrade the schema, and run the group commit over that connection (`instance`: the
+    gateway instance it serves)."""
+    engine = PostgresEngine(url, instance)
     conn = await engine.connect()
     try:
         await migrate(conn.raw, url, upgrade=upgrade)

@@ -177,12 +177,13 @@ class SessionStore(Tables):
     async def commit_turn(self, session_id: int, inbox_ids: list[int], author: ChatRef | None,
                           user_id: str | None, messages: list[dict[str, Any]], reply: OutboxItem | None,
                           *, status: str = "ok", inbox_state: str | None = None,
-                          also: Work | None = None) -> int | None:
+                          also: Work | None = None, fenced: Work | None = None) -> int | None:
         """Record a finished turn atomically; return the reply's outbox id.
 
         `status` (ok | cancelled | failed) is the transcript's: only `ok` messages are replayed to
         the model. The inbox rows become done, cancelled or failed accordingly, or `inbox_state`.
-        `also`: more statements for the same transaction. A user message's author is `user_id`, or
+        `also`: more statements for the same transaction; `fenced`: one run first, that may refuse the commit
+        (several instances: `gateway.storage.owners.still_owned`). A user message's author is `user_id`, or
         its own `author_id` (a message another person folded into the turn).
         """
         now = time.time()
@@ -193,6 +194,8 @@ class SessionStore(Tables):
         inbox_state = inbox_state or {"ok": "done"}.get(status, status)
 
         async def commit(db: Connection) -> int | None:
+            if fenced is not None:
+                await fenced(db)
             done = await db.pipelined(
                 db.executemany("INSERT INTO messages (session_id, inbox_id, role, content, tool_calls, tool_call_id,"
                                " name, platform, user_id, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

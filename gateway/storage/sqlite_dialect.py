@@ -103,6 +103,9 @@ def search(query: str, *, platform: str, user_id: str, limit: int,
 # -- the database's clock ---------------------------------------------------------------------------------
 
 NOW_SECONDS = "((julianday('now') - 2440587.5) * 86400.0)"
+INSTANCE = "NULL"
+"""The gateway instance whose connection runs the statement (PostgreSQL: set when it connects); SQLite's database is
+one daemon's, named by none."""
 """Seconds since the epoch by the database's clock (to the millisecond), so that instances on machines whose
 clocks differ agree on when a lease ends. PostgreSQL: `extract(epoch from clock_timestamp())`."""
 

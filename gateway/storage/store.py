@@ -31,6 +31,7 @@ from gateway.storage.goals import GoalStore
 from gateway.storage.inbox import InboxStore
 from gateway.storage.learning import LearningStore
 from gateway.storage.leases import LeaseStore
+from gateway.storage.owners import OwnerStore
 from gateway.storage.outbox import OutboxStore
 from gateway.storage.sessions import SessionStore
 from gateway.storage.sqlite_connection import SqliteConnection
@@ -67,6 +68,7 @@ class Store(Tables):
         self.learning = LearningStore(db)
         self.usage = UsageStore(db)
         self.leases = LeaseStore(db)
+        self.owners = OwnerStore(db)
         self.upkeep = Upkeep(db)
 
     @property
@@ -76,15 +78,16 @@ class Store(Tables):
 
     @classmethod
     async def open(cls, path: Path | str, *, url: str | None = None, durability: str = "full", migrate: bool = True,
-                   lock_wait: float = LOCK_WAIT) -> "Store":
+                   lock_wait: float = LOCK_WAIT, instance: str | None = None) -> "Store":
         """Open (and migrate) the database: the SQLite file at `path`, or with `url` the PostgreSQL database it
         names (`storage.url`; gateway.storage.postgres_engine). `durability` "full" or "normal" (SQLite: see
         the module doc). `migrate` False: a database that needs migrating is refused (`SchemaError`), as is
-        always one from a newer chatgate. `lock_wait`: see `gateway.storage.database`."""
+        always one from a newer chatgate. `lock_wait`: see `gateway.storage.database`. `instance`: the gateway
+        instance the store serves, on a database several share (what it writes is known as that one's)."""
         if url is not None:
             from gateway.storage.postgres_engine import open_postgres
 
-            return cls(await open_postgres(url, lock_wait=lock_wait, upgrade=migrate))
+            return cls(await open_postgres(url, lock_wait=lock_wait, upgrade=migrate, instance=instance))
         path = Path(path)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _private(path.parent, 0o700)

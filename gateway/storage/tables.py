@@ -8,6 +8,12 @@ from gateway.storage.connection import Row, Work
 from gateway.storage.database import Database
 
 
+def live_instance(holder: str, now: str) -> str:
+    """SQL: the instance `holder` (an expression) has a life lease that has not ended by `now` (the dialect's
+    NOW_SECONDS): it is alive (gateway.leases.LifeLease)."""
+    return f"EXISTS (SELECT 1 FROM instance_leases l WHERE l.holder = {holder} AND l.until >= {now})"
+
+
 class Tables:
     """The statements of one group of tables (a module of `gateway.storage`), over the shared database.
 

@@ -119,6 +119,7 @@ class FakeLLM:
         self.host = host
         self.port = 0
         self.requests: list[dict[str, Any]] = []
+        self.streamed = 0  # streamed answers written to the end (the client may not have read them yet)
         self.context_lengths: dict[str, int] = {}  # stated in the model listing as `context_length`
         self.authorizations: list[str] = []  # the Authorization header of each chat request
         self.responder: Responder | None = None
@@ -180,6 +181,12 @@ class FakeLLM:
             ) from None
         return self.requests
 
+    async def wait_for_streamed(self, n: int, timeout: float = 5.0) -> None:
+        """Wait until at least ``n`` streamed answers were written to the end."""
+        async with asyncio.timeout(timeout):
+            async with self._cond:
+                await self._cond.wait_for(lambda: self.streamed >= n)
+
     # -- handlers ---------------------------------------------------------------------------
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -211,7 +218,11 @@ class FakeLLM:
             return web.Response(status=503)
         call_ids = [f"call_{next(self._ids)}" for _ in reply.calls]
         if body.get("stream"):
-            return await self._stream(request, body, reply, call_ids)
+            response = await self._stream(request, body, reply, call_ids)
+            self.streamed += 1
+            async with self._cond:
+                self._cond.notify_all()
+            return response
         if reply.kind == "disconnect":
             _close(request)
             return web.Response(status=503)

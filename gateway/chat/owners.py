@@ -1,0 +1,152 @@
+"""Which instance runs each conversation, when several instances share one database (`Store.shared`).
+
+A conversation's messages run on the instance that owns it (gateway.storage.owners), one turn at a time, in
+order, as on one instance. A message is stored on whichever instance the platform reached, then handed
+(`hand`): the instance claims the conversation and runs it, or — when another instance owns it — leaves it
+to that owner, which finds it at its next look (`POLL_SECONDS`) and runs it after the turn under way: `queue`,
+`interrupt`, `steer`, `/stop` act there, where the turn runs. An owner gives a conversation up once nothing
+of it is left unfinished.
+
+An instance owns conversations only while its life lease (gateway.leases.LifeLease) can be counted on. When
+an instance dies (kill -9, power loss, a network cut) its lease ends, and another instance takes its
+conversations over at its next look, with today's crash rules for what was left unfinished (run again when
+nothing was sent; otherwise the chat is told it was interrupted): within LIFE_SECONDS + POLL_SECONDS of the
+last renewal, or at once when the dead instance ran on the same machine (its process is seen to have exited).
+An instance that cannot renew its lease lets every turn go before the lease could have ended, so that no turn
+runs on two instances, and takes conversations again once it is renewed.
+
+On a database no other instance uses (SQLite) nothing of this runs: the start takes up every unfinished
+message and every message runs where it arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+from gateway.cron.ledger import instance_gone
+from gateway.storage.database import StorageError
+from platforms.loops import start_supervised
+
+if TYPE_CHECKING:
+    from gateway.chat.sessions import Sessions, WorkItem
+    from gateway.leases import LifeLease
+    from gateway.storage.inbox import InboxStore, Unfinished
+    from gateway.storage.owners import OwnerStore
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+
+
+class Owners:
+    """This instance's (`holder`'s) side: what it hands to its sessions, and what it takes over."""
+
+    def __init__(self, store: "OwnerStore", inbox: "InboxStore", sessions: "Sessions", life: "LifeLease", *,
+                 spawn: Callable[..., Any]) -> None:
+        self.store, self.inbox, self.sessions, self.life = store, inbox, sessions, life
+        self.holder, self.shared = life.holder, life.shared
+        self.spawn = spawn  # a background task the runner keeps
+        self.known: set[int] = set()  # inbox ids dispatched here that may still be unfinished in the database
+        life.when_lost(self._let_go)
+        self._dispatch: Callable[["WorkItem"], None] | None = None  # `Inbound.dispatch`
+        self._item: Callable[["Unfinished"], "WorkItem"] | None = None  # `Inbound.resumed_item`
+        self._watching: asyncio.Task[None] | None = None
+
+    def serve(self, dispatch: Callable[["WorkItem"], None], item: Callable[["Unfinished"], "WorkItem"]) -> None:
+        self._dispatch, self._item = dispatch, item
+
+    # -- handing messages ----------------------------------------------------------------------------------
+
+    async def hand(self, item: "WorkItem") -> None:
+        """Run a stored message here, if this instance owns (or can claim) its conversation; else its owner will."""
+        assert self._dispatch is not None, "Owners.serve first"
+        if item.inbox_id in self.known:  # (taken up already: by the start, or a look at the database)
+            return
+        if self.shared:
+            if not self.life.counted_on() or not await self.store.claim(item.key, self.holder):
+                return
+            if item.inbox_id in self.known:
+                return
+            self.known.add(item.inbox_id)
+        self._dispatch(item)
+
+    def goal_turn(self, item: "WorkItem") -> None:
+        """A goal's next turn, stored: it runs in its conversation's queue, on the instance that owns it."""
+        if not self.shared:
+            self.sessions.queue_goal_turn(item)
+        else:
+            self.spawn(self.hand(item), name="goal-turn")
+
+    # -- start and stop -----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Take up what an earlier run left unfinished: every unfinished message on a database of its own;
+        with others, those of conversations no live instance owns (then keep looking, and keep the lease)."""
+        if not self.shared:
+            found = await self.inbox.unfinished()
+            if found:
+                log.info("resuming %d unfinished message(s)", len(found))
+            self._take_up(found)
+            return
+        await self.life.start()
+        await self.look()
+        self._watching = start_supervised("conversation-owners", self._watch)
+
+    async def stop(self) -> None:
+        """After the sessions drained: end the life lease and give every conversation up (another instance
+        takes up at once what this one left unfinished)."""
+        if self._watching is not None:
+            self._watching.cancel()
+            await asyncio.gather(self._watching, return_exceptions=True)
+            self._watching = None
+        await self.life.stop()
+
+    # -- looking at the database ---------------------------------------------------------------------------
+
+    async def look(self) -> None:
+        """Claim the conversations no live instance owns; run what this instance owns and has not taken up;
+        give up what it owns and has nothing left of."""
+        for holder in await self.store.lives():
+            if instance_gone(holder, self.holder):  # (it ran on this machine and its process has exited)
+                log.info("instance %s has exited: taking up its conversations", holder)
+                await self.store.drop(holder)
+        orphaned = await self.store.orphaned()
+        for key in orphaned:
+            await self.store.claim(key, self.holder)
+        before = set(self.known)
+        keys, rows = await self.store.owned(self.holder)
+        unfinished = {u.inbox_id for u in rows}
+        self.known -= before - unfinished  # (finished: they never come back)
+        new = [u for u in rows if u.inbox_id not in self.known]
+        if new and orphaned:
+            log.info("taking up %d unfinished message(s) of %d conversation(s) no instance ran",
+                     len(new), len(orphaned))
+        self._take_up(new)
+        busy = {u.session_key for u in rows} | {key for key, w in self.sessions.workers.items() if w.busy or w.queue}
+        if idle := [key for key in keys if key not in busy]:
+            await self.store.release(idle, self.holder)
+
+    def _take_up(self, found: list["Unfinished"]) -> None:
+        assert self._dispatch is not None and self._item is not None, "Owners.serve first"
+        for u in found:
+            self.known.add(u.inbox_id)
+            self._dispatch(self._item(u))
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            if self.life.counted_on() and self.sessions.accepting():
+                try:
+                    await self.look()
+                except StorageError as exc:
+                    log.warning("looking for conversations to take up failed: %s", exc)
+
+    def _let_go(self) -> None:
+        """Stop every turn and forget every waiting message: what is unfinished stays in the database."""
+        for worker in list(self.sessions.workers.values()):
+            worker.queue.clear()
+            worker.steered.clear()
+            worker.cancel_turn("shutdown")
+        self.known.clear()
