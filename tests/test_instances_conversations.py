@@ -21,10 +21,13 @@ from gateway.leases import LIFE_SECONDS, LifeLease
 from gateway.storage import StorageError, Store
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import ANN, eventually, sent_texts, start_gateway, state_rows, wait_for_text
+from gateway.chat.session_key import session_key
+from platforms.base import InboundMessage
+from tests.harness import ANN, eventually, sent_texts, start_gateway, state_rows, telegram_settings, wait_for_text
 from tests.instances import Instance, instance_settings, post_update, shared_database  # noqa: F401
 from tests.pg import pg_url  # noqa: F401  (a fixture)
 
+BOB = 1002
 TAKE_OVER = 40.0  # seconds the issue allows between an instance's death and another taking up its turns
 
 
@@ -183,6 +186,33 @@ async def _lives(tmp_path: Path, url: str) -> list[str]:
         return await store.owners.lives()
     finally:
         await store.close()
+
+
+async def test_a_standby_takes_up_no_conversation_it_could_not_answer(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
+    """A polls Telegram, B stands by (Telegram not ready there). A message left unowned (here stored without a
+    claim, as after a storage error between the two) is taken up by A, not by B, whose answer could not be sent
+    (bench/instances_pg.py lost 100 of 1,000 answers so before the claim joined the write that stores a message)."""
+    first = await start_gateway(tmp_path / "a", llm.base_url, **telegram_settings(tg))
+    second = await start_gateway(tmp_path / "b", llm.base_url, **telegram_settings(tg))
+    try:
+        assert first.adapters["telegram"].ready and not second.adapters["telegram"].ready  # B stands by
+        tg.user_message("one")
+        await wait_for_text(tg, "echo: one", timeout=10)
+        [owner] = state_rows(first.config.home, "SELECT holder FROM conversation_owners")
+        assert owner["holder"] == first.instance_id
+
+        msg = InboundMessage(platform="telegram", chat_id=str(BOB), user_id=str(BOB), text="two", message_id="77",
+                             chat_type="dm")
+        await second.parts.store.inbox.add(msg, session_key(msg))
+        await second.parts.inbound.owners.look()
+        assert known(second) == set() and not state_rows(first.config.home, "SELECT * FROM conversation_owners"
+                                                         " WHERE holder = ?", second.instance_id)
+        await wait_for_text(tg, "echo: two", timeout=10)  # A's look, within a second
+        assert sent_texts(tg, BOB) == ["echo: two"] and sent_texts(tg, ANN) == ["echo: one"]
+    finally:
+        await second.stop()
+        await first.stop()
 
 
 async def test_a_killed_instances_turn_is_taken_over_and_answered_once(tmp_path: Path, pg_url: str,  # noqa: F811

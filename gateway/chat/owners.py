@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from gateway.cron.ledger import instance_gone
 from gateway.storage.database import StorageError
+from gateway.storage.owners import claiming
 from platforms.loops import start_supervised
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from gateway.leases import LifeLease
     from gateway.storage.inbox import InboxStore, Unfinished
     from gateway.storage.owners import OwnerStore
+    from platforms.base import InboundMessage, PlatformAdapter
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,9 @@ class Owners:
     """This instance's (`holder`'s) side: what it hands to its sessions, and what it takes over."""
 
     def __init__(self, store: "OwnerStore", inbox: "InboxStore", sessions: "Sessions", life: "LifeLease", *,
-                 spawn: Callable[..., Any]) -> None:
+                 adapters: Mapping[str, "PlatformAdapter"], spawn: Callable[..., Any]) -> None:
         self.store, self.inbox, self.sessions, self.life = store, inbox, sessions, life
+        self.adapters = adapters  # a conversation is taken up only where its platform is ready
         self.holder, self.shared = life.holder, life.shared
         self.spawn = spawn  # a background task the runner keeps
         self.known: set[int] = set()  # inbox ids dispatched here that may still be unfinished in the database
@@ -59,13 +62,21 @@ class Owners:
 
     # -- handing messages ----------------------------------------------------------------------------------
 
-    async def hand(self, item: "WorkItem") -> None:
-        """Run a stored message here, if this instance owns (or can claim) its conversation; else its owner will."""
+    async def store_message(self, msg: "InboundMessage", key: str) -> tuple[int | None, bool]:
+        """Store an accepted message (its id; None: stored already) — with others, claiming its conversation for
+        this instance in the same write (whether that took), so that no other instance finds it unowned."""
+        if not self.shared or not self.life.counted_on():
+            return await self.inbox.add(msg, key), False
+        return await self.inbox.add_claimed(msg, key, claiming(key, self.holder))
+
+    async def hand(self, item: "WorkItem", *, claimed: bool = False) -> None:
+        """Run a stored message here, if this instance owns (or can claim) its conversation; else its owner will.
+        `claimed`: its storing claimed the conversation already."""
         assert self._dispatch is not None, "Owners.serve first"
         if item.inbox_id in self.known:  # (taken up already: by the start, or a look at the database)
             return
         if self.shared:
-            if not self.life.counted_on() or not await self.store.claim(item.key, self.holder):
+            if not claimed and (not self.life.counted_on() or not await self.store.claim(item.key, self.holder)):
                 return
             if item.inbox_id in self.known:
                 return
@@ -106,13 +117,15 @@ class Owners:
     # -- looking at the database ---------------------------------------------------------------------------
 
     async def look(self) -> None:
-        """Claim the conversations no live instance owns; run what this instance owns and has not taken up;
-        give up what it owns and has nothing left of."""
+        """Claim the conversations no live instance owns (of the platforms ready here: a standby of a connection
+        another instance holds could not answer); run what this instance owns and has not taken up; give up
+        what it owns and has nothing left of."""
         for holder in await self.store.lives():
             if instance_gone(holder, self.holder):  # (it ran on this machine and its process has exited)
                 log.info("instance %s has exited: taking up its conversations", holder)
                 await self.store.drop(holder)
-        orphaned = await self.store.orphaned()
+        orphaned = [key for key, platform in await self.store.orphaned()
+                    if (adapter := self.adapters.get(platform)) is not None and adapter.ready]
         for key in orphaned:
             await self.store.claim(key, self.holder)
         before = set(self.known)

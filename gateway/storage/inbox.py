@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gateway.storage.connection import Connection
+from gateway.storage.connection import Connection, Work
 from gateway.storage.outbox import SendIntent, read_intent
 from gateway.storage.tables import Tables
 from platforms.base import Attachment, ChatRef, InboundMessage
@@ -87,6 +87,14 @@ class InboxStore(Tables):
         """Store an inbound message; return its id, or None when it was already stored."""
         return await self.db.write(lambda db: insert_inbox(db, msg, session_key, state=state, error=error),
                                    single=True)
+
+    async def add_claimed(self, msg: InboundMessage, session_key: str, claim: Work) -> tuple[int | None, bool]:
+        """`add`, and in the same write `claim` (several instances: the conversation's, for this instance):
+        the message's id (None: stored already), and whether the claim took."""
+        async def add(db: Connection) -> tuple[int | None, bool]:
+            inbox_id = await insert_inbox(db, msg, session_key)
+            return inbox_id, inbox_id is not None and bool(await claim(db))
+        return await self.db.write(add)
 
     async def set_state(self, inbox_ids: list[int], state: str, error: str | None = None) -> None:
         rows = [(state, error, time.time(), i) for i in inbox_ids]

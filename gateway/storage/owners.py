@@ -33,6 +33,20 @@ def still_owned(key: str, holder: str) -> Work:
     return check
 
 
+def claiming(key: str, holder: str) -> Work:
+    """The claim of `OwnerStore.claim` as a statement of a unit of work (the storing of a message)."""
+    async def claim(db: Connection) -> bool:
+        now = db.dialect.NOW_SECONDS
+        return await db.fetchval(
+            f"INSERT INTO conversation_owners (session_key, holder, since) SELECT ?1, ?2, {now}"
+            f" WHERE {live_instance('?2', now)}"
+            " ON CONFLICT (session_key) DO UPDATE SET holder = excluded.holder, since = excluded.since"
+            " WHERE conversation_owners.holder = excluded.holder"
+            f" OR NOT {live_instance('conversation_owners.holder', now)} RETURNING holder",
+            key, holder) is not None
+    return claim
+
+
 class OwnerStore(Tables):
     async def live(self, holder: str, seconds: float) -> None:
         """Take or renew `holder`'s life lease, to end `seconds` from now."""
@@ -58,14 +72,7 @@ class OwnerStore(Tables):
     async def claim(self, key: str, holder: str) -> bool:
         """Own the conversation `key` (or go on owning it); whether `holder` owns it now. Only while its own
         life lease lasts."""
-        now = self.db.dialect.NOW_SECONDS
-        return await self.db.write(lambda db: db.fetchval(
-            f"INSERT INTO conversation_owners (session_key, holder, since) SELECT ?1, ?2, {now}"
-            f" WHERE {live_instance('?2', now)}"
-            " ON CONFLICT (session_key) DO UPDATE SET holder = excluded.holder, since = excluded.since"
-            " WHERE conversation_owners.holder = excluded.holder"
-            f" OR NOT {live_instance('conversation_owners.holder', now)} RETURNING holder",
-            key, holder), single=True) is not None
+        return await self.db.write(claiming(key, holder), single=True)
 
     async def release(self, keys: Sequence[str], holder: str) -> int:
         """Give up those of the conversations `keys` that `holder` owns and that have nothing unfinished; how
@@ -87,12 +94,12 @@ class OwnerStore(Tables):
                                 holder)
         return keys, [unfinished(r) for r in rows]
 
-    async def orphaned(self) -> list[str]:
-        """Conversations with unfinished messages and no live owner (never claimed, or its owner's life ended)."""
+    async def orphaned(self) -> list[tuple[str, str]]:
+        """(conversation, platform) of the conversations with unfinished messages and no live owner (never
+        claimed, or its owner's life ended)."""
         now = self.db.dialect.NOW_SECONDS
         rows = await self.fetch(
-            f"SELECT DISTINCT i.session_key FROM inbox i WHERE {UNFINISHED} AND NOT EXISTS (SELECT 1 FROM"
+            f"SELECT DISTINCT i.session_key, i.platform FROM inbox i WHERE {UNFINISHED} AND NOT EXISTS (SELECT 1 FROM"
             " conversation_owners o WHERE o.session_key = i.session_key"
             f" AND {live_instance('o.holder', now)})")
-        return [r["session_key"] for r in rows]
-
+        return [(r["session_key"], r["platform"]) for r in rows]
