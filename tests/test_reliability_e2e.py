@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -358,11 +357,8 @@ async def test_the_heartbeat_goes_on_while_a_tick_hook_is_stuck(tmp_path, llm: F
     try:
         runner.parts.tick.add_hook("stuck", stuck.wait)  # a hook that never ends (a long curator pass)
         await eventually(lambda: runner.parts.tick.count >= 3, what="ticks going on")
-        def forget_all() -> None:  # a sibling gateway (another process: not on this loop) took this one for dead
-            with sqlite3.connect(tmp_path / "state.db") as db:
-                db.execute("DELETE FROM gateway_instances")
-
-        await asyncio.to_thread(forget_all)
+        # a sibling gateway (another process: not on this loop) took this one for dead
+        await asyncio.to_thread(rows, tmp_path, "DELETE FROM gateway_instances")
         instance = runner.parts.cron_timers.ledger.instance_id
         await eventually(lambda: rows(tmp_path, "SELECT 1 FROM gateway_instances WHERE id = ?", instance),
                          what="this instance's row back")

@@ -6,12 +6,12 @@ model failed. Real clients against the fakes; the database is locked by another 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tests import harness
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import Call, FakeTelegram
 from tests.fakes.telegram_objects import ApiError, Fault
@@ -49,6 +49,10 @@ async def run(*args: str) -> None:
 
 
 async def sql(home: Path, statement: str) -> None:
+    """Change the gateway's database as an operator would, from another process (PostgreSQL: `state_rows`)."""
+    if harness.STORAGE_URL is not None:
+        await asyncio.to_thread(state_rows, home, statement)
+        return
     await run(f"import sqlite3\nwith sqlite3.connect({str(home / 'state.db')!r}, timeout=30) as db: "
               f"db.execute({statement!r})")
 
