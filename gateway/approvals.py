@@ -131,15 +131,6 @@ def _outcome(approval: Approval, timeout: float) -> ApprovalOutcome:
                                                                  approval.note, timeout))
 
 
-@dataclass(frozen=True, slots=True)
-class Instances:
-    """Several instances on one database: this one's id (`gateway_instances`), and how long one unseen is
-    taken to be alive (the ledger's heartbeat: `CronTimers.stale_after`)."""
-
-    me: str
-    alive_for: float
-
-
 def _agent_words(state: str, who: str, note: str | None, timeout: float) -> str:
     if state == "once":
         return f"{who} approved it once."
@@ -203,7 +194,7 @@ class Approvals:
                  timeout: float, is_admin: Callable[[str, str], bool], secrets_: list[str],
                  spawn: Callable[[Awaitable[None]], Any] | None = None,
                  may_approve: Callable[[str, str], bool] | None = None,
-                 always_scope: str = "user", among: Instances | None = None) -> None:
+                 always_scope: str = "user", instance: str | None = None) -> None:
         self._spawn = spawn  # runs the prompt's edit after a decision as a task (it may wait out rate limits)
         self.stored = stored  # the requests, their events, grants and rules
         self.delivery = delivery
@@ -214,7 +205,7 @@ class Approvals:
         self.may_approve = may_approve or (lambda platform, user_id: True)  # decides own requests (not admins)
         self.always_scope = always_scope
         self.secrets = secrets_
-        self.among = among  # several instances on one database: which one this is (None: the only one)
+        self.instance = instance  # several instances on one database: this one's id (None: the only one)
         self._waiting: dict[str, _Waiting] = {}
 
     @property
@@ -262,7 +253,7 @@ class Approvals:
         await self.stored.add(Approval(
             approval_id, ctx.place.session_key or "", ctx.session_id, chat.platform, chat.chat_id,
             chat.thread_id, ctx.user_id, request.kind, shown, digest, confinement, reasons, now, now + self.timeout,
-            reach=request.reach if confinement == "unconfined" else ""), self.among.me if self.among else None)
+            reach=request.reach if confinement == "unconfined" else ""), self.instance)
         future: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
         self._waiting[approval_id] = _Waiting(approval_id, ctx.place.session_key or "", future)
         try:
@@ -285,7 +276,7 @@ class Approvals:
     async def _decided(self, approval_id: str, future: asyncio.Future[ApprovalOutcome]) -> ApprovalOutcome:
         """The outcome: decided here (`decide` sets `future`), or, with several instances, on another one —
         a press or a command that reached it — read from the database every `POLL_SECONDS`."""
-        if self.among is None:
+        if self.instance is None:
             return await asyncio.shield(future)
         while not future.done():
             await asyncio.wait({future}, timeout=POLL_SECONDS)  # (a cancelled wait leaves `future` alone)
@@ -371,9 +362,7 @@ class Approvals:
     async def expire_all(self, note: str) -> None:
         """End every pending request nobody waits for any more: at shutdown and at start, this instance's and
         those a dead process left (the only instance: all of them; several: not another live one's)."""
-        among = self.among
-        ids = await (self.stored.pending() if among is None else
-                     self.stored.pending_of(among.me, time.time() - among.alive_for))
+        ids = await (self.stored.pending() if self.instance is None else self.stored.pending_of(self.instance))
         for approval_id in ids:
             await self.decide(approval_id, "expired", "gateway", note)
 
@@ -383,8 +372,8 @@ class Approvals:
         for approval_id in await self.stored.pending(expired_before=time.time() - 5.0):
             if approval_id not in self._waiting:
                 await self.decide(approval_id, "expired", "timeout")
-        if self.among is not None:
-            for approval_id in await self.stored.pending_of("", time.time() - self.among.alive_for):
+        if self.instance is not None:
+            for approval_id in await self.stored.pending_of(None):
                 await self.decide(approval_id, "expired", "gateway", "the instance that asked stopped")
 
     # -- helpers --------------------------------------------------------------------------

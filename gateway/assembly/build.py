@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from gateway.access.pairing import Pairing
 from gateway.access.trust import Trust
 from gateway.agents import Agents
-from gateway.approvals import Approvals, Instances
+from gateway.approvals import Approvals
 from gateway.assembly.parts import Ground, Parts
 from gateway.assembly.road import chat_road
 from gateway.assembly.scheduled import cron_parts, idle_clock, serve_cron, tick_hooks, upkeep
@@ -45,7 +45,7 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
     delivery = Delivery(store.outbox, store.inbox, adapters, metrics, fence=life.fence if store.shared else None)
     learning = Learning(store.learning, store.sessions, memory, skills, tools, review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery,
                         trust=trust, settings=cfg.review)
-    approvals = _approvals(g, delivery, Instances(g.instance_id, cron_timers.stale_after) if store.shared else None)
+    approvals = _approvals(g, delivery, g.instance_id if store.shared else None)
     session_ended = _trajectory_export(g)
     chat_agent = agents.chat()  # (None without a model)
     serve_cron(g, cron_timers, ledger, cron, agents=agents, chat_agent=chat_agent, tools=tools, delivery=delivery, approvals=approvals,
@@ -63,14 +63,14 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
                  sessions=sessions, inbound=inbound, tick=tick, curator=curator, retention=retention, gauges=gauges)
 
 
-def _approvals(g: Ground, delivery: Delivery, among: Instances | None) -> Approvals:
+def _approvals(g: Ground, delivery: Delivery, instance: str | None) -> Approvals:
     cfg, local = g.config, g.local
     return Approvals(
         g.store.approvals, delivery, g.adapters, mode=cfg.approvals.mode, timeout=cfg.approvals.timeout_seconds,
         secrets_=cfg.secrets(), is_admin=lambda platform, user: platform in local or g.is_admin(platform, user),
         may_approve=lambda platform, user: user in cfg.access.allowed_users.get(platform, ())
         or cfg.approvals.paired_may_approve, always_scope=cfg.approvals.always_scope,
-        spawn=lambda edit: g.background.spawn(edit, name="approval-outcome"), among=among)
+        spawn=lambda edit: g.background.spawn(edit, name="approval-outcome"), instance=instance)
 
 
 def _trajectory_export(g: Ground) -> Callable[[int], None]:

@@ -154,11 +154,10 @@ class Delivery:
             return self._waiting(item)  # sent when the platform is ready again (`flush`), or the chat's turn comes
         self._inflight.add(item.id)
         self._sending[chat] = self._sending.get(chat, 0) + 1
-        unrecorded = False
         try:
             outcome = await self._send_parts(adapter, item)
         except Exception as exc:  # a record the database would not take, even tried again
-            outcome, unrecorded = "waits", True
+            outcome = "waits"
             self._wait(chat, RECORD_RETRY)
             log.warning("outbox %s to %s: could not record its delivery (%s); the chat is tried again in %.0fs",
                         item.id, item.chat.platform, exc, RECORD_RETRY)

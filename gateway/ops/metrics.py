@@ -32,7 +32,6 @@ class Metrics:
         from prometheus_client import (
             CollectorRegistry,
             Counter,
-            Gauge,
             GCCollector,
             Histogram,
             Info,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Awaitable, Sequence
 
 from gateway.storage.connection import Connection
-from gateway.storage.tables import Tables
+from gateway.storage.tables import Tables, live_instance
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +151,13 @@ class ApprovalStore(Tables):
                                     expired_before)
         return [row["id"] for row in rows]
 
-    async def pending_of(self, instance_id: str, alive_since: float) -> list[str]:
+    async def pending_of(self, instance_id: str | None) -> list[str]:
         """The ids of pending requests that no live instance waits for: `instance_id`'s own, those of instances
-        not seen since `alive_since` (or gone), and those whose instance was not recorded."""
+        whose life lease has ended (gateway.leases.LifeLease), and those whose instance was not recorded."""
+        now = self.db.dialect.NOW_SECONDS
         rows = await self.fetch(
             "SELECT id FROM approvals WHERE state = 'pending' AND (instance_id IS NULL OR instance_id = ?"
-            " OR instance_id NOT IN (SELECT id FROM gateway_instances WHERE seen_at >= ?))",
-            instance_id, alive_since)
+            f" OR NOT {live_instance('instance_id', now)})", instance_id)
         return [row["id"] for row in rows]
 
     async def pending_in(self, session_key: str) -> list[str]:
