@@ -44,6 +44,22 @@ def test_the_compose_defaults_left_empty_are_ignored(tmp_path):
     assert [name for name, section in config.platforms.sections().items() if section.configured] == []
 
 
+def test_the_instances_compose_file_runs_two_instances_on_one_database(tmp_path):
+    compose = yaml.safe_load((DEPLOY / "compose.instances.yaml").read_text())
+    first, second = compose["services"]["chatgate-a"], compose["services"]["chatgate-b"]
+    assert first["environment"] == second["environment"] and first["build"] == second["build"]
+    assert first["volumes"][0] != second["volumes"][0] and first["ports"] != second["ports"]  # a home and a port each
+    assert first["volumes"][1] == second["volumes"][1] == "workspace:/workspace"
+    env = first["environment"]
+    assert set(compose_environment()) <= set(env)  # what the one-instance file passes, and the database
+    url = env["CHATGATE_STORAGE__URL"].replace("${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD}", "s3cret")
+    config = load_config(env={**gateway_env(tmp_path, None), "CHATGATE_STORAGE__URL": url,
+                              "CHATGATE_AGENT__WORKSPACE": env["CHATGATE_AGENT__WORKSPACE"]})
+    assert config.database_url == "postgresql://chatgate:s3cret@postgres:5432/chatgate"
+    assert str(config.agent.workspace) == "/workspace"
+    assert "${POSTGRES_PASSWORD:?" in compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"]
+
+
 def test_the_image_is_multi_stage_unprivileged_and_checks_readiness():
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     assert len(re.findall(r"^FROM ", dockerfile, re.M)) == 2
