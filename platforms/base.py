@@ -393,6 +393,11 @@ class PlatformAdapter(abc.ABC):
                 await asyncio.sleep(pause * attempt)
         return None
 
+    def reaches(self, chat_id: str) -> bool:
+        """Whether a message to this chat can be sent from this process now (the web chat: a tab of it is open
+        here; a platform's API reaches every chat)."""
+        return True
+
     def http_routes(self) -> Sequence[Any]:
         """aiohttp route definitions this adapter serves on the gateway's HTTP server."""
         return ()

@@ -12,7 +12,7 @@ from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.instances import instance_settings, shared_database  # noqa: F401  (a fixture)
 from tests.pg import pg_url  # noqa: F401  (a fixture)
-from tests.harness import ANN, sent_texts, start_gateway, state_rows
+from tests.harness import ANN, Tab, eventually, sent_texts, start_gateway, state_rows
 
 
 async def test_a_reply_a_live_instance_sends_is_left_to_it_and_a_dead_ones_is_taken_over_once(
@@ -36,6 +36,25 @@ async def test_a_reply_a_live_instance_sends_is_left_to_it_and_a_dead_ones_is_ta
             second.instance_id}
         await first.parts.delivery.flush()
         assert sent_texts(tg, ANN) == ["A's reply", "A's next reply"]  # sent once
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+async def test_a_reply_made_on_another_instance_reaches_the_web_chat_tab_open_on_this_one(
+        tmp_path: Path, llm: FakeLLM, shared_database: str):  # noqa: F811
+    """The tab's socket stays on A; a reply B makes for it (a scheduled job's report, a goal's notice) cannot be
+    sent from B: B lets it go, and A, which can reach the tab, sends it (within its next look)."""
+    first = await start_gateway(tmp_path / "a", llm.base_url)
+    second = await start_gateway(tmp_path / "b", llm.base_url)
+    try:
+        async with Tab(first) as tab:
+            await second.parts.delivery.reply(ChatRef("webchat", tab.chat_id), "made on B")
+            await tab.wait_for(lambda f: f.get("text") == "made on B")
+            await eventually(lambda: [(r["sender"], r["state"]) for r in state_rows(
+                first.config.home, "SELECT sender, state FROM outbox")] == [(first.instance_id, "sent")],
+                10, "the reply recorded as sent by A")
+            assert len([f for f in tab.frames if f.get("text") == "made on B"]) == 1
     finally:
         await second.stop()
         await first.stop()

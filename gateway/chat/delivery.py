@@ -208,6 +208,7 @@ class Delivery:
                     self._wait((item.chat.platform, item.chat.chat_id), exc.retry_after)
                 else:
                     self._closed.add((item.chat.platform, item.chat.chat_id))
+                    await self.outbox.let_go(item)  # (several instances: the one the chat is open on takes it)
                 return "waits"
             except DeliveryError as exc:
                 return await self._failed(adapter, item, exc)
@@ -402,6 +403,17 @@ class Delivery:
                         RECORD_RETRY)
             self._wait((item.chat.platform, item.chat.chat_id), RECORD_RETRY)
             return False
+
+    async def adopt(self) -> None:
+        """Several instances (each look of gateway.chat.owners): flush the chats with replies no live instance
+        sends — another's that died, or one that could not reach the chat — that this one can reach now."""
+        for chat in await self.outbox.unclaimed_chats():
+            adapter = self.adapters.get(chat[0])
+            if adapter is None or not adapter.ready or not adapter.reaches(chat[1]) or chat in self._flushing \
+                    or chat in self._sending or chat in self._waits:
+                continue
+            self._closed.discard(chat)
+            self._flush_later(chat)
 
     async def flush(self, platform: str | None = None) -> None:
         """Send what waits in every chat (of one platform), chats side by side; returns when each is done."""

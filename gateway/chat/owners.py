@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from gateway.cron.ledger import instance_gone
 from gateway.storage.database import StorageError
@@ -47,13 +47,12 @@ class Owners:
 
     def __init__(self, store: "OwnerStore", inbox: "InboxStore", sessions: "Sessions", life: "LifeLease", *,
                  adapters: Mapping[str, "PlatformAdapter"], spawn: Callable[..., Any],
-                 instance_ended: Callable[[], None] = lambda: None) -> None:
+                 adopt: Callable[[], Awaitable[None]] | None = None) -> None:
         self.store, self.inbox, self.sessions, self.life = store, inbox, sessions, life
         self.adapters = adapters  # a conversation is taken up only where its platform is ready
         self.holder, self.shared = life.holder, life.shared
         self.spawn = spawn  # a background task the runner keeps
-        self.instance_ended = instance_ended  # another instance's life ended: what it was sending is anyone's now
-        self._alive: set[str] = set()  # the instances alive at the last look
+        self.adopt = adopt  # at each look: the replies no live instance sends, that this one can (`Delivery.adopt`)
         self.known: set[int] = set()  # inbox ids dispatched here that may still be unfinished in the database
         life.when_lost(self._let_go)
         self._dispatch: Callable[["WorkItem"], None] | None = None  # `Inbound.dispatch`
@@ -122,8 +121,10 @@ class Owners:
     async def look(self) -> None:
         """Claim the conversations no live instance owns (of the platforms ready here: a standby of a connection
         another instance holds could not answer); run what this instance owns and has not taken up; give up
-        what it owns and has nothing left of."""
-        await self._notice_ended()
+        what it owns and has nothing left of. And send the replies no live instance sends (`adopt`)."""
+        await self._drop_exited()
+        if self.adopt is not None:
+            await self.adopt()
         orphaned = [key for key, platform in await self.store.orphaned()
                     if (adapter := self.adapters.get(platform)) is not None and adapter.ready]
         for key in orphaned:
@@ -141,20 +142,12 @@ class Owners:
         if idle := [key for key in keys if key not in busy]:
             await self.store.release(idle, self.holder)
 
-    async def _notice_ended(self) -> None:
-        """End the life lease of an instance whose process is seen to have exited (on this machine); tell
-        `instance_ended` when an instance alive at the last look (or now) is no longer."""
-        seen = set(await self.store.lives())
-        alive = set(seen)
-        for holder in sorted(seen):
+    async def _drop_exited(self) -> None:
+        """End the life lease of an instance whose process is seen to have exited (it ran on this machine)."""
+        for holder in await self.store.lives():
             if instance_gone(holder, self.holder):
-                log.info("instance %s has exited: taking up its conversations", holder)
+                log.info("instance %s has exited: taking up its conversations and replies", holder)
                 await self.store.drop(holder)
-                alive.discard(holder)
-        if ended := (self._alive | seen) - alive:
-            log.info("instance(s) %s ended: taking up what they left", ", ".join(sorted(ended)))
-            self.instance_ended()
-        self._alive = alive
 
     def _take_up(self, found: list["Unfinished"]) -> None:
         assert self._dispatch is not None and self._item is not None, "Owners.serve first"

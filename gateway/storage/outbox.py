@@ -158,6 +158,20 @@ class OutboxStore(Tables):
             f"UPDATE outbox SET sender = {d.INSTANCE} WHERE id = ? AND state = 'pending' AND (sender IS NULL"
             f" OR sender = {d.INSTANCE} OR NOT {live_instance('sender', d.NOW_SECONDS)})", item.id) == 1
 
+    async def let_go(self, item: OutboxItem) -> None:
+        """Several instances: this instance cannot send the reply now (the chat's connection is on another one,
+        as a web chat's tab): any instance may take it (`take`)."""
+        if self.db.engine.shared:
+            await self.execute(f"UPDATE outbox SET sender = NULL WHERE id = ? AND sender = {self.db.dialect.INSTANCE}",
+                               item.id)
+
+    async def unclaimed_chats(self) -> list[tuple[str, str]]:
+        """Several instances: the chats with pending replies that no live instance sends."""
+        d = self.db.dialect
+        rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending' AND"
+                                f" (sender IS NULL OR NOT {live_instance('sender', d.NOW_SECONDS)})")
+        return [(r["platform"], r["chat_id"]) for r in rows]
+
     async def chats(self, before: float | None = None) -> list[tuple[str, str]]:
         """The chats that have pending replies (queued before `before`, when given)."""
         rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"

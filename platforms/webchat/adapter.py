@@ -197,6 +197,9 @@ class WebChatAdapter(PlatformAdapter):
 
     # -- output ---------------------------------------------------------------------------
 
+    def reaches(self, chat_id: str) -> bool:
+        return any(not ws.closed for ws in self._sockets.get(chat_id, ()))
+
     async def _broadcast(self, chat: ChatRef, frame: dict[str, Any]) -> None:
         sockets = [ws for ws in self._sockets.get(chat.chat_id, ()) if not ws.closed]
         if not sockets:
