@@ -48,6 +48,7 @@ from gateway.chat.intents import DraftSend, may_have_landed, reclaim
 from gateway.chat.preview import StreamPreview, Typing
 from gateway.ops.metrics import Metrics
 from gateway.storage.inbox import InboxStore
+from gateway.storage.notices import LOOK, notify
 from gateway.storage.outbox import OutboxItem, OutboxStore, SendIntent
 from platforms.base import Button, ChatRef, ChatUnavailable, DeliveryError, PlatformAdapter, Reply
 from platforms.loops import start_supervised, wait_event
@@ -208,7 +209,8 @@ class Delivery:
                     self._wait((item.chat.platform, item.chat.chat_id), exc.retry_after)
                 else:
                     self._closed.add((item.chat.platform, item.chat.chat_id))
-                    await self.outbox.let_go(item)  # (several instances: the one the chat is open on takes it)
+                    if await self.outbox.let_go(item):  # (several instances: the one the chat is open on takes it)
+                        await notify(self.outbox.db, LOOK)
                 return "waits"
             except DeliveryError as exc:
                 return await self._failed(adapter, item, exc)

@@ -102,7 +102,7 @@ class Inbound:
         refusal = self.refusals.refusal(msg, key, command)
         if refusal is not None:
             return await self._refuse(msg, key, *refusal)
-        inbox_id, claimed = await self.owners.store_message(msg, key)
+        inbox_id, owned = await self.owners.store_message(msg, key)
         if inbox_id is None:
             self.metrics.duplicates.labels(msg.platform).inc()
             log.info("dropped a re-delivered %s message %s", msg.platform, msg.message_id)
@@ -112,7 +112,7 @@ class Inbound:
         if state == "starting":
             self.held.append(item)
         elif state == "running":
-            await self.owners.hand(item, claimed=claimed)
+            await self.owners.hand(item, owned=owned)
         return Intake.STORED  # while draining it stays in the inbox for the next start
 
     async def _follow_up(self, msg: InboundMessage, key: str) -> bool:

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from gateway.cron.ledger import instance_gone
 from gateway.storage.database import StorageError
+from gateway.storage.notices import LOOK, listen, notify
 from gateway.storage.owners import claiming
-from platforms.loops import start_supervised
+from platforms.loops import start_supervised, wait_event
 
 if TYPE_CHECKING:
     from gateway.chat.sessions import Sessions, WorkItem
@@ -57,28 +58,33 @@ class Owners:
         life.when_lost(self._let_go)
         self._dispatch: Callable[["WorkItem"], None] | None = None  # `Inbound.dispatch`
         self._item: Callable[["Unfinished"], "WorkItem"] | None = None  # `Inbound.resumed_item`
-        self._watching: asyncio.Task[None] | None = None
+        self._watching: list[asyncio.Task[None]] = []
+        self._nudged = asyncio.Event()  # another instance left work here (a notice): look now
 
     def serve(self, dispatch: Callable[["WorkItem"], None], item: Callable[["Unfinished"], "WorkItem"]) -> None:
         self._dispatch, self._item = dispatch, item
 
     # -- handing messages ----------------------------------------------------------------------------------
 
-    async def store_message(self, msg: "InboundMessage", key: str) -> tuple[int | None, bool]:
-        """Store an accepted message (its id; None: stored already) — with others, claiming its conversation for
-        this instance in the same write (whether that took), so that no other instance finds it unowned."""
+    async def store_message(self, msg: "InboundMessage", key: str) -> tuple[int | None, bool | None]:
+        """Store an accepted message: its id (None: stored already), and — with others — whether its conversation
+        is this instance's, claimed in the same write, so that no other instance finds it unowned (None: not
+        tried, the only instance or one whose life lease cannot be counted on)."""
         if not self.shared or not self.life.counted_on():
-            return await self.inbox.add(msg, key), False
+            return await self.inbox.add(msg, key), None
         return await self.inbox.add_claimed(msg, key, claiming(key, self.holder))
 
-    async def hand(self, item: "WorkItem", *, claimed: bool = False) -> None:
-        """Run a stored message here, if this instance owns (or can claim) its conversation; else its owner will.
-        `claimed`: its storing claimed the conversation already."""
+    async def hand(self, item: "WorkItem", *, owned: bool | None = None) -> None:
+        """Run a stored message here, if this instance owns (or can claim) its conversation; else its owner will
+        (told at once). `owned`: what its storing found (None: not known)."""
         assert self._dispatch is not None, "Owners.serve first"
         if item.inbox_id in self.known:  # (taken up already: by the start, or a look at the database)
             return
         if self.shared:
-            if not claimed and (not self.life.counted_on() or not await self.store.claim(item.key, self.holder)):
+            if owned is None:
+                owned = self.life.counted_on() and await self.store.claim(item.key, self.holder)
+            if not owned:
+                await notify(self.store.db, LOOK)  # (the owner looks now, not at its next poll)
                 return
             if item.inbox_id in self.known:
                 return
@@ -105,15 +111,16 @@ class Owners:
             return
         await self.life.start()
         await self.look()
-        self._watching = start_supervised("conversation-owners", self._watch)
+        self._watching = [start_supervised("conversation-owners", self._watch),
+                          asyncio.create_task(listen(self.store.db, LOOK, self._nudged.set), name="notices")]
 
     async def stop(self) -> None:
         """After the sessions drained: end the life lease and give every conversation up (another instance
         takes up at once what this one left unfinished)."""
-        if self._watching is not None:
-            self._watching.cancel()
-            await asyncio.gather(self._watching, return_exceptions=True)
-            self._watching = None
+        for task in self._watching:
+            task.cancel()
+        await asyncio.gather(*self._watching, return_exceptions=True)
+        self._watching = []
         await self.life.stop()
 
     # -- looking at the database ---------------------------------------------------------------------------
@@ -157,7 +164,8 @@ class Owners:
 
     async def _watch(self) -> None:
         while True:
-            await asyncio.sleep(POLL_SECONDS)
+            await wait_event(self._nudged, POLL_SECONDS)
+            self._nudged.clear()
             if self.life.counted_on() and self.sessions.accepting():
                 try:
                     await self.look()

@@ -158,12 +158,13 @@ class OutboxStore(Tables):
             f"UPDATE outbox SET sender = {d.INSTANCE} WHERE id = ? AND state = 'pending' AND (sender IS NULL"
             f" OR sender = {d.INSTANCE} OR NOT {live_instance('sender', d.NOW_SECONDS)})", item.id) == 1
 
-    async def let_go(self, item: OutboxItem) -> None:
+    async def let_go(self, item: OutboxItem) -> bool:
         """Several instances: this instance cannot send the reply now (the chat's connection is on another one,
-        as a web chat's tab): any instance may take it (`take`)."""
-        if self.db.engine.shared:
-            await self.execute(f"UPDATE outbox SET sender = NULL WHERE id = ? AND sender = {self.db.dialect.INSTANCE}",
-                               item.id)
+        as a web chat's tab): any instance may take it (`take`). Whether it was this one's to let go."""
+        if not self.db.engine.shared:
+            return False
+        return await self.execute("UPDATE outbox SET sender = NULL WHERE id = ?"
+                                  f" AND sender = {self.db.dialect.INSTANCE}", item.id) == 1
 
     async def unclaimed_chats(self) -> list[tuple[str, str]]:
         """Several instances: the chats with pending replies that no live instance sends."""
