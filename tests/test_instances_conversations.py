@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from gateway import leases
+from gateway.chat import owners as owners_module
 from gateway.leases import LIFE_RENEW_EVERY, LIFE_SECONDS, LifeLease
 from gateway.storage import StorageError, Store
 from tests.fakes.llm import FakeLLM, Reply
@@ -56,6 +57,22 @@ async def test_a_message_reaching_the_other_instance_waits_for_the_running_turn_
                          "the conversation given up once nothing of it is left")
     finally:
         hold.set()
+        await second.stop()
+        await first.stop()
+
+
+async def test_a_notice_wakes_the_owner_without_waiting_for_its_poll(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(owners_module, "POLL_SECONDS", 3600.0)  # no poll in the test's time: only the notice wakes A
+    first = await start_gateway(tmp_path / "a", llm.base_url, **instance_settings(tmp_path, tg))
+    second = await start_gateway(tmp_path / "b", llm.base_url, **instance_settings(tmp_path, tg))
+    try:
+        await post_update(tg, first, tg.user_message("one", update_id=1))
+        await wait_for_text(tg, "echo: one", timeout=10)  # A owns the chat (no poll gives it up meanwhile)
+        await post_update(tg, second, tg.user_message("two", update_id=2))
+        await wait_for_text(tg, "echo: two", timeout=10)
+        assert sent_texts(tg, ANN) == ["echo: one", "echo: two"] and second.parts.sessions.workers == {}
+    finally:
         await second.stop()
         await first.stop()
 
