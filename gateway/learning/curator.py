@@ -197,10 +197,10 @@ class Curator:
 
     def _prune_folders(self, recorded: set[str], held: set[str], keep: int) -> list[str]:
         """The run ids beyond the newest `keep` (folders on disk and rows), less those held (those with a
-        snapshot among them); their folders removed."""
+        snapshot among them) and those whose folder has one; their folders removed."""
         folders = {p.name for p in self.logs.iterdir() if p.is_dir()} if self.logs.is_dir() else set()
         runs = sorted((r for r in folders | recorded if _RUN_ID.fullmatch(r)), key=_run_order, reverse=True)
-        gone = [r for r in runs[keep:] if r not in held]
+        gone = [r for r in runs[keep:] if r not in held and not (self.logs / r / "snapshot").is_dir()]
         for run_id in gone:
             shutil.rmtree(self.logs / run_id, ignore_errors=True)
         return gone
