@@ -6,20 +6,18 @@
 Each file is a list of entries (`- text`, continuation lines indented). The `memory` tool adds,
 replaces and removes entries; a write that would pass the limit is refused with a request to
 consolidate, and text that looks like prompt injection or exfiltration is refused with the
-reasons. Files are written at once, atomically (temporary file + rename), so the next session
-sees them; the running session keeps the snapshot it started with (see `snapshot`), which keeps
-its system prompt identical turn after turn. A person's file only ever enters a prompt of a
+reasons. They are documents (agent.documents: files in the home, or a database several gateway
+instances share); each change is one read-modify-write that no other change of the same file comes
+between (on any instance), so the next session anywhere sees it. The running session keeps the snapshot
+it started with (see `snapshot`), which keeps its system prompt identical turn after turn. A person's file only ever enters a prompt of a
 session with that person.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
-import tempfile
-from pathlib import Path
 
+from agent.documents import Documents
 from agent.safety.content_scan import describe, scan
 
 MEMORY_LIMIT = 2200
@@ -30,6 +28,10 @@ _SAFE_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
 
 class MemoryRefused(ValueError):
     """A refused memory write; the message is for the model."""
+
+
+class _Unchanged(Exception):
+    """An update that would write what is there already: nothing is written."""
 
 
 def _admissible(text: str, action: str) -> None:
@@ -58,33 +60,22 @@ def _render(title: str, entries: list[str]) -> str:
     return f"# {title}\n\n{body}"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` so a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+PENDING = "memory/PENDING.md"
 
 
 class Memory:
-    def __init__(self, home: Path) -> None:
-        self.dir = home / "memory"
-        self._locks: dict[Path, asyncio.Lock] = {}
+    def __init__(self, documents: Documents) -> None:
+        self.documents = documents
 
-    def path(self, target: str, platform: str = "", user_id: str = "") -> Path:
+    @staticmethod
+    def name(target: str, platform: str = "", user_id: str = "") -> str:
+        """The document a target is kept in."""
         if target == "memory":
-            return self.dir / "MEMORY.md"
+            return "memory/MEMORY.md"
         if target == "user":
             if not platform or not user_id:
                 raise MemoryRefused("there is no person in this conversation to keep a profile of")
-            return self.dir / "users" / f"{_SAFE_ID.sub('_', platform)}-{_SAFE_ID.sub('_', user_id)}.md"
+            return f"memory/users/{_SAFE_ID.sub('_', platform)}-{_SAFE_ID.sub('_', user_id)}.md"
         raise MemoryRefused(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
 
     @staticmethod
@@ -95,42 +86,45 @@ class Memory:
     def _title(target: str, user_id: str) -> str:
         return "Memory" if target == "memory" else f"About {user_id}"
 
-    def read(self, target: str, platform: str = "", user_id: str = "") -> list[str]:
-        try:
-            return _entries(self.path(target, platform, user_id).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
+    async def read(self, target: str, platform: str = "", user_id: str = "") -> list[str]:
+        return _entries(await self.documents.read(self.name(target, platform, user_id)) or "")
 
     async def change(self, action: str, target: str, *, text: str = "", old_text: str = "",
                      platform: str = "", user_id: str = "") -> str:
         """add | replace | remove one entry; returns what happened, raises MemoryRefused when refused."""
-        path = self.path(target, platform, user_id)
-        lock = self._locks.setdefault(path, asyncio.Lock())
-        async with lock:
-            entries = await asyncio.to_thread(self.read, target, platform, user_id)
-            text = text.strip()
-            if action in ("add", "replace"):
-                _admissible(text, action)
+        name = self.name(target, platform, user_id)
+        file = name.rsplit("/", 1)[-1]
+        text = text.strip()
+        if action in ("add", "replace"):
+            _admissible(text, action)
+        elif action != "remove":
+            raise MemoryRefused(f"action must be add, replace or remove, not {action!r}")
+        limit = self.limit(target)
+
+        def edit(old: str | None) -> str:
+            entries = _entries(old or "")
             if action == "add":
                 if text in entries:
-                    return "Already noted."
+                    raise _Unchanged
                 entries.append(text)
-            elif action in ("replace", "remove"):
+            else:
                 index = self._find(entries, old_text)
                 if action == "replace":
                     entries[index] = text
                 else:
                     del entries[index]
-            else:
-                raise MemoryRefused(f"action must be add, replace or remove, not {action!r}")
             rendered = _render(self._title(target, user_id), entries)
-            used, limit = len(rendered), self.limit(target)
-            if used > limit and action != "remove":
+            if len(rendered) > limit and action != "remove":
                 raise MemoryRefused(
-                    f"refused: {path.name} would be {used:,} of {limit:,} characters. Consolidate first: merge "
+                    f"refused: {file} would be {len(rendered):,} of {limit:,} characters. Consolidate first: merge "
                     f"related entries with replace, or remove ones that no longer matter, then try again.")
-            await asyncio.to_thread(write_atomic, path, rendered)
-        return f"{action}: done ({used:,}/{limit:,} characters used in {path.name})."
+            return rendered
+
+        try:
+            written = await self.documents.update(name, edit)
+        except _Unchanged:
+            return "Already noted."
+        return f"{action}: done ({len(written or ''):,}/{limit:,} characters used in {file})."
 
     @staticmethod
     def _find(entries: list[str], old_text: str) -> int:
@@ -146,52 +140,55 @@ class Memory:
 
     # -- notes waiting for an admin ------------------------------------------------------------
 
-    @property
-    def pending_path(self) -> Path:
-        return self.dir / "PENDING.md"
-
-    def pending(self) -> list[str]:
+    async def pending(self) -> list[str]:
         """Shared notes proposed from conversations of people who are not admins, not in any prompt yet."""
-        try:
-            return _entries(self.pending_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
+        return _entries(await self.documents.read(PENDING) or "")
 
     async def propose(self, text: str, platform: str, user_id: str) -> str:
         """Keep a shared note aside until an admin accepts it (`chatgate memory accept`)."""
         text = text.strip()
         _admissible(text, "add")
-        lock = self._locks.setdefault(self.pending_path, asyncio.Lock())
-        async with lock:
-            entries = self.pending()
-            entry = f"{text} [from {platform}:{user_id}]"
-            if entry not in entries:
-                entries.append(entry)
-                await asyncio.to_thread(write_atomic, self.pending_path, _render("Waiting for an admin", entries))
+        entry = f"{text} [from {platform}:{user_id}]"
+
+        def edit(old: str | None) -> str:
+            entries = _entries(old or "")
+            if entry in entries:
+                raise _Unchanged
+            return _render("Waiting for an admin", [*entries, entry])
+
+        try:
+            await self.documents.update(PENDING, edit)
+        except _Unchanged:
+            pass
         return ("noted for an admin to accept: shared notes from this conversation enter other people's prompts "
                 "only once an admin accepts them (chatgate memory accept).")
 
     async def settle(self, number: int, accept: bool) -> str:
         """Accept (into the shared notes) or reject pending note `number` (1-based)."""
-        lock = self._locks.setdefault(self.pending_path, asyncio.Lock())
-        async with lock:
-            entries = self.pending()
-            if not 1 <= number <= len(entries):
-                raise MemoryRefused(f"there is no pending note {number} ({len(entries)} waiting)")
-            entry = entries.pop(number - 1)
-            if accept:
-                await self.change("add", "memory", text=re.sub(r" \[from [^\]]*\]$", "", entry))
-            await asyncio.to_thread(write_atomic, self.pending_path, _render("Waiting for an admin", entries))
+        entries = await self.pending()
+        if not 1 <= number <= len(entries):
+            raise MemoryRefused(f"there is no pending note {number} ({len(entries)} waiting)")
+        entry = entries[number - 1]
+        if accept:  # (refused: the note stays pending)
+            await self.change("add", "memory", text=re.sub(r" \[from [^\]]*\]$", "", entry))
+
+        def edit(old: str | None) -> str:
+            waiting = _entries(old or "")
+            if entry in waiting:
+                waiting.remove(entry)
+            return _render("Waiting for an admin", waiting)
+
+        await self.documents.update(PENDING, edit)
         return f"{'accepted' if accept else 'rejected'}: {entry}"
 
-    def snapshot(self, platform: str = "", user_id: str = "") -> str:
+    async def snapshot(self, platform: str = "", user_id: str = "") -> str:
         """The memory block of a new session's system prompt (entries that fail the scan are left out)."""
         parts = []
         for target, heading in (("memory", "Your notes (memory tool, target memory)"),
                                 ("user", "About the person you are talking to (memory tool, target user)")):
             if target == "user" and not (platform and user_id):
                 continue
-            kept = [e for e in self.read(target, platform, user_id) if not scan(e)]
+            kept = [e for e in await self.read(target, platform, user_id) if not scan(e)]
             if kept:
                 parts.append(f"## {heading}\n" + "\n".join("- " + e.replace("\n", "\n  ") for e in kept))
         return "\n\n".join(parts)

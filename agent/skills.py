@@ -6,6 +6,8 @@
     skills/<name>/scripts/...
     skills/.archive/<name>/         archived skills (restorable); removed files go here too
 
+The folders are documents (agent.documents: files in the home, or a database several gateway instances
+share, where a skill one instance writes is in the next new session's index on every other).
 Every write is validated (name, sizes, paths) and scanned (`agent.safety.content_scan`); a refused
 write says why. Nothing is ever deleted: archive moves a skill aside, `remove_file` moves the
 file into the archive. Who wrote a skill (provenance: user, agent, review, bundled) and how it
@@ -17,16 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import time
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from pathlib import PurePosixPath
+from typing import Any, Hashable, Protocol
 
 import yaml
 
+from agent.documents import BadName, Documents
 from agent.safety.content_scan import describe, scan
-from agent.memory import write_atomic
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 MAX_DESCRIPTION = 1024
@@ -34,6 +35,9 @@ MAX_BODY = 100_000
 MAX_FILE = 100_000
 FILE_DIRS = ("references", "templates", "scripts")
 PROVENANCES = ("user", "agent", "review", "bundled")
+ROOT = "skills"
+ARCHIVE = f"{ROOT}/.archive"
+PENDING = f"{ROOT}/.pending"  # proposals from conversations of people who are not admins
 _FRONT = re.compile(r"\A---\n(.*?)\n---\n?(.*)\Z", re.S)
 
 
@@ -54,14 +58,10 @@ class Skill:
     name: str
     description: str
     body: str
-    path: Path
-
-    def files(self) -> list[str]:
-        return sorted(str(p.relative_to(self.path.parent)) for d in FILE_DIRS
-                      for p in (self.path.parent / d).rglob("*") if p.is_file())
+    document: str  # the name of its SKILL.md
 
 
-def parse(text: str, path: Path) -> Skill:
+def parse(text: str, path: object) -> Skill:
     m = _FRONT.match(text.replace("\r\n", "\n"))
     if not m:
         raise SkillRefused(f"{path}: SKILL.md must start with YAML front matter between --- lines")
@@ -71,7 +71,7 @@ def parse(text: str, path: Path) -> Skill:
         raise SkillRefused(f"{path}: front matter is not valid YAML ({exc.__class__.__name__})") from None
     if not isinstance(meta, dict):
         raise SkillRefused(f"{path}: front matter must be a mapping with name and description")
-    return Skill(str(meta.get("name", "")), str(meta.get("description", "")).strip(), m.group(2).lstrip("\n"), path)
+    return Skill(str(meta.get("name", "")), str(meta.get("description", "")).strip(), m.group(2).lstrip("\n"), str(path))
 
 
 def render(name: str, description: str, body: str) -> str:
@@ -97,80 +97,81 @@ def check(name: str, description: str, body: str) -> None:
 
 
 class SkillLibrary:
-    def __init__(self, home: Path, ledger: SkillUsage | None = None) -> None:
-        self.root = home / "skills"
-        self.archive_dir = self.root / ".archive"
-        self.pending_dir = self.root / ".pending"  # proposals from conversations of people who are not admins
+    def __init__(self, documents: Documents, ledger: SkillUsage | None = None) -> None:
+        self.documents = documents
         self.ledger = ledger
         self._lock = asyncio.Lock()
         self._index: str | None = None
-        self._indexed: tuple[tuple[str, int], ...] = ()
+        self._indexed: Hashable = None
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _dir(self, name: str) -> Path:
+    @staticmethod
+    def _dir(name: str) -> str:
         if not NAME.match(name):
             raise SkillRefused(f"no skill {name!r} (names match {NAME.pattern})")
-        return self.root / name
+        return f"{ROOT}/{name}"
 
-    def get(self, name: str) -> Skill | None:
-        path = self._dir(name) / "SKILL.md"
-        try:
-            return parse(path.read_text(encoding="utf-8"), path)
-        except FileNotFoundError:
-            return None
+    async def get(self, name: str) -> Skill | None:
+        document = f"{self._dir(name)}/SKILL.md"
+        text = await self.documents.read(document)
+        return None if text is None else parse(text, document)
 
-    def all(self) -> list[Skill]:
+    async def all(self) -> list[Skill]:
         found = []
-        if self.root.is_dir():
-            for path in sorted(self.root.glob("*/SKILL.md")):
-                if path.parent.name.startswith("."):
-                    continue
-                try:
-                    found.append(parse(path.read_text(encoding="utf-8"), path))
-                except (SkillRefused, OSError, UnicodeDecodeError):
-                    continue  # a broken hand-edited file is not offered to the model
+        for document in sorted(await self.documents.names(f"{ROOT}/"), key=lambda n: n.split("/")):
+            parts = document.split("/")
+            if len(parts) != 3 or parts[2] != "SKILL.md" or parts[1].startswith("."):
+                continue
+            try:
+                text = await self.documents.read(document)
+                if text is not None:
+                    found.append(parse(text, document))
+            except (SkillRefused, OSError, UnicodeDecodeError, ValueError):
+                continue  # a broken hand-edited file is not offered to the model
         return found
 
-    def archived(self) -> list[str]:
-        return sorted(p.name for p in self.archive_dir.glob("*") if (p / "SKILL.md").is_file())
+    async def archived(self) -> list[str]:
+        return sorted(parts[2] for parts in (n.split("/") for n in await self.documents.names(f"{ARCHIVE}/"))
+                      if len(parts) == 4 and parts[3] == "SKILL.md")
 
-    def _signature(self) -> tuple[tuple[str, int], ...]:
-        """What the index depends on: every SKILL.md and when it changed (hand edits, the CLI, other processes)."""
-        found = []
-        for path in self.root.glob("*/SKILL.md") if self.root.is_dir() else ():
-            try:
-                found.append((path.parent.name, path.stat().st_mtime_ns))
-            except OSError:
-                continue
-        return tuple(sorted(found))
+    async def files(self, name: str) -> list[str]:
+        """The skill's supporting files (`scripts/run.sh`, ...), relative to its folder."""
+        folder = self._dir(name) + "/"
+        return [n[len(folder):] for n in await self.documents.names(folder) if n[len(folder):].split("/")[0] in FILE_DIRS]
 
-    def index(self) -> str:
-        """Names and descriptions for the system prompt (cached; rebuilt after any change)."""
-        signature = self._signature()
-        if self._index is None or signature != self._indexed:
-            self._indexed = signature
-            lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in self.all()
+    async def index(self) -> str:
+        """Names and descriptions for the system prompt (cached while the documents' stamp stays the same:
+        any change, by this process or another, by hand, the CLI or another instance, rebuilds it)."""
+        stamp = await self.documents.stamp()
+        if self._index is None or stamp != self._indexed:
+            lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in await self.all()
                      if NAME.match(s.name) and not scan(s.description)]
             self._index = ("## Skills (procedures you wrote before; load one with skill_view when it applies)\n"
                            + "\n".join(lines)) if lines else ""
+            self._indexed = stamp
         return self._index
 
     def changed(self) -> None:
         self._index = None
 
     async def view(self, name: str, file: str | None = None) -> str:
-        skill = self.get(name)
+        skill = await self.get(name)
         if skill is None:
             raise SkillRefused(f"no skill {name!r}; skills_list shows what there is")
         if self.ledger is not None:
             await self.ledger.skill_viewed(name)
+        files = await self.files(name)
         if file:
-            path = self._file_path(name, file)
-            if not path.is_file():
-                raise SkillRefused(f"{name} has no file {file!r}; it has: {', '.join(skill.files()) or 'none'}")
-            return path.read_text(encoding="utf-8", errors="replace")
-        files = skill.files()
+            try:
+                text = await self.documents.read(self._file_name(name, file))
+            except UnicodeDecodeError:
+                raise SkillRefused(f"{name}/{file} is not text") from None
+            except BadName as exc:
+                raise SkillRefused(str(exc)) from None
+            if text is None:
+                raise SkillRefused(f"{name} has no file {file!r}; it has: {', '.join(files) or 'none'}")
+            return text
         extra = f"\n\nFiles: {', '.join(files)} (skill_view with file=...)" if files else ""
         return f"# {skill.name}\n{skill.description}\n\n{skill.body}{extra}"
 
@@ -179,70 +180,69 @@ class SkillLibrary:
     async def create(self, name: str, description: str, body: str, *, provenance: str) -> str:
         async with self._lock:
             await asyncio.to_thread(check, name, description, body)
-            if self.get(name) is not None:
+            if await self.get(name) is not None:
                 raise SkillRefused(f"skill {name!r} exists; patch or edit it instead")
-            if (self.archive_dir / name).exists():
+            if await self.documents.names(f"{ARCHIVE}/{name}/"):
                 raise SkillRefused(f"skill {name!r} is archived; restore it, or choose another name")
-            await self._write(name, description, body, provenance)
+            await self._write(name, description, body, provenance, expected=None)
         return f"Created skill {name}."
 
     async def edit(self, name: str, *, description: str | None = None, body: str | None = None,
                    provenance: str) -> str:
         async with self._lock:
-            skill = self._existing(name)
+            skill, text = await self._existing_text(name)
             new_description = skill.description if description is None else description.strip()
             new_body = skill.body if body is None else body
             await asyncio.to_thread(check, name, new_description, new_body)
-            await self._write(name, new_description, new_body, provenance)
+            await self._write(name, new_description, new_body, provenance, expected=text)
         return f"Updated skill {name}."
 
     async def patch(self, name: str, old_text: str, new_text: str, *, provenance: str) -> str:
         async with self._lock:
-            skill = self._existing(name)
+            skill, text = await self._existing_text(name)
             count = skill.body.count(old_text) if old_text else 0
             if count != 1:
                 raise SkillRefused(f"old_text must occur exactly once in {name}'s body (found {count} times)")
             body = skill.body.replace(old_text, new_text)
             await asyncio.to_thread(check, name, skill.description, body)
-            await self._write(name, skill.description, body, provenance)
+            await self._write(name, skill.description, body, provenance, expected=text)
         return f"Patched skill {name}."
 
     async def write_file(self, name: str, file: str, content: str, *, provenance: str) -> str:
         async with self._lock:
-            self._existing(name)
-            path = self._file_path(name, file)
+            await self._existing(name)
+            document = self._file_name(name, file)
             if len(content) > MAX_FILE:
                 raise SkillRefused(f"file is {len(content):,} characters; the limit is {MAX_FILE:,}")
             kind = "script" if file.startswith("scripts/") else "text"
             findings = await asyncio.to_thread(scan, content, kind=kind)
             if findings:
                 raise SkillRefused("refused: this file looks dangerous:\n" + describe(findings))
-            await asyncio.to_thread(write_atomic, path, content)
+            try:
+                await self.documents.write(document, content)
+            except BadName as exc:
+                raise SkillRefused(str(exc)) from None
             await self._note(name, provenance)
         return f"Wrote {name}/{file}."
 
     async def remove_file(self, name: str, file: str, *, provenance: str) -> str:
         async with self._lock:
-            self._existing(name)
-            path = self._file_path(name, file)
-            if not path.is_file():
+            await self._existing(name)
+            document = self._file_name(name, file)
+            if file not in await self.files(name):
                 raise SkillRefused(f"{name} has no file {file!r}")
-            dest = self.archive_dir / ".removed" / name / time.strftime("%Y%m%dT%H%M%S") / file
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            await asyncio.to_thread(shutil.move, str(path), str(dest))
+            kept = f".archive/.removed/{name}/{time.strftime('%Y%m%dT%H%M%S')}/{file}"
+            await self.documents.move(document, f"{ROOT}/{kept}")
             await self._note(name, provenance)
-        return f"Removed {name}/{file} (kept in {dest.relative_to(self.root)})."
+        return f"Removed {name}/{file} (kept in {kept})."
 
     async def archive(self, name: str) -> str:
         async with self._lock:
-            self._existing(name)
-            dest = self.archive_dir / name
-            if dest.exists():  # an older archived copy: keep it under a dated name
-                older = self.archive_dir / ".removed" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}"
-                older.parent.mkdir(parents=True, exist_ok=True)
-                dest.rename(older)
-            self.archive_dir.mkdir(parents=True, exist_ok=True)
-            await asyncio.to_thread(shutil.move, str(self._dir(name)), str(dest))
+            await self._existing(name)
+            dest = f"{ARCHIVE}/{name}"
+            if await self.documents.names(dest + "/"):  # an older archived copy: keep it under a dated name
+                await self.documents.move(dest, f"{ARCHIVE}/.removed/{name}-{time.strftime('%Y%m%dT%H%M%S')}")
+            await self.documents.move(self._dir(name), dest)
             self.changed()
             if self.ledger is not None:
                 await self.ledger.set_skill_state(name, "archived")
@@ -250,12 +250,12 @@ class SkillLibrary:
 
     async def restore(self, name: str) -> str:
         async with self._lock:
-            source = self.archive_dir / name
-            if not (source / "SKILL.md").is_file():
+            source = f"{ARCHIVE}/{self._dir(name).split('/')[1]}"
+            if await self.documents.read(f"{source}/SKILL.md") is None:
                 raise SkillRefused(f"no archived skill {name!r}")
-            if self._dir(name).exists():
+            if await self.documents.names(self._dir(name) + "/"):
                 raise SkillRefused(f"a skill {name!r} exists again; archive or rename it first")
-            await asyncio.to_thread(shutil.move, str(source), str(self._dir(name)))
+            await self.documents.move(source, self._dir(name))
             self.changed()
             if self.ledger is not None:
                 await self.ledger.set_skill_state(name, "active")
@@ -267,13 +267,13 @@ class SkillLibrary:
                       old_text: str = "", new_text: str = "", proposer: str = "") -> str:
         """The skill `action` would write, kept aside (no prompt sees it) until `accept`."""
         async with self._lock:
-            current = self.get(name)
+            current = await self.get(name)
             if action == "create":
                 if current is not None:
                     raise SkillRefused(f"skill {name!r} exists; patch or edit it instead")
                 new_description, new_body = (description or "").strip(), body or ""
             elif action in ("edit", "patch"):
-                skill = self._existing(name)
+                skill = await self._existing(name)
                 new_description = skill.description if description is None or action == "patch" else description.strip()
                 new_body = skill.body if body is None or action == "patch" else body
                 if action == "patch":
@@ -284,49 +284,64 @@ class SkillLibrary:
                 raise SkillRefused("from this conversation a skill can be created, edited or patched, and the "
                                    "change waits for an admin")
             await asyncio.to_thread(check, name, new_description, new_body)
-            folder = self.pending_dir / name
-            await asyncio.to_thread(write_atomic, folder / "SKILL.md", render(name, new_description, new_body))
-            await asyncio.to_thread(write_atomic, folder / "PROPOSED_BY", proposer + "\n")
+            folder = f"{PENDING}/{name}"
+            await self.documents.write(f"{folder}/SKILL.md", render(name, new_description, new_body))
+            await self.documents.write(f"{folder}/PROPOSED_BY", proposer + "\n")
         return (f"Proposed skill {name}: it waits for an admin (chatgate skills accept {name}) and no prompt "
                 "sees it until then.")
 
-    def proposals(self) -> list[tuple[str, str]]:
+    async def proposals(self) -> list[tuple[str, str]]:
         """(name, who proposed it) of every skill waiting for an admin."""
         found = []
-        for path in sorted(self.pending_dir.glob("*/SKILL.md")):
-            who = path.parent / "PROPOSED_BY"
-            found.append((path.parent.name, who.read_text().strip() if who.is_file() else "?"))
+        for document in await self.documents.names(f"{PENDING}/"):
+            parts = document.split("/")
+            if len(parts) == 4 and parts[3] == "SKILL.md":
+                who = await self.documents.read(f"{PENDING}/{parts[2]}/PROPOSED_BY")
+                found.append((parts[2], who.strip() if who is not None else "?"))
         return found
 
     async def settle(self, name: str, accept: bool, *, by: str = "admin") -> str:
         """Accept a proposal (it becomes the skill) or reject it."""
-        folder = self.pending_dir / name
-        if not (folder / "SKILL.md").is_file():
+        folder = f"{PENDING}/{self._dir(name).split('/')[1]}"
+        text = await self.documents.read(f"{folder}/SKILL.md")
+        if text is None:
             raise SkillRefused(f"no proposed skill {name!r}")
         if accept:
-            proposed = parse((folder / "SKILL.md").read_text(encoding="utf-8"), folder / "SKILL.md")
+            proposed = parse(text, f"{folder}/SKILL.md")
             async with self._lock:
                 await asyncio.to_thread(check, name, proposed.description, proposed.body)
-                await self._write(name, proposed.description, proposed.body, by)
-        await asyncio.to_thread(shutil.rmtree, folder)
+                current = await self.documents.read(f"{self._dir(name)}/SKILL.md")
+                await self._write(name, proposed.description, proposed.body, by, expected=current)
+        await self.documents.delete_all(folder)
         return f"{'Accepted' if accept else 'Rejected'} the proposed skill {name}."
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _existing(self, name: str) -> Skill:
-        skill = self.get(name)
-        if skill is None:
-            raise SkillRefused(f"no skill {name!r}; create it first")
-        return skill
+    async def _existing(self, name: str) -> Skill:
+        return (await self._existing_text(name))[0]
 
-    def _file_path(self, name: str, file: str) -> Path:
+    async def _existing_text(self, name: str) -> tuple[Skill, str]:
+        document = f"{self._dir(name)}/SKILL.md"
+        text = await self.documents.read(document)
+        if text is None:
+            raise SkillRefused(f"no skill {name!r}; create it first")
+        return parse(text, document), text
+
+    def _file_name(self, name: str, file: str) -> str:
         rel = PurePosixPath(file)
         if rel.is_absolute() or ".." in rel.parts or len(rel.parts) < 2 or rel.parts[0] not in FILE_DIRS:
             raise SkillRefused(f"file must be a relative path under {', '.join(FILE_DIRS)}/, e.g. scripts/run.sh")
-        return self._dir(name).joinpath(*rel.parts)
+        return "/".join([self._dir(name), *rel.parts])
 
-    async def _write(self, name: str, description: str, body: str, provenance: str) -> None:
-        await asyncio.to_thread(write_atomic, self._dir(name) / "SKILL.md", render(name, description, body))
+    async def _write(self, name: str, description: str, body: str, provenance: str, *, expected: str | None) -> None:
+        """SKILL.md written, unless another writer (another instance) changed it since it read `expected`
+        (None: there was none): then refused, and nothing is written."""
+        def replace(old: str | None) -> str:
+            if old != expected:
+                raise SkillRefused(f"skill {name!r} was changed meanwhile (elsewhere); read it again and retry")
+            return render(name, description, body)
+
+        await self.documents.update(f"{self._dir(name)}/SKILL.md", replace)
         self.changed()
         await self._note(name, provenance)
 

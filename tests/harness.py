@@ -10,10 +10,11 @@ import signal
 import socket
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 import aiohttp
 
@@ -441,3 +442,17 @@ async def chat_text(tg: FakeTelegram, chat_id: int, start: str, timeout: float =
     await tg.wait_until(lambda: bool(found()), timeout, lambda: f"a message starting {start!r}: "
                         f"{[m.text for m in tg.sent_messages(chat_id)]}")
     return found()[0]
+
+
+@asynccontextmanager
+async def home_documents(home: Path) -> AsyncIterator[Any]:
+    """The memory and skills (agent.documents) of the gateway on `home`, as its CLI opens them: files in the home,
+    or the documents table of the test's PostgreSQL database (`STORAGE_URL`)."""
+    from gateway.learning.documents import documents_of
+    from gateway.storage import Store
+
+    store = await Store.open(home / "state.db", url=STORAGE_URL)
+    try:
+        yield documents_of(store, home)
+    finally:
+        await store.close()

@@ -10,6 +10,7 @@ import pytest
 
 from agent.llm import LLMClient, LLMSettings
 from agent.loop import Agent
+from agent.documents import FolderDocuments
 from agent.skills import SkillLibrary
 from gateway import cli
 from gateway.learning.consolidate import CONSOLIDATE_IDENTITY, consolidator
@@ -49,7 +50,7 @@ async def store(open_store: OpenStore) -> Store:
 
 
 def make(tmp_path: Path, store: Store, clock: Clock, activity: Activity | None = None) -> Curator:
-    return Curator(store.learning, SkillLibrary(tmp_path, store.learning), tmp_path, idle_since=activity, clock=clock)
+    return Curator(store.learning, SkillLibrary(FolderDocuments(tmp_path), store.learning), tmp_path, idle_since=activity, clock=clock)
 
 
 async def add_skill(curator: Curator, name: str, provenance: str, *, age_days: float) -> None:
@@ -105,8 +106,8 @@ async def test_stale_then_archived_and_what_is_never_touched(tmp_path, store):
     assert {(c.skill, c.after) for c in run.changes} == {("old-agent", "stale"), ("ancient-review", "archived")}
     meta = await curator.learning.skills()
     assert meta["old-agent"]["state"] == "stale" and meta["ancient-review"]["state"] == "archived"
-    assert curator.skills.archived() == ["ancient-review"]
-    assert {s.name for s in curator.skills.all()} == {"old-agent", "fresh-agent", "users-own", "pinned-one",
+    assert await curator.skills.archived() == ["ancient-review"]
+    assert {s.name for s in await curator.skills.all()} == {"old-agent", "fresh-agent", "users-own", "pinned-one",
                                                       "bundled-one", "nightly-digest", "by-hand"}
     assert (tmp_path / "logs/curator" / run.id / "snapshot" / "ancient-review" / "SKILL.md").is_file()
 
@@ -128,18 +129,18 @@ async def test_dry_run_changes_nothing_and_restore_brings_a_snapshot_back(tmp_pa
     await add_skill(curator, "ancient", "agent", age_days=100)
     dry = await curator.run(dry_run=True)
     assert [(c.skill, c.after) for c in dry.changes] == [("ancient", "archived")]
-    assert curator.skills.get("ancient") is not None and curator.skills.archived() == []
+    assert await curator.skills.get("ancient") is not None and await curator.skills.archived() == []
     assert not (tmp_path / "logs/curator" / dry.id / "snapshot").exists()
     assert "dry run" in dry.report.read_text()
     assert await curator.next_due() == (await curator.first_started()) + 168 * HOUR  # a dry run is not a run
 
     assert told == []  # a dry run tells nobody
     applied = await curator.run()
-    assert curator.skills.get("ancient") is None
+    assert await curator.skills.get("ancient") is None
     assert told == [f"🧹 Skill curator run {applied.id}: 0 marked stale, 1 archived (restorable: chatgate curator "
                     f"restore {applied.id}). Report: {applied.report}"]
     await curator.restore(applied.id)
-    assert curator.skills.get("ancient") is not None and curator.skills.archived() == []
+    assert await curator.skills.get("ancient") is not None and await curator.skills.archived() == []
     assert (await curator.learning.skills())["ancient"]["state"] == "active"
     with pytest.raises(ValueError, match="no snapshot"):
         await curator.restore("../../etc")
@@ -206,7 +207,7 @@ async def test_the_llm_pass_merges_only_skills_the_curator_may_touch(tmp_path, s
     assert results[2:] == ["Archived skill deploy-web (restorable).", "Archived skill deploy-website (restorable).",
                            "error: 'my-deploy' is not one of the skills this pass may change"]
     assert "not one of the skills" in llm.requests[1]["messages"][-2]["content"]  # the edit of the user's skill
-    assert {s.name for s in curator.skills.all()} == {"deploy-site", "my-deploy"}
-    assert curator.skills.get("my-deploy").body.strip() == "Steps for my-deploy."
+    assert {s.name for s in await curator.skills.all()} == {"deploy-site", "my-deploy"}
+    assert (await curator.skills.get("my-deploy")).body.strip() == "Steps for my-deploy."
     assert (tmp_path / "logs/curator" / run.id / "snapshot" / "deploy-web").is_dir()
     assert "merged deploy-web and deploy-website into deploy-site" in run.report.read_text()

@@ -259,4 +259,4 @@ async def test_the_curator_waits_for_a_running_turn_and_then_for_real_idleness(t
         assert run is not None
         [row] = await runner.parts.curator.learning.curator_runs()
         assert row["trigger"] == "tick" and row["finished_at"] is not None
-        assert runner.parts.learning.skills.archived() == ["old-notes"]
+        assert await runner.parts.learning.skills.archived() == ["old-notes"]

@@ -25,7 +25,8 @@ PG_ONLY_TABLES = {"chatgate_schema"}  # the version (SQLite: PRAGMA user_version
 PG_ONLY_COLUMNS = {("messages", "search_vector")}  # what SQLite's FTS5 table messages_fts holds
 PG_ONLY_INDEXES = {"messages_search", "chatgate_schema_one_row"}
 TYPES = {"INTEGER": {"bigint", "integer"}, "REAL": {"double precision"}, "TEXT": {"text"}}
-GIVEN_KEYS = {("health", "id"), ("review_counters", "session_id")}  # integer keys the code gives (no identity)
+# integer keys the code gives (no identity)
+GIVEN_KEYS = {("health", "id"), ("review_counters", "session_id"), ("document_changes", "id")}
 # the instance whose connection writes the row (several instances; SQLite's database is one daemon's: none)
 PG_ONLY_DEFAULTS = {("outbox", "sender"): "current_setting('chatgate.instance'::text, true)"}
 

@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from agent.skills import render
 from gateway.access.pairing import Pairing
 from gateway.ops.process import HomeLock, daemon_pid
 from gateway.storage import Store
@@ -107,6 +108,15 @@ async def test_a_home_with_history_moves_to_postgresql_and_carries_on(tmp_path, 
     monkeypatch.setattr(harness, "STORAGE_URL", None)  # (the history on SQLite, whatever CHATGATE_TEST_STORAGE says)
     await make_history(home, llm)
     before = sqlite_counts(home)
+    notes = "# Memory\n\n- The staging host is stage-7\n"
+    (home / "memory").mkdir()
+    (home / "memory" / "MEMORY.md").write_text(notes)
+    (home / "skills" / "deploy-site" / "scripts").mkdir(parents=True)
+    (home / "skills" / "deploy-site" / "references").mkdir()
+    skill = render("deploy-site", "Deploy the web site", "1. Build.\n2. Upload.")
+    (home / "skills" / "deploy-site" / "SKILL.md").write_text(skill)
+    (home / "skills" / "deploy-site" / "scripts" / "run.sh").write_text("#!/bin/sh\nrsync -a site/ web:/srv/\n")
+    (home / "skills" / "deploy-site" / "references" / "logo.png").write_bytes(b"\x89PNG\r\n\xff\xfe")
     for table in ("sessions", "messages", "inbox", "outbox", "approval_rules", "cron_jobs", "cron_runs",
                   "paired_users", "pairing_codes", "llm_usage"):
         assert before[table] > 0, table  # (the history holds each kind of row)
@@ -117,15 +127,21 @@ async def test_a_home_with_history_moves_to_postgresql_and_carries_on(tmp_path, 
     assert "  total  " in out and f"{sum(before.values()):,} rows in {len(before)} tables" in out
     for table, rows in before.items():
         assert any(line.split() == [table, f"{rows:,}"] for line in out.splitlines()), (table, out)
-    assert "MEMORY.md" in out and "skills/" in out and "not copied" in out
+    assert "and 3 files of memory/ and skills/" in out
+    assert "not copied: skills/deploy-site/references/logo.png (not UTF-8 text)" in out
     assert "storage.url" in out and "CHATGATE_STORAGE__URL" in out and "only way back" in out
 
     [(platform, user_id)] = sqlite_rows(home, "SELECT DISTINCT platform, user_id FROM messages WHERE role = 'user'"
                                               " AND user_id IS NOT NULL")
     store = await Store.open("", url=pg_url)
     try:
-        for table, rows in before.items():
+        copied = {**before, "documents": 3, "document_changes": 1}  # (the home's files: rows on PostgreSQL)
+        for table, rows in copied.items():
             assert await store.fetchval(f'SELECT count(*) FROM "{table}"') == rows, table
+        assert await store.documents.names("") == ["memory/MEMORY.md", "skills/deploy-site/SKILL.md",
+                                                   "skills/deploy-site/scripts/run.sh"]
+        assert await store.documents.read("memory/MEMORY.md") == notes
+        assert await store.documents.read("skills/deploy-site/SKILL.md") == skill
         hits = await store.sessions.search("pineapple", platform=platform, user_id=user_id)
         assert {h.role for h in hits} == {"user", "assistant"}
         assert [r["subject"] for r in await store.approvals.rules()] == ["rm -rf victim"]
@@ -152,6 +168,11 @@ async def test_a_home_with_history_moves_to_postgresql_and_carries_on(tmp_path, 
             assert await tab.reply() == "echo: what is my name?"
         sent = [m.get("content") for m in llm.requests[-1]["messages"]]
         assert {"my name is Ann", "echo: my name is Ann", "echo: the secret word is pineapple"} <= set(sent)
+        async with Tab(runner, chat_id="a-new-tab") as tab:  # a new session: its prompt has the notes and skills
+            await tab.say("hello")
+            assert await tab.reply() == "echo: hello"
+        prompt = str(llm.requests[-1]["messages"][0]["content"])
+        assert "The staging host is stage-7" in prompt and "- deploy-site: Deploy the web site" in prompt
     finally:
         await runner.stop()
     assert not (home / "ws" / "victim").exists()

@@ -63,7 +63,7 @@ def memory_tool(memory: Memory, untrusted: Untrusted = lambda platform, user: Fa
 
 def skill_tools(skills: SkillLibrary, untrusted: Untrusted = lambda platform, user: False) -> list[Tool]:
     async def skills_list(ctx: ToolContext) -> str:
-        found = skills.all()
+        found = await skills.all()
         if not found:
             return "No skills yet."
         return "\n".join(f"- {s.name}: {s.description}" for s in found)

@@ -14,6 +14,7 @@ from agent.tools import Tool, ToolRegistry
 from agent.tools.builtin import BUILTIN_TOOLS
 from agent.tools.learning import learning_tools
 from agent.tools.system import system_tools
+from gateway.learning.documents import documents_of
 
 if TYPE_CHECKING:
     from gateway.agents import Agents
@@ -29,7 +30,8 @@ async def agent_side(g: "Ground", agents: "Agents", *,
     cfg = g.config
     sandbox = Sandbox(cfg.agent.sandbox.mode, network=cfg.agent.sandbox.network == "on",
                       hidden=[*cfg.private_paths(), Path.home()])
-    memory, skills = Memory(cfg.home), SkillLibrary(cfg.home, g.store.learning)
+    documents = documents_of(g.store, cfg.home)  # (PostgreSQL: in the database every instance shares)
+    memory, skills = Memory(documents), SkillLibrary(documents, g.store.learning)
     tools = ToolRegistry([*BUILTIN_TOOLS, *system_tools(cfg.workspace, secrets=cfg.secrets(),
                                                         timeout=cfg.agent.command_timeout_seconds, sandbox=sandbox,
                                                         protected=cfg.private_paths(),

@@ -12,11 +12,12 @@ from agent.skills import SkillLibrary, SkillRefused, summary
 from gateway.cli.state import with_store
 from gateway.config import Config
 from gateway.learning.curator import Curator
+from gateway.learning.documents import documents_of
 from gateway.storage.learning import LearningStore
 
 
 def _parts(config: Config, store: Any) -> tuple[SkillLibrary, LearningStore, Curator]:
-    skills = SkillLibrary(config.home, store.learning)
+    skills = SkillLibrary(documents_of(store, config.home), store.learning)
     curator = Curator(store.learning, skills, config.home, settings=config.curator)
     return skills, store.learning, curator
 
@@ -27,23 +28,23 @@ async def skills(config: Config, store: Any, args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             meta = await ledger.skills()
-            for skill in skills.all():
+            for skill in await skills.all():
                 row = meta.get(skill.name) or {"provenance": "user", "views": 0}
                 print(summary(skill, {**row, "provenance": f"{row['provenance']}, {row.get('state', 'active')}"}))
-            for name in skills.archived():
+            for name in await skills.archived():
                 print(f"{name} — (archived; `chatgate skills restore {name}`)")
         elif args.action == "pending":
-            proposals = skills.proposals()
+            proposals = await skills.proposals()
             print("\n".join(f"{name} — proposed by {who}" for name, who in proposals) or "No skills waiting.")
         elif args.action in ("accept", "reject"):
             print(await skills.settle(args.name, args.action == "accept", by="admin (cli)"))
         elif args.action == "show":
-            skill = skills.get(args.name)
+            skill = await skills.get(args.name)
             if skill is None:
                 raise SkillRefused(f"no skill {args.name!r}")
-            print(skill.path.read_text(encoding="utf-8"), end="")
+            print(await skills.documents.read(skill.document) or "", end="")
         elif args.action in ("pin", "unpin"):
-            if skills.get(args.name) is None:
+            if await skills.get(args.name) is None:
                 raise SkillRefused(f"no skill {args.name!r}")
             await ledger.pin_skill(args.name, args.action == "pin")
             print(f"{args.action}ned {args.name}")
@@ -87,12 +88,13 @@ def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
 
 
-async def memory(config: Config, args: argparse.Namespace) -> int:
+@with_store
+async def memory(config: Config, store: Any, args: argparse.Namespace) -> int:
     from agent.memory import Memory, MemoryRefused
 
-    notes = Memory(config.home)
+    notes = Memory(documents_of(store, config.home))
     if args.action == "pending":
-        waiting = notes.pending()
+        waiting = await notes.pending()
         print("\n".join(f"{n:>3}  {entry}" for n, entry in enumerate(waiting, 1)) or "No notes waiting.")
         return 0
     try:

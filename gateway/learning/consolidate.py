@@ -31,7 +31,7 @@ class LimitedSkills(SkillLibrary):
     """The library, but writes only to `allowed` names (and to skills created through this view)."""
 
     def __init__(self, base: SkillLibrary, allowed: set[str]) -> None:
-        super().__init__(base.root.parent, base.ledger)
+        super().__init__(base.documents, base.ledger)
         self.allowed = set(allowed)
 
     def _guard(self, name: str) -> None:

@@ -11,10 +11,12 @@ written) for `stale_days` become *stale*; for `archive_days`, they are archived 
 `skills/.archive/`, restorable). Skills a person made (or put in place by hand), pinned skills,
 bundled skills and skills a scheduled job's prompt names are never touched. Before it changes
 anything it copies the whole `skills/` folder to `logs/curator/<run>/snapshot/` (the last
-`keep_snapshots` are kept). With `curator.consolidate`, an applied run then lets an LLM merge
+`keep_snapshots` are kept): documents like the skills (agent.documents: files in the home, or rows of the
+database several instances share, so that any instance can restore a run another made). With `curator.consolidate`, an applied run then lets an LLM merge
 overlapping skills among those it may touch (`gateway.learning.consolidate`). Every run writes `logs/curator/<run>/REPORT.md`, dry runs too.
-`restore <run>` puts a snapshot back (the library it replaces is kept beside it first). The folders and
-rows of the newest `curator.keep_reports` runs are kept (`prune_reports`, from the tick).
+`restore <run>` puts a snapshot back (the library it replaces is kept beside it first, as
+`logs/curator/<run>/replaced-<time>/`). The report folders and rows of the newest `curator.keep_reports` runs
+are kept (`prune_reports`, from the tick).
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from agent.skills import SkillLibrary
+from agent.skills import ROOT, SkillLibrary
 from gateway.config import CuratorConfig
 from gateway.storage.learning import LearningStore
 
 TOUCHABLE = ("agent", "review")
+RUNS = "logs/curator"  # the snapshots' documents: RUNS/<run>/snapshot/<what skills/ held>
 DAY = 86400.0
 
 
@@ -99,7 +102,7 @@ class Curator:
         """Skills the curator may change: written by the agent or a review, not pinned, not named by a job."""
         meta = await self.learning.skills()
         referenced = await self._referenced_by_jobs()
-        return [s.name for s in self.skills.all() if (row := meta.get(s.name)) is not None
+        return [s.name for s in await self.skills.all() if (row := meta.get(s.name)) is not None
                 and row["provenance"] in TOUCHABLE and not row["pinned"] and s.name not in referenced]
 
     async def plan(self) -> list[Change]:
@@ -118,7 +121,7 @@ class Curator:
 
     async def _referenced_by_jobs(self) -> set[str]:
         prompts = await self.learning.job_prompts()
-        names = {s.name for s in self.skills.all()}
+        names = {s.name for s in await self.skills.all()}
         return {n for n in names for p in prompts if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", p)}
 
     # -- doing -----------------------------------------------------------------------------
@@ -126,13 +129,13 @@ class Curator:
     async def run(self, *, dry_run: bool = False, trigger: str = "cli") -> CuratorRun:
         async with self._lock:
             started = self.clock()
-            run_id = self._new_id(started)
+            run_id = await self._new_id(started)
             await self.learning.run_started(run_id, started, dry_run, trigger)
             error, merged = None, None
             changes = await self.plan()
             try:
                 if changes and not dry_run:
-                    await asyncio.to_thread(self._snapshot, run_id)
+                    await self._snapshot(run_id)
                     for change in changes:
                         if change.after == "archived":
                             await self.skills.archive(change.skill)
@@ -142,13 +145,15 @@ class Curator:
                     candidates = await self.touchable()
                     if len(candidates) >= 2:
                         if not changes:
-                            await asyncio.to_thread(self._snapshot, run_id)
+                            await self._snapshot(run_id)
                         merged = await self.consolidate(candidates)
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
-                report = await asyncio.to_thread(self._report, run_id, started, dry_run, changes, error, merged)
+                snapshotted = bool(await self.skills.documents.names(f"{RUNS}/{run_id}/snapshot/"))
+                report = await asyncio.to_thread(self._report, run_id, started, dry_run, changes, error, merged,
+                                                 snapshotted)
                 await self.learning.run_finished(run_id, self.clock(), [_as_dict(c) for c in changes], error)
             if changes and not dry_run and self.notify is not None:
                 stale = sum(c.after == "stale" for c in changes)
@@ -158,15 +163,17 @@ class Curator:
 
     async def restore(self, run_id: str) -> str:
         """Put the snapshot taken before run `run_id` back; the current library is kept aside first."""
-        snapshot = self.logs / run_id / "snapshot"
-        if not re.fullmatch(r"[\w-]+", run_id) or not snapshot.is_dir():
+        documents = self.skills.documents
+        snapshot = f"{RUNS}/{run_id}/snapshot"
+        if not re.fullmatch(r"[\w-]+", run_id) or not await documents.names(snapshot + "/"):
             raise ValueError(f"no snapshot for run {run_id!r}; `chatgate curator status` lists the runs")
         async with self._lock:
-            aside = self.logs / run_id / f"replaced-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(self.clock()))}"
-            await asyncio.to_thread(self._swap, snapshot, aside)
+            aside = f"{RUNS}/{run_id}/replaced-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(self.clock()))}"
+            await documents.move(ROOT, aside)
+            await documents.copy(snapshot, ROOT)
             self.skills.changed()
-            archived = set(self.skills.archived())
-            for skill in self.skills.all():
+            archived = set(await self.skills.archived())
+            for skill in await self.skills.all():
                 await self.learning.set_skill_state(skill.name, "active")
             for name in archived:
                 await self.learning.set_skill_state(name, "archived")
@@ -182,14 +189,15 @@ class Curator:
             recorded = await self.learning.recorded_runs()
             last = await self.learning.last_applied_run()
             held = {r for r, finished in recorded.items() if not finished} | ({last} if last is not None else set())
+            held |= await self._snapshotted()
             gone = await asyncio.to_thread(self._prune_folders, set(recorded), held, max(keep, 1))
             if gone:
                 await self.learning.forget_runs(gone)
             return len(gone)
 
     def _prune_folders(self, recorded: set[str], held: set[str], keep: int) -> list[str]:
-        """The run ids beyond the newest `keep` (folders on disk and rows), less those held or with a
-        snapshot; their folders removed."""
+        """The run ids beyond the newest `keep` (folders on disk and rows), less those held (those with a
+        snapshot among them) and those whose folder has one; their folders removed."""
         folders = {p.name for p in self.logs.iterdir() if p.is_dir()} if self.logs.is_dir() else set()
         runs = sorted((r for r in folders | recorded if _RUN_ID.fullmatch(r)), key=_run_order, reverse=True)
         gone = [r for r in runs[keep:] if r not in held and not (self.logs / r / "snapshot").is_dir()]
@@ -199,35 +207,38 @@ class Curator:
 
     # -- files -----------------------------------------------------------------------------
 
-    def _new_id(self, at: float) -> str:
+    async def _new_id(self, at: float) -> str:
         base = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
+        taken = set(await self.learning.recorded_runs())  # (another instance's runs too)
+        return await asyncio.to_thread(self._new_folder, base, taken)
+
+    def _new_folder(self, base: str, taken: set[str]) -> str:
         run_id, n = base, 1
-        while (self.logs / run_id).exists():
+        while run_id in taken or (self.logs / run_id).exists():
             n += 1
             run_id = f"{base}-{n}"
         (self.logs / run_id).mkdir(parents=True)
         return run_id
 
-    def _snapshot(self, run_id: str) -> None:
-        if self.skills.root.is_dir():
-            shutil.copytree(self.skills.root, self.logs / run_id / "snapshot", symlinks=True)
-        else:
-            (self.logs / run_id / "snapshot").mkdir()
-        kept = sorted(p for p in self.logs.glob("*/snapshot") if p.is_dir())
-        for old in kept[:-self.keep]:
-            shutil.rmtree(old)
+    async def _snapshotted(self) -> set[str]:
+        """The runs that have a snapshot."""
+        return {parts[2] for parts in (n.split("/") for n in await self.skills.documents.names(f"{RUNS}/"))
+                if len(parts) > 4 and parts[3] == "snapshot"}
 
-    def _swap(self, snapshot: Path, aside: Path) -> None:
-        if self.skills.root.exists():
-            shutil.move(str(self.skills.root), str(aside))
-        shutil.copytree(snapshot, self.skills.root, symlinks=True)
+    async def _snapshot(self, run_id: str) -> None:
+        """The skills as they are, copied to the run's snapshot; the older snapshots beyond `keep` removed."""
+        documents = self.skills.documents
+        await documents.copy(ROOT, f"{RUNS}/{run_id}/snapshot")
+        kept = sorted(await self._snapshotted())
+        for old in kept[:-self.keep]:
+            await documents.delete_all(f"{RUNS}/{old}/snapshot")
 
     def _report(self, run_id: str, started: float, dry_run: bool, changes: list[Change], error: str | None,
-                merged: str | None) -> Path:
+                merged: str | None, snapshotted: bool) -> Path:
         lines = [f"# Curator run {run_id}", "",
                  f"- started: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(started))}",
                  f"- mode: {'dry run (nothing changed)' if dry_run else 'applied'}",
-                 f"- snapshot: {'snapshot/' if (self.logs / run_id / 'snapshot').is_dir() else 'none (nothing changed)'}"]
+                 f"- snapshot: {'snapshot/' if snapshotted else 'none (nothing changed)'}"]
         if error:
             lines.append(f"- error: {error}")
         lines += ["", "## Changes", ""]

@@ -103,13 +103,16 @@ class Learning:
     async def session_block(self, session_id: int, *, platform: str, user_id: str, personal: bool) -> str:
         """The block of a session that has none kept yet (`SessionStore.open_turn` reads a kept one), rendered
         and kept; when another turn kept one first, that one."""
-        block = await asyncio.to_thread(self.render_block, platform, user_id if personal else "")
+        block = await self.render_block(platform, user_id if personal else "")
 
         kept = await self.stored.keep_prompt(session_id, block)  # (the first snapshot kept wins)
         return kept if kept is not None else block
 
-    def render_block(self, platform: str, user_id: str) -> str:
-        return "\n\n".join(p for p in (self.memory.snapshot(platform, user_id), self.skills.index()) if p)
+    async def render_block(self, platform: str, user_id: str) -> str:
+        """The memory snapshot and the skill index, as they are now (read again for every new session: what
+        another instance committed is in it)."""
+        parts = (await self.memory.snapshot(platform, user_id), await self.skills.index())
+        return "\n\n".join(p for p in parts if p)
 
     # -- counters and the fork ------------------------------------------------------------
 
@@ -152,7 +155,7 @@ class Learning:
                 # (its speakers are read after the snapshot: any who spoke since too, never fewer)
                 ctx, acting = await self.trust.settle(ctx, self.transcripts, [(platform, user_id)], private=False)
                 assert acting is not None
-                known = self.render_block(platform, "" if acting.several else acting.user_id)
+                known = await self.render_block(platform, "" if acting.several else acting.user_id)
                 request = REVIEW_REQUEST.format(skills=" and which skills to write or improve" if skills else "")
                 result = await self.review_agent.run_turn(history, request, self.tools.scope(toolsets=[TOOLSET]),
                                                           ctx, context=known)

@@ -10,6 +10,8 @@ Everything happens in ONE PostgreSQL transaction: the schema created (when the d
 check that no chatgate table holds a row and no other table is there, the rows copied (in batches, with
 COPY), the identity sequences moved past the largest id copied. Any failure — a value that cannot be
 converted, a row PostgreSQL refuses, the connection lost — rolls it all back: the database is left as it was.
+The home's documents (its `memory/` and `skills/` files: agent.documents), which an instance on PostgreSQL reads
+from the `documents` table, are written into it in the same transaction.
 The schema's advisory lock is held for the whole transaction, so an instance started on the database
 meanwhile waits for the copy to end instead of creating the schema beside it.
 
@@ -28,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 import aiosqlite
@@ -231,6 +233,7 @@ class Copied:
 
     rows: dict[str, int]
     seconds: float
+    documents: int = 0  # the home's documents written into the `documents` table
 
     @property
     def total(self) -> int:
@@ -265,9 +268,11 @@ async def _open_source(path: Path, latest: int) -> aiosqlite.Connection:
     return source
 
 
-async def copy_to_postgres(path: Path, url: str, *, batch: int = BATCH) -> Copied:
-    """Copy the SQLite database at `path` into the empty PostgreSQL database `url`, all or nothing (see the
-    module doc); `CopyRefused` (one line, no password) when it did not."""
+async def copy_to_postgres(path: Path, url: str, *, documents: Mapping[str, str] | None = None,
+                           batch: int = BATCH) -> Copied:
+    """Copy the SQLite database at `path` into the empty PostgreSQL database `url`, and `documents` (name → text)
+    into its `documents` table, all or nothing (see the module doc); `CopyRefused` (one line, no password) when
+    it did not."""
     import asyncpg
 
     latest = postgres_engine.schema_version()
@@ -279,7 +284,7 @@ async def copy_to_postgres(path: Path, url: str, *, batch: int = BATCH) -> Copie
         except StorageError as exc:
             raise CopyRefused(str(exc)) from None
         try:
-            return await _copy_all(source, conn.raw, tables, url, batch)
+            return await _copy_all(source, conn.raw, tables, url, batch, documents or {})
         except sqlite3.Error as exc:  # (a value SQLite cannot give back as text: not UTF-8)
             raise CopyRefused(_one_line(f"reading {path} failed: {exc}")) from None
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
@@ -293,7 +298,7 @@ async def copy_to_postgres(path: Path, url: str, *, batch: int = BATCH) -> Copie
 
 
 async def _copy_all(source: aiosqlite.Connection, target: "asyncpg.Connection", tables: list[Table], url: str,
-                    batch: int) -> Copied:
+                    batch: int, documents: Mapping[str, str]) -> Copied:
     started = time.monotonic()
     async with target.transaction():
         await target.execute("SELECT pg_advisory_xact_lock($1)", postgres_engine.SCHEMA_LOCK)
@@ -304,4 +309,17 @@ async def _copy_all(source: aiosqlite.Connection, target: "asyncpg.Connection", 
         identities = await _plan(target, tables, url)
         rows = {t.name: await _copy_table(source, target, t, batch) for t in tables}
         await _move_sequences(target, identities)
-    return Copied(rows, time.monotonic() - started)
+        await _copy_documents(target, documents)
+    return Copied(rows, time.monotonic() - started, len(documents))
+
+
+async def _copy_documents(target: "asyncpg.Connection", documents: Mapping[str, str]) -> None:
+    """The home's documents as rows (gateway.storage.documents), the change counter moved on."""
+    if not documents:
+        return
+    now = time.time()
+    await target.executemany("INSERT INTO documents (name, body, updated_at) VALUES ($1, $2, $3) ON CONFLICT (name)"
+                             " DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at",
+                             [(name, text, now) for name, text in sorted(documents.items())])
+    await target.execute("INSERT INTO document_changes (id, changes) VALUES (1, 1)"
+                         " ON CONFLICT (id) DO UPDATE SET changes = document_changes.changes + 1")

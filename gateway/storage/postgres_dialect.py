@@ -110,6 +110,10 @@ def search(query: str, *, platform: str, user_id: str, limit: int,
 NOW_SECONDS = "extract(epoch from clock_timestamp())::double precision"
 INSTANCE = "current_setting('chatgate.instance', true)"  # the connection's instance (`PostgresEngine`), or NULL
 
+# -- a read-modify-write's rows ------------------------------------------------------------
+
+FOR_UPDATE = " FOR UPDATE"
+
 # -- another process's commits ---------------------------------------------------------------------------------
 
 DATA_VERSION = ("SELECT (SELECT count(*) FROM cron_jobs) * 4294967296"

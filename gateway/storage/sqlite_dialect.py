@@ -109,6 +109,13 @@ one daemon's, named by none."""
 """Seconds since the epoch by the database's clock (to the millisecond), so that instances on machines whose
 clocks differ agree on when a lease ends. PostgreSQL: `extract(epoch from clock_timestamp())`."""
 
+# -- a read-modify-write's rows ------------------------------------------------------------
+
+FOR_UPDATE = ""
+"""`SELECT ... {FOR_UPDATE}`: the rows read are locked until the transaction ends, so another writer's read-modify-
+write of them waits (a document's `update`). SQLite: nothing (one writer at a time holds the whole database).
+PostgreSQL: ` FOR UPDATE`."""
+
 # -- another process's commits -----------------------------------------------------------------------------
 
 DATA_VERSION = "PRAGMA data_version"

@@ -25,6 +25,7 @@ from gateway.storage.access import AccessStore
 from gateway.storage.approvals import ApprovalStore
 from gateway.storage.connection import Connection, Work
 from gateway.storage.cron import CronStore
+from gateway.storage.documents import DocumentStore
 from gateway.storage.database import LOCK_WAIT, Database, StorageError
 from gateway.storage.sqlite_engine import open_sqlite
 from gateway.storage.goals import GoalStore
@@ -66,6 +67,7 @@ class Store(Tables):
         self.goals = GoalStore(db)
         self.subagents = SubagentStore(db, self.sessions)
         self.learning = LearningStore(db)
+        self.documents = DocumentStore(db)
         self.usage = UsageStore(db)
         self.leases = LeaseStore(db)
         self.owners = OwnerStore(db)
