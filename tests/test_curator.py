@@ -3,6 +3,7 @@ touches (stale → archived for agent and review skills only), dry runs, snapsho
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from gateway.learning.curator import Curator
 from gateway.storage import Store
 from tests.engines import OpenStore
 from tests.fakes.llm import Reply
+from tests.pg import pg_url  # noqa: F401  (a fixture)
 
 DAY, HOUR = 86400.0, 3600.0
 T0 = time.time()
@@ -211,3 +213,26 @@ async def test_the_llm_pass_merges_only_skills_the_curator_may_touch(tmp_path, s
     assert (await curator.skills.get("my-deploy")).body.strip() == "Steps for my-deploy."
     assert (tmp_path / "logs/curator" / run.id / "snapshot" / "deploy-web").is_dir()
     assert "merged deploy-web and deploy-website into deploy-site" in run.report.read_text()
+
+
+async def test_two_instances_due_at_once_run_the_pass_once(tmp_path, pg_url):  # noqa: F811
+    """Several instances on one PostgreSQL database: both ticks find the pass due and idle; one runs it, the
+    other finds it taken (the claims go one at a time) and runs nothing."""
+    stores = [await Store.open(tmp_path / name / "state.db", url=pg_url) for name in ("a", "b")]
+    try:
+        clock = Clock()
+        curators = [Curator(s.learning, SkillLibrary(s.documents, s.learning), tmp_path / name, clock=clock,
+                            idle_since=Activity(clock)) for s, name in zip(stores, ("a", "b"))]
+        await curators[0].first_started()
+        await add_skill(curators[0], "old-agent", "agent", age_days=40)
+        clock.now = T0 + 168 * HOUR + 1
+        for curator in curators:
+            curator.idle_since.last = clock.now - 3 * HOUR  # type: ignore[union-attr]
+        runs = await asyncio.gather(*(c.tick() for c in curators))
+        assert len([r for r in runs if r is not None]) == 1
+        [ran] = [r for r in runs if r is not None]
+        assert [c.skill for c in ran.changes] == ["old-agent"]
+        assert [r["id"] for r in await stores[0].learning.curator_runs()] == [ran.id]
+    finally:
+        for store in stores:
+            await store.close()

@@ -71,6 +71,7 @@ async def curator(config: Config, store: Any, args: argparse.Namespace) -> int:
         return 0
     if args.action == "run":
         result = await curator.run(dry_run=args.dry_run, trigger="cli")
+        assert result is not None  # (a run the operator asks for is never another's)
         for change in result.changes:
             print(f"{'would mark' if result.dry_run else 'marked'} {change.skill} {change.after} "
                   f"(unused for {change.unused_days:.0f} days)")

@@ -36,6 +36,7 @@ from gateway.storage.learning import LearningStore
 TOUCHABLE = ("agent", "review")
 RUNS = "logs/curator"  # the snapshots' documents: RUNS/<run>/snapshot/<what skills/ held>
 DAY = 86400.0
+CLAIM_SECONDS = 3600.0  # a tick's pass another instance started this recently is not run again
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +127,15 @@ class Curator:
 
     # -- doing -----------------------------------------------------------------------------
 
-    async def run(self, *, dry_run: bool = False, trigger: str = "cli") -> CuratorRun:
+    async def run(self, *, dry_run: bool = False, trigger: str = "cli") -> CuratorRun | None:
+        """A pass over the skills; None when it is the tick's and another instance's tick took it (within the last
+        `CLAIM_SECONDS`: one that failed is tried again after that)."""
         async with self._lock:
             started = self.clock()
             run_id = await self._new_id(started)
-            await self.learning.run_started(run_id, started, dry_run, trigger)
+            alone_since = started - CLAIM_SECONDS if trigger == "tick" and not dry_run else None
+            if not await self.learning.run_started(run_id, started, dry_run, trigger, alone_since=alone_since):
+                return None
             error, merged = None, None
             changes = await self.plan()
             try:

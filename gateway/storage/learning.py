@@ -22,6 +22,7 @@ from typing import Any
 from gateway.storage.connection import Connection
 from gateway.storage.tables import Tables
 
+CURATOR_LOCK = 0x63757261  # the advisory lock the curator's claims take on PostgreSQL ("cura")
 _APPLIED = "dry_run = 0 AND finished_at IS NOT NULL AND error IS NULL"  # a curator run applied and finished well
 
 
@@ -140,9 +141,20 @@ class LearningStore(Tables):
         """Every scheduled job's prompt (the skills they name are left alone)."""
         return [r["prompt"] for r in await self.fetch("SELECT prompt FROM cron_jobs")]
 
-    async def run_started(self, run_id: str, started_at: float, dry_run: bool, trigger: str) -> None:
-        await self.execute("INSERT INTO curator_runs (id, started_at, dry_run, trigger) VALUES (?, ?, ?, ?)",
-                           run_id, started_at, int(dry_run), trigger)
+    async def run_started(self, run_id: str, started_at: float, dry_run: bool, trigger: str, *,
+                          alone_since: float | None = None) -> bool:
+        """Record a run's start; whether it is to run. `alone_since`: only when no run of the same trigger started
+        after that time (several instances: the tick that comes first runs the due pass, the others skip it; the
+        instances' claims are taken one at a time, `ADVISORY_LOCK`)."""
+        async def start(db: Connection) -> bool:
+            if alone_since is not None and db.dialect.ADVISORY_LOCK:
+                await db.execute(db.dialect.ADVISORY_LOCK, CURATOR_LOCK)
+            return await db.execute(
+                "INSERT INTO curator_runs (id, started_at, dry_run, trigger) SELECT ?, ?, ?, ? WHERE NOT EXISTS"
+                " (SELECT 1 FROM curator_runs WHERE trigger = ? AND dry_run = 0 AND started_at > ?)",
+                run_id, started_at, int(dry_run), trigger, trigger,
+                float("inf") if alone_since is None else alone_since) == 1
+        return await self.db.write(start)
 
     async def run_finished(self, run_id: str, finished_at: float, changes: list[dict[str, Any]],
                            error: str | None) -> None:

@@ -109,6 +109,7 @@ def search(query: str, *, platform: str, user_id: str, limit: int,
 
 NOW_SECONDS = "extract(epoch from clock_timestamp())::double precision"
 INSTANCE = "current_setting('chatgate.instance', true)"  # the connection's instance (`PostgresEngine`), or NULL
+ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(?)"  # until the transaction ends: the callers' claims one at a time
 
 # -- a read-modify-write's rows ------------------------------------------------------------
 

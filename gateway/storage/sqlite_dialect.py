@@ -103,11 +103,18 @@ def search(query: str, *, platform: str, user_id: str, limit: int,
 # -- the database's clock ---------------------------------------------------------------------------------
 
 NOW_SECONDS = "((julianday('now') - 2440587.5) * 86400.0)"
+"""Seconds since the epoch by the database's clock (to the millisecond), so that instances on machines whose
+clocks differ agree on when a lease ends. PostgreSQL: `extract(epoch from clock_timestamp())`."""
+
+# -- instances sharing a database ------------------------------------------------------------------------
+
 INSTANCE = "NULL"
 """The gateway instance whose connection runs the statement (PostgreSQL: set when it connects); SQLite's database is
 one daemon's, named by none."""
-"""Seconds since the epoch by the database's clock (to the millisecond), so that instances on machines whose
-clocks differ agree on when a lease ends. PostgreSQL: `extract(epoch from clock_timestamp())`."""
+ADVISORY_LOCK: str | None = None
+"""A statement that takes a lock (its one argument, a number) until the transaction ends, so that several
+instances' claims go one at a time (PostgreSQL: `pg_advisory_xact_lock`); None: SQLite, one daemon, one writing
+transaction at a time already."""
 
 # -- a read-modify-write's rows ------------------------------------------------------------
 
