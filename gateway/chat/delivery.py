@@ -151,6 +151,8 @@ class Delivery:
             return "waits"
         adapter = self.adapters.get(item.chat.platform)
         if adapter is None or not adapter.running or self._waits.get(chat, 0.0) > time.monotonic():
+            if adapter is None or not adapter.running:
+                await self._leave(item)
             return self._waiting(item)  # sent when the platform is ready again (`flush`), or the chat's turn comes
         self._inflight.add(item.id)
         self._sending[chat] = self._sending.get(chat, 0) + 1
@@ -403,6 +405,13 @@ class Delivery:
                         RECORD_RETRY)
             self._wait((item.chat.platform, item.chat.chat_id), RECORD_RETRY)
             return False
+
+    async def _leave(self, item: OutboxItem) -> None:
+        """Several instances: a reply this one cannot send now is left to one whose connection runs."""
+        try:
+            await self.outbox.leave(item)
+        except Exception as exc:
+            log.warning("could not leave a reply to a %s chat to another instance (%s)", item.chat.platform, exc)
 
     async def flush(self, platform: str | None = None) -> None:
         """Send what waits in every chat (of one platform), chats side by side; returns when each is done."""

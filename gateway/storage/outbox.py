@@ -158,6 +158,13 @@ class OutboxStore(Tables):
             f"UPDATE outbox SET sender = {d.INSTANCE} WHERE id = ? AND state = 'pending' AND (sender IS NULL"
             f" OR sender = {d.INSTANCE} OR NOT {live_instance('sender', d.NOW_SECONDS)})", item.id) == 1
 
+    async def leave(self, item: OutboxItem) -> None:
+        """Several instances: this instance cannot send the reply now (its platform's connection is not running
+        here: another instance holds it): any instance may take it (`take`). One database of its own: nothing."""
+        if self.db.engine.shared:
+            await self.execute(f"UPDATE outbox SET sender = NULL WHERE id = ? AND state = 'pending'"
+                               f" AND sender = {self.db.dialect.INSTANCE}", item.id)
+
     async def chats(self, before: float | None = None) -> list[tuple[str, str]]:
         """The chats that have pending replies (queued before `before`, when given)."""
         rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"
