@@ -12,6 +12,8 @@ outbox's sender.
   owns the conversation (an instance that lost it reported a second time, beside the owner's answer).
 - A message stored and then not claimed because the database failed is not refused to the platform: it is in
   the inbox and runs from the next look.
+- A reply whose sender died is taken over at the next look (a second), not at the tick's sweep (a minute) after
+  the dead instance's next answer, taken over within a second, had overtaken it.
 - A look (or a hand) that outlived the life lease (let go while it waited on the database) takes nothing up: a
   turn would run where another instance may take it over.
 """
@@ -27,6 +29,7 @@ import pytest
 from gateway import leases
 from gateway.chat.sessions import WorkItem
 from gateway.storage import StorageError
+from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
@@ -190,4 +193,18 @@ async def test_a_look_that_outlived_the_life_lease_takes_nothing_up_until_it_is_
         assert counted_on_at_turn == [True] and sent_texts(tg, ANN) == ["echo: one"]
     finally:
         owners.claim, owners.owned, owners.live = claim, owned, live  # type: ignore[method-assign]
+        await first.stop()
+
+
+async def test_a_dead_instances_waiting_reply_is_taken_over_within_the_takeover_time_not_the_ticks_minute(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):  # noqa: F811
+    """A reply whose sender died (its life lease ended) is taken over at the next look (every second), as its
+    conversation's turns are: the tick's sweep (a minute) came after the next answer, which overtook it."""
+    first = await start_gateway(tmp_path / "a", llm.base_url, **instance_settings(tmp_path, tg))
+    try:
+        await first.parts.store.outbox.add(OutboxItem(chat=ChatRef("telegram", str(ANN)), text="the dead one's reply"))
+        state_rows(first.config.home, "UPDATE outbox SET sender = 'gone-host:1:dead' RETURNING id")  # (it died)
+        await wait_for_text(tg, "the dead one's reply", timeout=10)
+        assert sent_texts(tg, ANN) == ["the dead one's reply"]
+    finally:
         await first.stop()

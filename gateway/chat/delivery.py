@@ -431,6 +431,14 @@ class Delivery:
                 log.info("a reply to a %s chat was left pending; sending it now", chat[0])
                 self._flush_later(chat)
 
+    async def take_over(self) -> None:
+        """Several instances: flush the chats whose waiting replies an instance that died was to send (at each
+        look for conversations to take over, before the turns it takes up: their answers come after)."""
+        for chat in await self.outbox.orphaned_chats():
+            adapter = self.adapters.get(chat[0])
+            if adapter is not None and adapter.running and chat not in self._waits:
+                self._flush_later(chat)
+
     @property
     def waiting(self) -> int:
         """Chats waiting on a timer (the retry loop runs only while this is not zero)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from gateway.cron.ledger import instance_gone
 from gateway.storage.database import StorageError
@@ -44,8 +44,9 @@ class Owners:
     """This instance's (`holder`'s) side: what it hands to its sessions, and what it takes over."""
 
     def __init__(self, store: "OwnerStore", inbox: "InboxStore", sessions: "Sessions", life: "LifeLease", *,
-                 spawn: Callable[..., Any]) -> None:
+                 spawn: Callable[..., Any], replies: Callable[[], Awaitable[None]] | None = None) -> None:
         self.store, self.inbox, self.sessions, self.life = store, inbox, sessions, life
+        self.replies = replies  # takes a dead instance's waiting replies over (`Delivery.take_over`)
         self.holder, self.shared = life.holder, life.shared
         self.spawn = spawn  # a background task the runner keeps
         self.known: set[int] = set()  # inbox ids dispatched here that may still be unfinished in the database
@@ -129,6 +130,8 @@ class Owners:
         self.known -= before - unfinished  # (finished: they never come back)
         if not self.life.counted_on():  # (let go while it waited: renewed, a look takes them up)
             return
+        if self.replies is not None:
+            await self.replies()
         new = [u for u in rows if u.inbox_id not in self.known]
         if new and orphaned:
             log.info("taking up %d unfinished message(s) of %d conversation(s) no instance ran",

@@ -171,6 +171,12 @@ class OutboxStore(Tables):
                                 " AND created_at < ?", float("inf") if before is None else before)
         return [(r["platform"], r["chat_id"]) for r in rows]
 
+    async def orphaned_chats(self) -> list[tuple[str, str]]:
+        """Several instances: the chats that have pending replies an instance that died was to send."""
+        rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending' AND sender IS"
+                                f" NOT NULL AND NOT {live_instance('sender', self.db.dialect.NOW_SECONDS)}")
+        return [(r["platform"], r["chat_id"]) for r in rows]
+
     async def progress(self, item: OutboxItem, *, done: bool, error: str | None = None, failed: bool = False) -> None:
         """Record the parts sent so far, and the intent of the next (`item.intent`); `done` marks it sent,
         `failed` gives up on it."""
