@@ -14,6 +14,8 @@ outbox's sender.
   the inbox and runs from the next look.
 - A reply whose sender died is taken over at the next look (a second), not at the tick's sweep (a minute) after
   the dead instance's next answer, taken over within a second, had overtaken it.
+- A reply whose send the lease's loss cut off is sent once the lease is renewed, before the conversation's next
+  answer (it waited for the tick's sweep: a minute, after that answer).
 - A look (or a hand) that outlived the life lease (let go while it waited on the database) takes nothing up: a
   turn would run where another instance may take it over.
 """
@@ -207,4 +209,38 @@ async def test_a_dead_instances_waiting_reply_is_taken_over_within_the_takeover_
         await wait_for_text(tg, "the dead one's reply", timeout=10)
         assert sent_texts(tg, ANN) == ["the dead one's reply"]
     finally:
+        await first.stop()
+
+
+async def test_a_reply_cut_off_by_the_lease_lost_goes_out_after_the_renewal_before_the_next_answer(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch):
+    """The life lease is lost while a committed reply is on its way (its send cut off): renewed, the instance sends
+    it before it answers the conversation's next message (it is no other instance's to send: it waited for the
+    tick's sweep, a minute, and the next answer went out first)."""
+    monkeypatch.setattr(leases, "LIFE_SECONDS", 2.0)
+    monkeypatch.setattr(leases, "LIFE_MARGIN", 1.0)
+    monkeypatch.setattr(leases, "LIFE_RENEW_EVERY", 0.2)
+    first = await start_gateway(tmp_path / "a", llm.base_url, **instance_settings(tmp_path, tg))
+    owners, life = first.parts.store.owners, first.parts.inbound.owners.life
+    live, lost = owners.live, asyncio.Event()
+    life.when_lost(lost.set)
+
+    async def refused(holder: str, seconds: float) -> None:
+        raise StorageError("the database did not answer")
+    try:
+        held = tg.hold_next("sendMessage", chat_id=ANN)
+        await post_update(tg, first, tg.user_message("one", update_id=1))
+        await eventually(lambda: any(c.method == "sendMessage" for c in tg.calls), 10, "the reply on its way")
+        owners.live = refused  # type: ignore[method-assign]
+        await asyncio.wait_for(lost.wait(), 15)  # the turn let go, its send cut off
+        owners.live = live  # type: ignore[method-assign]
+        await eventually(life.counted_on, 15, "the life lease renewed")
+        held.set()
+        await post_update(tg, first, tg.user_message("two", update_id=2))
+        await wait_for_text(tg, "echo: two", timeout=15)
+        await wait_for_text(tg, "echo: one", timeout=15)
+        assert sent_texts(tg, ANN) == ["echo: one", "echo: two"]
+    finally:
+        owners.live = live  # type: ignore[method-assign]
         await first.stop()
