@@ -432,8 +432,8 @@ class Delivery:
                 self._flush_later(chat)
 
     async def take_over(self) -> None:
-        """Several instances: flush the chats whose waiting replies an instance that died was to send (at each
-        look for conversations to take over, before the turns it takes up: their answers come after)."""
+        """Several instances: flush the chats whose waiting replies no live instance is to send (at each look
+        for conversations to take over, before the turns it takes up: their answers come after)."""
         for chat in await self.outbox.orphaned_chats():
             adapter = self.adapters.get(chat[0])
             if adapter is not None and adapter.running and chat not in self._waits:

@@ -172,9 +172,10 @@ class OutboxStore(Tables):
         return [(r["platform"], r["chat_id"]) for r in rows]
 
     async def orphaned_chats(self) -> list[tuple[str, str]]:
-        """Several instances: the chats that have pending replies an instance that died was to send."""
-        rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending' AND sender IS"
-                                f" NOT NULL AND NOT {live_instance('sender', self.db.dialect.NOW_SECONDS)}")
+        """Several instances: the chats that have pending replies no live instance is to send (its sender died,
+        or left it: `leave`; or none was named: the CLI's)."""
+        rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"
+                                f" AND NOT {live_instance('sender', self.db.dialect.NOW_SECONDS)}")
         return [(r["platform"], r["chat_id"]) for r in rows]
 
     async def progress(self, item: OutboxItem, *, done: bool, error: str | None = None, failed: bool = False) -> None:
