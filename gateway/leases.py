@@ -122,10 +122,15 @@ class LifeLease:
         self._deadline = 0.0  # time.monotonic() until which it is counted on
         self._renewed = asyncio.Event()
         self._lost: list[Callable[[], None]] = []
+        self._back: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
 
     def when_lost(self, call: Callable[[], None]) -> None:
         self._lost.append(call)
+
+    def when_renewed(self, call: Callable[[], None]) -> None:
+        """`call` once the lease is counted on again after it was lost."""
+        self._back.append(call)
 
     def counted_on(self) -> bool:
         return not self.shared or time.monotonic() < self._deadline
@@ -169,6 +174,8 @@ class LifeLease:
                     log.warning("renewing this instance's life lease failed: %s", exc)
             log.info("this instance's life lease is renewed: it takes conversations again")
             self._confirmed(sent)
+            for call in self._back:
+                call()
 
     async def _renew(self) -> bool:
         await self.store.live(self.holder, LIFE_SECONDS)

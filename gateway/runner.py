@@ -81,6 +81,7 @@ class GatewayRunner:
                                  self.connections.health_changed)
         await self._connect_and_serve(parts)
         await parts.delivery.start()
+        stack.push_async_callback(_undo, "ending the life lease", parts.inbound.owners.life.stop)  # (after last sends)
         stack.push_async_callback(_undo, "sending the outbox", parts.delivery.stop, max(drain, 1.0))
         stack.push_async_callback(self.background.wait, max(drain, 1.0))
         await parts.tick.start()

@@ -18,10 +18,10 @@ from tests.pg import pg_url  # noqa: F401  (a fixture)
 class Instance(Daemon):
     """A daemon of its own home and HTTP port, on the shared database."""
 
-    def __init__(self, home: Path, llm: FakeLLM, tg: FakeTelegram, url: str) -> None:
+    def __init__(self, home: Path, llm: FakeLLM, tg: FakeTelegram, url: str, **more: Any) -> None:
         self.port = free_port()
         home.mkdir(mode=0o700)
-        super().__init__(home, llm, telegram_settings(tg, storage__url=url, http__port=self.port))
+        super().__init__(home, llm, telegram_settings(tg, storage__url=url, http__port=self.port, **more))
 
     async def telegram_state(self) -> str | None:
         """Its Telegram's state by its /readyz (None: it does not answer)."""

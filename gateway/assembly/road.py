@@ -38,6 +38,7 @@ def chat_road(g: "Ground", life: "LifeLease", *, agents: "Agents", chat_agent: "
     sessions = Sessions(cfg.gateway.session_idle_seconds, accepting=lambda: g.state() in ("starting", "running"))
     owners = Owners(store.owners, store.inbox, sessions, life, adapters=g.adapters, spawn=g.background.spawn,
                     adopt=delivery.adopt)
+    life.when_renewed(lambda: g.background.spawn(delivery.start(), name="outbox-renewed"))  # (replies a let-go cut off)
     goals = Goals(store.goals, store.inbox, delivery, Judge(agents.auxiliary) if agents.auxiliary else None,
                   max_turns=cfg.goals.max_turns, dispatch=owners.goal_turn, spawn=g.background.spawn,
                   trust=trust, max_resumes_per_day=cfg.goals.max_resumes_per_day)

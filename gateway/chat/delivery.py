@@ -152,6 +152,8 @@ class Delivery:
             return "waits"
         adapter = self.adapters.get(item.chat.platform)
         if adapter is None or not adapter.running or self._waits.get(chat, 0.0) > time.monotonic():
+            if adapter is None or not adapter.running:
+                await self._leave(item)
             return self._waiting(item)  # sent when the platform is ready again (`flush`), or the chat's turn comes
         self._inflight.add(item.id)
         self._sending[chat] = self._sending.get(chat, 0) + 1
@@ -209,8 +211,7 @@ class Delivery:
                     self._wait((item.chat.platform, item.chat.chat_id), exc.retry_after)
                 else:
                     self._closed.add((item.chat.platform, item.chat.chat_id))
-                    if await self.outbox.let_go(item):  # (several instances: the one the chat is open on takes it)
-                        await notify(self.outbox.db, LOOK)
+                    await self._leave(item)  # (several instances: the one the chat is open on takes it)
                 return "waits"
             except DeliveryError as exc:
                 return await self._failed(adapter, item, exc)
@@ -407,15 +408,27 @@ class Delivery:
             return False
 
     async def adopt(self) -> None:
-        """Several instances (each look of gateway.chat.owners): flush the chats with replies no live instance
-        sends — another's that died, or one that could not reach the chat — that this one can reach now."""
-        for chat in await self.outbox.unclaimed_chats():
+        """Several instances (each look of gateway.chat.owners, before the turns it takes up: their answers come
+        after): flush the chats with replies no live instance sends — another's that died, or one left by an
+        instance that could not reach the chat (`_leave`) — that this one can reach now."""
+        for chat in await self.outbox.orphaned_chats():
             adapter = self.adapters.get(chat[0])
             if adapter is None or not adapter.ready or not adapter.reaches(chat[1]) or chat in self._flushing \
                     or chat in self._sending or chat in self._waits:
                 continue
             self._closed.discard(chat)
             self._flush_later(chat)
+
+    async def _leave(self, item: OutboxItem) -> bool:
+        """Several instances: a reply this one cannot send now is left to one that can (said at once)."""
+        try:
+            left = await self.outbox.leave(item)
+        except Exception as exc:
+            log.warning("could not leave a reply to a %s chat to another instance (%s)", item.chat.platform, exc)
+            return False
+        if left:
+            await notify(self.outbox.db, LOOK)
+        return left
 
     async def flush(self, platform: str | None = None) -> None:
         """Send what waits in every chat (of one platform), chats side by side; returns when each is done."""

@@ -5,7 +5,7 @@ order, as on one instance. A message is stored on whichever instance the platfor
 (`hand`): the instance claims the conversation and runs it, or — when another instance owns it — leaves it
 to that owner, which finds it at its next look (`POLL_SECONDS`) and runs it after the turn under way: `queue`,
 `interrupt`, `steer`, `/stop` act there, where the turn runs. An owner gives a conversation up once nothing
-of it is left unfinished.
+of it is left unfinished and no reply of it waits to be sent (the next answer, run elsewhere, would overtake it).
 
 An instance owns conversations only while its life lease (gateway.leases.LifeLease) can be counted on. When
 an instance dies (kill -9, power loss, a network cut) its lease ends, and another instance takes its
@@ -81,13 +81,20 @@ class Owners:
         if item.inbox_id in self.known:  # (taken up already: by the start, or a look at the database)
             return
         if self.shared:
+            if not self.life.counted_on() or not self.sessions.accepting():
+                return
             if owned is None:
-                owned = self.life.counted_on() and await self.store.claim(item.key, self.holder)
+                try:
+                    owned = await self.store.claim(item.key, self.holder)
+                except StorageError as exc:  # (it is stored: the next look takes it up, here or on its owner)
+                    log.warning("could not claim the conversation %s (%s); its message runs from the next look",
+                                item.key, exc)
+                    return
             if not owned:
                 await notify(self.store.db, LOOK)  # (the owner looks now, not at its next poll)
                 return
-            if item.inbox_id in self.known:
-                return
+            if item.inbox_id in self.known or not self.life.counted_on():  # (or let go meanwhile: a look after
+                return  # the renewal takes it up)
             self.known.add(item.inbox_id)
         self._dispatch(item)
 
@@ -115,13 +122,15 @@ class Owners:
                           asyncio.create_task(listen(self.store.db, LOOK, self._nudged.set), name="notices")]
 
     async def stop(self) -> None:
-        """After the sessions drained: end the life lease and give every conversation up (another instance
-        takes up at once what this one left unfinished)."""
+        """After the sessions drained: give the conversations up (another instance takes up at once what this
+        one left unfinished), but those with a reply waiting, which stay this instance's until the outbox's
+        last flush (`LifeLease.stop`, after `Delivery.stop`: its sends need the life lease)."""
         for task in self._watching:
             task.cancel()
         await asyncio.gather(*self._watching, return_exceptions=True)
-        self._watching = []
-        await self.life.stop()
+        if self._watching:
+            self._watching = []
+            await self.store.give_up(self.holder)
 
     # -- looking at the database ---------------------------------------------------------------------------
 
@@ -140,6 +149,8 @@ class Owners:
         keys, rows = await self.store.owned(self.holder)
         unfinished = {u.inbox_id for u in rows}
         self.known -= before - unfinished  # (finished: they never come back)
+        if not self.life.counted_on():  # (let go while it waited: renewed, a look takes them up)
+            return
         new = [u for u in rows if u.inbox_id not in self.known]
         if new and orphaned:
             log.info("taking up %d unfinished message(s) of %d conversation(s) no instance ran",

@@ -413,9 +413,13 @@ class Turns:
         if worker.cancel_reason not in ("stop", "interrupt"):
             return
         note = "⏹ Stopped." if worker.cancel_reason == "stop" else "⏹ Interrupted by a newer message."
-        await self.until_stored(lambda: self.transcripts.commit_turn(
-            turn.session_id, turn.steering.inbox_ids, msg.chat, msg.user_id, turn.authored(), None,
-            status="cancelled"), f"the stopped turn in {item.key}")
+        try:
+            await self.until_stored(lambda: self.transcripts.commit_turn(
+                turn.session_id, turn.steering.inbox_ids, msg.chat, msg.user_id, turn.authored(), None,
+                status="cancelled", fenced=self._fenced(item)), f"the stopped turn in {item.key}")
+        except NotOwner as exc:  # (another instance runs the conversation now: it records what becomes of it)
+            log.warning("the stopped turn in %s was not recorded: %s", item.key, exc)
+            return
         draft = await preview.finish()
         if draft:
             await self._mark_draft(msg, draft, note)
@@ -463,7 +467,7 @@ class Turns:
         reply = OutboxItem(chat=msg.reply_chat, text=text, reply_to=answers(item),
                            draft_message_id=item.draft_message_id, inbox_id=item.inbox_id)
         await self.transcripts.commit_turn(session_id, [item.inbox_id], msg.chat, msg.user_id, record, reply,
-                                              inbox_state="interrupted")
+                                           inbox_state="interrupted", fenced=self._fenced(item))
         self.metrics.turns.labels("interrupted").inc()
         await self.delivery.deliver(reply)
 

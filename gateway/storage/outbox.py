@@ -158,25 +158,26 @@ class OutboxStore(Tables):
             f"UPDATE outbox SET sender = {d.INSTANCE} WHERE id = ? AND state = 'pending' AND (sender IS NULL"
             f" OR sender = {d.INSTANCE} OR NOT {live_instance('sender', d.NOW_SECONDS)})", item.id) == 1
 
-    async def let_go(self, item: OutboxItem) -> bool:
-        """Several instances: this instance cannot send the reply now (the chat's connection is on another one,
-        as a web chat's tab): any instance may take it (`take`). Whether it was this one's to let go."""
+    async def leave(self, item: OutboxItem) -> bool:
+        """Several instances: this instance cannot send the reply now (its platform's connection is not running
+        here, or the chat's is on another instance, as a web chat's tab): any instance may take it (`take`).
+        Whether it was this one's to leave. One database of its own: nothing."""
         if not self.db.engine.shared:
             return False
-        return await self.execute("UPDATE outbox SET sender = NULL WHERE id = ?"
+        return await self.execute("UPDATE outbox SET sender = NULL WHERE id = ? AND state = 'pending'"
                                   f" AND sender = {self.db.dialect.INSTANCE}", item.id) == 1
-
-    async def unclaimed_chats(self) -> list[tuple[str, str]]:
-        """Several instances: the chats with pending replies that no live instance sends."""
-        d = self.db.dialect
-        rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending' AND"
-                                f" (sender IS NULL OR NOT {live_instance('sender', d.NOW_SECONDS)})")
-        return [(r["platform"], r["chat_id"]) for r in rows]
 
     async def chats(self, before: float | None = None) -> list[tuple[str, str]]:
         """The chats that have pending replies (queued before `before`, when given)."""
         rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"
                                 " AND created_at < ?", float("inf") if before is None else before)
+        return [(r["platform"], r["chat_id"]) for r in rows]
+
+    async def orphaned_chats(self) -> list[tuple[str, str]]:
+        """Several instances: the chats that have pending replies no live instance is to send (its sender died,
+        or left it: `leave`; or none was named: the CLI's)."""
+        rows = await self.fetch("SELECT DISTINCT platform, chat_id FROM outbox WHERE state = 'pending'"
+                                f" AND NOT {live_instance('sender', self.db.dialect.NOW_SECONDS)}")
         return [(r["platform"], r["chat_id"]) for r in rows]
 
     async def progress(self, item: OutboxItem, *, done: bool, error: str | None = None, failed: bool = False) -> None:

@@ -5,9 +5,9 @@ An instance's life lease ends `seconds` after its last renewal, by the database'
 that instances whose machines' clocks differ agree on it. A conversation is owned by one instance at a time:
 claiming is one upsert that changes the row only when it is free, already the claimer's, or its owner's life
 lease has ended (or was never taken); two instances claiming at once meet on the primary key and exactly one
-wins. An owner gives a conversation up only when none of its messages is left unfinished, in one statement:
-a message stored on another instance meanwhile either keeps it the owner's (it sees the message and runs
-it), or finds the conversation free (and claims it).
+wins. An owner gives a conversation up only when none of its messages is left unfinished (nor a reply of it
+waits to be sent), in one statement: a message stored on another instance meanwhile either keeps it the
+owner's (it sees the message and runs it), or finds the conversation free (and claims it).
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ from typing import Sequence
 from gateway.storage.connection import Connection, Work
 from gateway.storage.inbox import UNFINISHED, UNFINISHED_COLUMNS, Unfinished, unfinished
 from gateway.storage.tables import Tables, live_instance
+
+NO_REPLY_WAITING = ("NOT EXISTS (SELECT 1 FROM outbox o JOIN inbox r ON r.id = o.inbox_id WHERE o.state = 'pending'"
+                    " AND r.session_key = conversation_owners.session_key)")  # (of `conversation_owners`' row)
+
 
 class NotOwner(RuntimeError):
     """The conversation is no longer this instance's (its life lease ended and another took it over): what its
@@ -75,13 +79,20 @@ class OwnerStore(Tables):
         return await self.db.write(claiming(key, holder), single=True)
 
     async def release(self, keys: Sequence[str], holder: str) -> int:
-        """Give up those of the conversations `keys` that `holder` owns and that have nothing unfinished; how
+        """Give up those of the conversations `keys` that `holder` owns and that have nothing unfinished and
+        no reply waiting to be sent (the next answer, run on another instance, would go out before it); how
         many it gave up."""
         d = self.db.dialect
         return await self.execute(
             f"DELETE FROM conversation_owners WHERE holder = ? AND session_key {d.IN_LIST} AND NOT EXISTS"
-            f" (SELECT 1 FROM inbox i WHERE i.session_key = conversation_owners.session_key AND {UNFINISHED})",
-            holder, d.listed(keys))
+            f" (SELECT 1 FROM inbox i WHERE i.session_key = conversation_owners.session_key AND {UNFINISHED})"
+            f" AND {NO_REPLY_WAITING}", holder, d.listed(keys))
+
+    async def give_up(self, holder: str) -> int:
+        """`holder` stops: give up its conversations, unfinished ones too (another instance takes them up at
+        once), but not one with a reply waiting: that one is `holder`'s until its life lease ends (`end`),
+        after its last flush. How many it gave up."""
+        return await self.execute(f"DELETE FROM conversation_owners WHERE holder = ? AND {NO_REPLY_WAITING}", holder)
 
     async def owned(self, holder: str) -> tuple[list[str], list[Unfinished]]:
         """The conversations `holder` owns, and their unfinished messages, oldest first."""

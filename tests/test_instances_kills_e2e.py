@@ -1,0 +1,58 @@
+"""Two `chatgate run` processes on one PostgreSQL database, killed (kill -9) in turn at the worst moments while
+twenty chats wait for their answers: every chat gets its answer exactly once (one bot message, never a second one
+sent and deleted), whichever instance ends up running it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.llm import FakeLLM, Reply
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import each_answered_once, eventually
+from tests.instances import Instance
+from tests.pg import pg_url  # noqa: F401  (a fixture)
+from tests.test_crash_e2e import user_text
+
+USERS = list(range(6001, 6021))
+
+
+async def test_instances_killed_in_turn_leave_every_answer_exactly_once(tmp_path: Path, pg_url: str,  # noqa: F811
+                                                                        tg: FakeTelegram):
+    phase = {"name": "hang"}
+
+    def model(body: dict[str, Any]) -> Reply:
+        text = user_text(body)
+        if phase["name"] == "hang":
+            return Reply.hang()
+        if phase["name"] == "stream":  # a preview goes out, then the model stalls
+            return Reply.text(f"partial {text} " + "… " * 200, chunk_size=12, chunk_delay=5.0)
+        return Reply.text(f"answer to {text}")
+
+    async with FakeLLM() as llm:
+        llm.responder = model
+        first, second = (Instance(tmp_path / name, llm, tg, pg_url, access__dm_policy="open") for name in ("a", "b"))
+        try:
+            first.start()
+            await first.until("ready")
+            second.start()
+            await second.until("standby")
+            for user in USERS:
+                tg.user_message(f"q{user}", user_id=user)
+            # 1: every message stored by A, every turn waiting on the model there
+            await llm.wait_for_requests(len(USERS), timeout=30)
+            phase["name"] = "stream"
+            first.kill()
+            # 2: B takes the connection and the conversations over; every turn shows (and records) a preview
+            await eventually(lambda: len(first.rows("SELECT 1 FROM inbox WHERE draft_message_id IS NOT NULL"))
+                             == len(USERS), timeout=60, what="20 previews recorded, by B")
+            first.start()
+            await first.until("standby")
+            phase["name"] = "answer"
+            second.kill()
+            # 3: A takes everything back, each turn run again over its preview, and answers
+            await each_answered_once(tg, first, {user: f"answer to q{user}" for user in USERS})
+            assert await first.telegram_state() == "ready"
+        finally:
+            first.close()
+            second.close()
