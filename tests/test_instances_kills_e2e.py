@@ -10,15 +10,15 @@ from typing import Any
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import each_answered_once, eventually
-from tests.instances import Instance
+from tests.instances import Instance, shared_database  # noqa: F401  (a fixture)
 from tests.pg import pg_url  # noqa: F401  (a fixture)
 from tests.test_crash_e2e import user_text
 
 USERS = list(range(6001, 6021))
 
 
-async def test_instances_killed_in_turn_leave_every_answer_exactly_once(tmp_path: Path, pg_url: str,  # noqa: F811
-                                                                        tg: FakeTelegram):
+async def test_instances_killed_in_turn_leave_every_answer_exactly_once(
+        tmp_path: Path, shared_database: str, tg: FakeTelegram):  # noqa: F811
     phase = {"name": "hang"}
 
     def model(body: dict[str, Any]) -> Reply:
@@ -31,7 +31,8 @@ async def test_instances_killed_in_turn_leave_every_answer_exactly_once(tmp_path
 
     async with FakeLLM() as llm:
         llm.responder = model
-        first, second = (Instance(tmp_path / name, llm, tg, pg_url, access__dm_policy="open") for name in ("a", "b"))
+        first, second = (Instance(tmp_path / name, llm, tg, shared_database, access__dm_policy="open")
+                         for name in ("a", "b"))
         try:
             first.start()
             await first.until("ready")
