@@ -14,7 +14,7 @@ from typing import AsyncIterator
 import pytest
 
 from gateway.connections import Connections
-from gateway.cron.ledger import RunLedger, new_instance_id
+from gateway.cron.ledger import RunLedger, instance_gone, machine, new_instance_id
 from gateway.leases import PlatformLeases
 from gateway.storage import Store
 from platforms.base import Capabilities
@@ -166,7 +166,7 @@ async def test_a_lease_whose_holder_has_exited_on_this_machine_is_taken_at_once(
     exited.wait()
     store = await open_store(tmp_path, url)
     try:
-        assert await store.leases.take("poller", f"{socket.gethostname()}:{exited.pid}:dead", 30)
+        assert await store.leases.take("poller", f"{machine()}:{exited.pid}:dead", 30)
         connections, poller = await _gateway(store)
         assert poller.ready
         [lease] = await store.leases.held()
@@ -206,3 +206,16 @@ async def test_on_a_database_of_its_own_the_lease_is_taken_at_once_and_never_los
         await connections.stop()
     finally:
         await store.close()
+
+
+def test_an_instance_of_another_container_with_this_host_name_is_never_taken_for_exited():
+    """Two containers with one host name (host networking, a `hostname:` set alike) must not find each other's
+    pids "gone" here (each would drop the other's leases and run its turns): the pid namespace is in the id."""
+    me = new_instance_id()
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                            text=True, check=True)
+    pid = int(exited.stdout)
+    assert instance_gone(f"{machine()}:{pid}:abcd", me)  # this machine, its process gone
+    assert not instance_gone(f"{socket.gethostname()}~ffff:{pid}:abcd", me)  # another pid namespace, one host name
+    assert not instance_gone(f"{socket.gethostname()}:{pid}:abcd", me)  # an id of an older chatgate: not known
+    assert not instance_gone(me, me)

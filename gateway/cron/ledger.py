@@ -56,15 +56,30 @@ class _Decision(SlotRecord):
 _LIVE_HERE: set[str] = set()  # instances registered by this process and not yet stopped
 
 
+def machine() -> str:
+    """This process's machine as instance ids name it: its host name and its pid namespace. Two containers with one
+    host name (host networking, a `hostname:` set alike) are two machines: a pid in one says nothing of the other.
+    (A container started again has a namespace of its own: its earlier life counts as another machine's, found
+    gone by its leases' end rather than by its pid.)"""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{socket.gethostname()}~{namespace:x}"
+
+
 def new_instance_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    return f"{machine()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-def process_gone(host: str, pid: int, instance_id: str, me: str) -> bool:
-    """Whether a gateway process on this host has certainly exited."""
-    if host != socket.gethostname() or instance_id == me:
+def instance_gone(instance_id: str, me: str) -> bool:
+    """Whether the gateway process an instance id (`new_instance_id`: machine:pid:token) names has certainly
+    exited: it ran on this machine (`machine`) and its pid is gone (or is this process's, and not that instance)."""
+    parts = instance_id.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or parts[0] != machine() or instance_id == me:
         return False
-    if pid == os.getpid():  # this process, or an earlier life of its pid (a container's pid 1)
+    pid = int(parts[1])
+    if pid == os.getpid():  # this process, or an earlier life of its pid
         return instance_id not in _LIVE_HERE
     try:
         os.kill(pid, 0)
@@ -73,14 +88,6 @@ def process_gone(host: str, pid: int, instance_id: str, me: str) -> bool:
     except PermissionError:
         return False
     return False
-
-
-def instance_gone(instance_id: str, me: str) -> bool:
-    """Whether the gateway process an instance id (`new_instance_id`: host:pid:token) names has certainly exited."""
-    parts = instance_id.rsplit(":", 2)
-    if len(parts) != 3 or not parts[1].isdigit():
-        return False
-    return process_gone(parts[0], int(parts[1]), instance_id, me)
 
 
 class RunLedger:
@@ -105,7 +112,7 @@ class RunLedger:
     async def live_instances(self, stale_after: float) -> list[dict[str, Any]]:
         """Gateway processes that beat their heartbeat within `stale_after` and have not exited."""
         rows = await self.cron.instances_seen_since(time.time() - stale_after)
-        return [r for r in rows if not process_gone(r["host"], r["pid"], r["id"], self.instance_id)]
+        return [r for r in rows if not instance_gone(r["id"], self.instance_id)]
 
     async def interrupt_orphans(self, stale_after: float) -> list[tuple[Job | None, int]]:
         """Mark runs whose process is gone as interrupted; return (job, run id) for each."""
@@ -113,12 +120,12 @@ class RunLedger:
         now = time.time()
         dead = [(r["job_id"], r["id"]) for r in rows if r["claimed_by"] != self.instance_id and (
             r["seen_at"] is None or r["seen_at"] < now - stale_after
-            or process_gone(r["host"], r["pid"], r["claimed_by"], self.instance_id))]
+            or instance_gone(r["claimed_by"] or "", self.instance_id))]
 
         def gone(i: dict[str, Any]) -> bool:
             """Whether a registered process has stopped (its row is forgotten)."""
             return i["id"] != self.instance_id and (
-                i["seen_at"] < now - stale_after or process_gone(i["host"], i["pid"], i["id"], self.instance_id))
+                i["seen_at"] < now - stale_after or instance_gone(i["id"], self.instance_id))
 
         found = await self.cron.interrupt_runs(dead, "the gateway process stopped during the run", now, gone)
         jobs = []
