@@ -27,6 +27,8 @@ from gateway.storage import Store
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import Tab, eventually, gateway_env, is_prompt, press, start_gateway
+from tests.instances import shared_database  # noqa: F401  (a fixture)
+from tests.pg import pg_url  # noqa: F401  (a fixture)
 
 FAST = {"gateway__tick_seconds": "0.2", "cron__min_interval_seconds": "1"}
 ANN = 1001
@@ -321,17 +323,27 @@ async def test_killed_mid_run_is_marked_interrupted_and_not_run_again(tmp_path):
 
 
 async def test_two_gateways_on_one_database_run_each_slot_once(tmp_path, llm: FakeLLM):
-    llm.latency = 0.05
     async with cron_gateway(tmp_path, llm) as first, cron_gateway(tmp_path, llm) as second:
-        await add_job(first, "every 1s", "none", name="shared")
-        done = await wait_runs(first, 5, timeout=15)
-        slots = [r["scheduled_at"] for r in done]
-        assert len(slots) == len(set(slots))
-        await asyncio.sleep(0.3)
-        finished = [r for r in await runs(first) if r["state"] == "ok"]
-        assert len(llm.requests) == len(finished)  # a slot run twice would be an extra LLM request
-        claimers = {r["claimed_by"] for r in finished}
-        assert claimers <= {first.parts.cron_timers.ledger.instance_id, second.parts.cron_timers.ledger.instance_id}
+        await each_slot_once(first, second, llm)
+
+
+async def test_two_instances_on_postgresql_run_each_slot_once(tmp_path, llm: FakeLLM, shared_database: str):
+    async with cron_gateway(tmp_path / "a", llm) as first, cron_gateway(tmp_path / "b", llm) as second:
+        await each_slot_once(first, second, llm)
+
+
+async def each_slot_once(first: GatewayRunner, second: GatewayRunner, llm: FakeLLM) -> None:
+    """A job due every second on two gateways of one database: each slot runs once, on one of them."""
+    llm.latency = 0.05
+    await add_job(first, "every 1s", "none", name="shared")
+    done = await wait_runs(first, 5, timeout=15)
+    slots = [r["scheduled_at"] for r in done]
+    assert len(slots) == len(set(slots))
+    await asyncio.sleep(0.3)
+    finished = [r for r in await runs(first) if r["state"] == "ok"]
+    assert len(llm.requests) == len(finished)  # a slot run twice would be an extra LLM request
+    claimers = {r["claimed_by"] for r in finished}
+    assert claimers <= {first.parts.cron_timers.ledger.instance_id, second.parts.cron_timers.ledger.instance_id}
 
 
 # -- the ledger's arithmetic on a fake clock -------------------------------------------------

@@ -58,6 +58,11 @@ def test_the_instances_compose_file_runs_two_instances_on_one_database(tmp_path)
     assert config.database_url == "postgresql://chatgate:s3cret@postgres:5432/chatgate"
     assert str(config.agent.workspace) == "/workspace"
     assert "${POSTGRES_PASSWORD:?" in compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"]
+    proxy = compose["services"]["proxy"]
+    assert proxy["volumes"] == ["./Caddyfile.instances:/etc/caddy/Caddyfile:ro"]
+    caddyfile = (DEPLOY / "Caddyfile.instances").read_text()
+    assert "reverse_proxy chatgate-a:8765 chatgate-b:8765" in caddyfile  # webhooks to either instance
+    assert "lb_policy cookie" in caddyfile and "health_uri /readyz" in caddyfile  # a tab stays with its instance
 
 
 def test_the_image_is_multi_stage_unprivileged_and_checks_readiness():
