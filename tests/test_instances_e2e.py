@@ -5,6 +5,7 @@ whichever instance ends up running it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,12 @@ async def test_webhook_updates_spread_over_two_instances_are_each_answered_once_
             for chat in chats:
                 assert sent_texts(tg, chat) == [f"echo: m{chat}-{k}" for k in range(4)], chat
             assert len(llm.requests) == 20
+
+            def conversations() -> dict[int, int]:
+                status = json.loads(instances[0].cli("status", "--json").stdout)
+                return {i["pid"]: i["conversations"] for i in status["instances"]}
+            assert set(conversations()) == {i.process.pid for i in instances}  # type: ignore[union-attr]
+            await eventually(lambda: sum(conversations().values()) == 0, 20, "every conversation given up")
         finally:
             for instance in instances:
                 instance.close()

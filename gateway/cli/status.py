@@ -49,10 +49,10 @@ async def status(config: Config, args: argparse.Namespace) -> int:
             async with open_store(config) as store:
                 instances = await RunLedger(store.cron, "status").live_instances(
                     stale_after=3 * config.gateway.tick_seconds)
-                leases = await store.leases.held()
+                leases, owned = await store.leases.held(), await store.owners.counts()
                 report["instances"] = [{"id": i["id"], "pid": i["pid"], "host": i["host"], "since": i["started_at"],
-                                        "holds": [lease["platform"] for lease in leases if lease["holder"] == i["id"]]}
-                                       for i in instances]
+                                        "holds": [lease["platform"] for lease in leases if lease["holder"] == i["id"]],
+                                        "conversations": owned.get(i["id"], 0)} for i in instances]
                 if pid == 0:  # its pid file was deleted: the pid it registered in the database says which
                     report["pid"] = next((i["pid"] for i in instances if i["host"] == socket.gethostname()), 0)
                 report["running"] = report["running"] or bool(instances)
@@ -86,7 +86,7 @@ async def _readiness(config: Config) -> tuple[bool | None, dict[str, Any], dict[
 
 def _print_instances(report: dict[str, Any], when: Callable[[float], str]) -> None:
     """The instances alive by their heartbeat (several share one PostgreSQL database), each with the platform
-    connections it holds; the one whose /readyz was read above is this home's."""
+    connections it holds and the conversations it runs now; the one whose /readyz was read above is this home's."""
     if len(report["instances"]) < 2 and not any(i["holds"] for i in report["instances"]):
         return
     print("instances (alive by heartbeat):")
@@ -94,7 +94,8 @@ def _print_instances(report: dict[str, Any], when: Callable[[float], str]) -> No
     for i in report["instances"]:
         holds = f"holds {', '.join(i['holds'])}" if i["holds"] else "holds no platform connection"
         mine = " — this home's, asked above" if i["host"] == here and i["pid"] == report["pid"] else ""
-        print(f"  {i['host']} pid {i['pid']} since {when(i['since'])}: {holds}{mine}")
+        print(f"  {i['host']} pid {i['pid']} since {when(i['since'])}: {holds}, runs {i['conversations']}"
+              f" conversation(s){mine}")
 
 
 def _print_status(report: dict[str, Any]) -> None:

@@ -94,6 +94,11 @@ class OwnerStore(Tables):
         after its last flush. How many it gave up."""
         return await self.execute(f"DELETE FROM conversation_owners WHERE holder = ? AND {NO_REPLY_WAITING}", holder)
 
+    async def counts(self) -> dict[str, int]:
+        """How many conversations each instance owns now (`chatgate status`)."""
+        rows = await self.fetch("SELECT holder, count(*) AS n FROM conversation_owners GROUP BY holder")
+        return {r["holder"]: int(r["n"]) for r in rows}
+
     async def owned(self, holder: str) -> tuple[list[str], list[Unfinished]]:
         """The conversations `holder` owns, and their unfinished messages, oldest first."""
         keys = [r["session_key"] for r in await self.fetch(
