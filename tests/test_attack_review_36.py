@@ -254,3 +254,25 @@ async def test_a_reply_cut_off_by_the_lease_lost_goes_out_after_the_renewal_befo
     finally:
         owners.live = live  # type: ignore[method-assign]
         await first.stop()
+
+
+async def test_a_turn_failing_after_its_conversation_was_taken_over_reports_nothing(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):  # noqa: F811
+    """A turn that fails (a bug outside the agent) on A after B took the conversation over neither marks the message
+    failed nor tells the chat so: B runs it and answers, once."""
+    first = await start_gateway(tmp_path / "a", llm.base_url, **instance_settings(tmp_path, tg))
+    second = await start_gateway(tmp_path / "b", llm.base_url, **instance_settings(tmp_path, tg))
+    turns = first.parts.turns
+
+    async def taken_over_then_broken(worker: Any, item: WorkItem) -> str:
+        await first.parts.store.owners.execute("UPDATE conversation_owners SET holder = ?", second.instance_id)
+        raise RuntimeError("a bug")
+    try:
+        turns._run = taken_over_then_broken  # type: ignore[method-assign]
+        await post_update(tg, first, tg.user_message("one", update_id=1))
+        await wait_for_text(tg, "echo: one", timeout=10)  # B's look runs it
+        assert sent_texts(tg, ANN) == ["echo: one"]
+        assert [r["state"] for r in state_rows(first.config.home, "SELECT state FROM inbox")] == ["done"]
+    finally:
+        await second.stop()
+        await first.stop()

@@ -474,8 +474,11 @@ class Turns:
     async def _fail(self, item: WorkItem, exc: Exception) -> None:
         """Best effort when the turn itself could not be recorded: mark the row, tell the person."""
         try:
-            await self.inbox.set_state([item.inbox_id], "failed", f"{type(exc).__name__}: {exc}"[:500])
+            await self.inbox.set_state([item.inbox_id], "failed", f"{type(exc).__name__}: {exc}"[:500],
+                                       fenced=self._fenced(item))
             await self.delivery.reply(item.msg.reply_chat, failed_text(exc), reply_to=answers(item))
+        except NotOwner as lost:  # (another instance runs the conversation now: it says what became of it)
+            log.warning("the failed turn in %s was not reported: %s", item.key, lost)
         except Exception:
             log.exception("could not report the failed turn in %s", item.key)
         self.metrics.turns.labels("error").inc()

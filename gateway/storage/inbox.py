@@ -65,8 +65,8 @@ async def insert_inbox(db: Connection, msg: InboundMessage, session_key: str, *,
 
 
 UNFINISHED = "i.state IN ('received', 'processing')"  # (of the inbox as `i`)
-UNFINISHED_COLUMNS = ", ".join(f"i.{c}" for c in ("id", "session_key", "payload", "draft_message_id", "effects", "origin",
-                                                   "goal_id", "goal_seq", "draft_intent"))
+UNFINISHED_COLUMNS = ", ".join(f"i.{c}" for c in ("id", "session_key", "payload", "draft_message_id", "effects",
+                                                   "origin", "goal_id", "goal_seq", "draft_intent"))
 
 
 def unfinished(row: Any) -> Unfinished:
@@ -96,10 +96,16 @@ class InboxStore(Tables):
             return inbox_id, inbox_id is not None and bool(await claim(db))
         return await self.db.write(add)
 
-    async def set_state(self, inbox_ids: list[int], state: str, error: str | None = None) -> None:
+    async def set_state(self, inbox_ids: list[int], state: str, error: str | None = None, *,
+                        fenced: Work | None = None) -> None:
+        """`fenced`: a statement run first that may refuse the write (several instances: `owners.still_owned`)."""
         rows = [(state, error, time.time(), i) for i in inbox_ids]
-        await self.db.write(lambda db: db.executemany(
-            "UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?", rows), single=True)
+
+        async def set_state(db: Connection) -> None:
+            if fenced is not None:
+                await fenced(db)
+            await db.executemany("UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?", rows)
+        await self.db.write(set_state, single=fenced is None)
 
     async def draft_intent(self, inbox_id: int) -> SendIntent:
         """Note, before the first send of a turn's draft, that it was started, and after which message (a
