@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Several instances on PostgreSQL against one SQLite daemon, on the shared harness's fakes and driver.
 
-Three set-ups run side by side, each with its own fake Telegram and fake LLM (../shared/bench) and a fresh state:
-`sqlite` (one daemon, the default storage), `pg1` (one daemon on a fresh PostgreSQL database) and `pg2` (two
+Four set-ups run side by side, each with its own fake Telegram and fake LLM (../shared/bench) and a fresh state:
+`sqlite` (one daemon, the default storage), `pg1` (one daemon on a fresh PostgreSQL database), `pg2` (two
 daemons on one fresh database: the one that holds Telegram's long poll runs the conversations, the other stands
-by, looking for work every second). Rounds alternate the set-ups (the machine is shared and noisy); each round
+by) and `pg2w` (two daemons behind the webhook: the shared fake drives no webhooks, so a relay here plays
+Telegram and a round-robin load balancer — it long-polls the fake and posts each update to the two daemons in
+turn, with the webhook's secret). Rounds alternate the set-ups (the machine is shared and noisy); each round
 drives scenario A (1 chat x 50 messages, model at once) and C (500 chats x 2 messages = 1,000 answers, model 1 s)
 on each. It prints the medians per set-up: reply p50, CPU per turn (the daemons' — both in pg2 — and
 PostgreSQL's, from /proc), C's wall time, and missing or doubled replies. It asserts nothing.
@@ -32,7 +34,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 BENCH = Path(os.environ.get("CHATGATE_SHARED_BENCH", HERE.parent / "shared" / "bench"))
 PY = sys.executable
-SETUPS = ("sqlite", "pg1", "pg2")
+SETUPS = ("sqlite", "pg1", "pg2", "pg2w")
+SECRET = "bench-webhook-secret"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -104,18 +107,25 @@ class SetUp:
             self.processes.append(subprocess.Popen([PY, script, "--port", str(port), *extra], cwd=BENCH,
                                                    stdout=log, stderr=subprocess.STDOUT))
         time.sleep(1.5)
-        for index in range(2 if self.name == "pg2" else 1):
+        self.ports = [free_port() for _ in range(1 if self.name in ("sqlite", "pg1") else 2)]
+        for index in range(len(self.ports)):
             self.daemons.append(self._daemon(index))
             self._wait_ready(index)
+        if self.name == "pg2w":
+            log = open(self.work / "relay.log", "wb")  # noqa: SIM115 - the child owns it
+            self.processes.append(subprocess.Popen([PY, __file__, "relay", str(self.tg), *map(str, self.ports)],
+                                                   stdout=log, stderr=subprocess.STDOUT))
 
     def _daemon(self, index: int) -> subprocess.Popen[bytes]:
         home = self.work / f"home{index}"
         home.mkdir(mode=0o700)
         storage = f"storage:\n  url: {self.url}\n" if self.url else ""
+        webhook = (f"    mode: webhook\n    webhook_url: http://127.0.0.1:{self.ports[index]}/telegram/webhook\n"
+                   f"    webhook_secret: {SECRET}\n") if self.name == "pg2w" else ""
         (home / "config.yaml").write_text(
             f"llm:\n  base_url: http://127.0.0.1:{self.llm}/v1\n  api_key: sk-bench\n  model: bench-model\n"
-            f"platforms:\n  telegram:\n    token: \"123:abc\"\n    base_url: http://127.0.0.1:{self.tg}\n"
-            f"access:\n  dm_policy: open\nhttp:\n  port: {free_port()}\n{storage}")
+            f"platforms:\n  telegram:\n    token: \"123:abc\"\n    base_url: http://127.0.0.1:{self.tg}\n{webhook}"
+            f"access:\n  dm_policy: open\nhttp:\n  port: {self.ports[index]}\n{storage}")
         log = open(home / "gateway.log", "wb")  # noqa: SIM115 - the child owns it
         process = subprocess.Popen([PY, "-m", "gateway", "run"], env={**os.environ, "CHATGATE_HOME": str(home)},
                                    stdout=log, stderr=subprocess.STDOUT)
@@ -171,7 +181,38 @@ def report(results: dict[str, dict[str, list[dict]]]) -> None:
               f" {med([own(r) for r in c]):>16} {med([per(r, 'postgres_cpu_s') for r in c]):>19} {bad:>13}")
 
 
+async def relay(tg: int, ports: list[int]) -> None:
+    """Telegram's webhook delivery and a round-robin load balancer in one: take the updates off the fake (after
+    deleting the webhook the daemons set, which makes it refuse long polls) and post each to the next daemon."""
+    import aiohttp
+
+    base = f"http://127.0.0.1:{tg}/bot123:abc"
+    async with aiohttp.ClientSession() as http:
+        await (await http.post(f"{base}/deleteWebhook", json={})).read()
+        offset, turn = 0, 0
+        connections = asyncio.Semaphore(40)  # (Telegram's default max_connections)
+        pending: set[asyncio.Future[None]] = set()
+
+        async def deliver(update: dict, port: int) -> None:
+            async with connections, http.post(f"http://127.0.0.1:{port}/telegram/webhook", json=update,
+                                              headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}) as delivered:
+                if delivered.status != 200:
+                    print(f"update {update['update_id']}: port {port} answered {delivered.status}", flush=True)
+        while True:
+            async with http.post(f"{base}/getUpdates", json={"offset": offset, "timeout": 1}) as response:
+                updates = (await response.json()).get("result") or []
+            for update in updates:
+                offset = update["update_id"] + 1
+                task = asyncio.ensure_future(deliver(update, ports[turn % len(ports)]))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+                turn += 1
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["relay"]:
+        asyncio.run(relay(int(sys.argv[2]), [int(p) for p in sys.argv[3:]]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/postgres",
