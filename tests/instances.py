@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 import aiohttp
 import pytest
@@ -59,3 +61,22 @@ def shared_database(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noq
     """Every gateway of the test on the test's PostgreSQL database."""
     monkeypatch.setattr(harness, "STORAGE_URL", pg_url)  # every gateway of the test on it
     return pg_url
+
+
+@asynccontextmanager
+async def poller_and_standby(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, url: str,
+                             **more: Any) -> AsyncIterator[tuple[Instance, Instance]]:
+    """Two `chatgate run` instances on the database `url`: the first up (polling Telegram) before the second
+    starts (standing by). Both end with the block, a frozen one (SIGSTOP) too."""
+    first, second = (Instance(tmp_path / name, llm, tg, url, **more) for name in ("a", "b"))
+    try:
+        first.start()
+        await first.until("ready")
+        second.start()
+        await second.until("standby")
+        yield first, second
+    finally:
+        for instance in (first, second):
+            if instance.process is not None and instance.process.poll() is None:
+                instance.process.send_signal(signal.SIGCONT)  # (one a test froze)
+            instance.close()

@@ -8,7 +8,7 @@ starts it again on the same state.
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Callable
 
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
@@ -107,20 +107,24 @@ async def test_sigterm_with_turns_in_flight_drains_them(tmp_path, tg: FakeTelegr
             daemon.close()
 
 
-async def test_a_storm_of_kills_across_thirty_chats_leaves_every_answer_exactly_once(tmp_path, tg: FakeTelegram):
-    users = list(range(5001, 5031))
-    phase = {"name": "hang"}
-
+def storm_model(phase: dict[str, str]) -> Callable[[dict[str, Any]], Reply]:
+    """The model of a storm of kills, by `phase["name"]`: "hang" (every turn waits on it), "stream" (a preview
+    goes out, then the model stalls), else "answer to <the message>" at once."""
     def model(body: dict[str, Any]) -> Reply:
         text = user_text(body)
         if phase["name"] == "hang":
             return Reply.hang()
-        if phase["name"] == "stream":  # a preview goes out, then the model stalls
+        if phase["name"] == "stream":
             return Reply.text(f"partial {text} " + "… " * 200, chunk_size=12, chunk_delay=5.0)
         return Reply.text(f"answer to {text}")
+    return model
 
+
+async def test_a_storm_of_kills_across_thirty_chats_leaves_every_answer_exactly_once(tmp_path, tg: FakeTelegram):
+    users = list(range(5001, 5031))
+    phase = {"name": "hang"}
     async with FakeLLM() as llm:
-        llm.responder = model
+        llm.responder = storm_model(phase)
         daemon = Daemon(tmp_path, llm, telegram_settings(tg, access__dm_policy="open"))
         try:
             daemon.start()

@@ -25,7 +25,7 @@ from tests.fakes.telegram import FakeTelegram
 from gateway.chat.session_key import session_key
 from platforms.base import InboundMessage
 from tests.harness import ANN, eventually, sent_texts, start_gateway, state_rows, telegram_settings, wait_for_text
-from tests.instances import Instance, instance_settings, post_update, shared_database  # noqa: F401
+from tests.instances import instance_settings, poller_and_standby, post_update, shared_database  # noqa: F401
 from tests.pg import pg_url  # noqa: F401  (a fixture)
 
 BOB = 1002
@@ -119,7 +119,8 @@ async def test_a_stopped_instance_leaves_its_unfinished_turn_to_the_other_at_onc
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
     """An upgrade with no gap: the stopping instance's drain cuts the turn off; the other runs it again."""
     llm.script(Reply.hang())
-    first = await start_gateway(tmp_path / "a", llm.base_url, gateway__drain_seconds=0, **instance_settings(tmp_path, tg))
+    first = await start_gateway(tmp_path / "a", llm.base_url, gateway__drain_seconds=0,
+                                **instance_settings(tmp_path, tg))
     second = await start_gateway(tmp_path / "b", llm.base_url, **instance_settings(tmp_path, tg))
     try:
         await post_update(tg, first, tg.user_message("one", update_id=1))
@@ -234,64 +235,44 @@ async def test_a_standby_takes_up_no_conversation_it_could_not_answer(
 
 async def test_a_killed_instances_turn_is_taken_over_and_answered_once(tmp_path: Path, pg_url: str,  # noqa: F811
                                                                        tg: FakeTelegram):
-    async with FakeLLM() as llm:
-        first, second = (Instance(tmp_path / name, llm, tg, pg_url) for name in ("a", "b"))
-        try:
-            first.start()
-            await first.until("ready")
-            second.start()
-            await second.until("standby")
-            llm.script(Reply.hang())
-            tg.user_message("one")
-            await llm.wait_for_requests(1)
-            killed_at = asyncio.get_running_loop().time()
-            first.kill()
-            await wait_for_text(tg, "echo: one", timeout=TAKE_OVER + 10)
-            assert asyncio.get_running_loop().time() - killed_at < TAKE_OVER
-            assert sent_texts(tg, ANN) == ["echo: one"] and len(llm.requests) == 2
-        finally:
-            first.close()
-            second.close()
+    async with FakeLLM() as llm, poller_and_standby(tmp_path, llm, tg, pg_url) as (first, second):
+        llm.script(Reply.hang())
+        tg.user_message("one")
+        await llm.wait_for_requests(1)
+        killed_at = asyncio.get_running_loop().time()
+        first.kill()
+        await wait_for_text(tg, "echo: one", timeout=TAKE_OVER + 10)
+        assert asyncio.get_running_loop().time() - killed_at < TAKE_OVER
+        assert sent_texts(tg, ANN) == ["echo: one"] and len(llm.requests) == 2
 
 
 async def test_a_frozen_instances_turn_is_taken_over_when_its_life_lease_ends_and_it_sends_nothing_when_woken(
         tmp_path: Path, pg_url: str, tg: FakeTelegram):  # noqa: F811
     """SIGSTOP: the process lives on (so it is not seen to have exited), renewing nothing, as on a network cut.
     Its model's answer is waiting in its socket when it wakes: it must not send it (another instance ran the turn)."""
-    async with FakeLLM() as llm:
-        first, second = (Instance(tmp_path / name, llm, tg, pg_url) for name in ("a", "b"))
-        try:
-            first.start()
-            await first.until("ready")
-            second.start()
-            await second.until("standby")
-            answer = asyncio.Event()
+    async with FakeLLM() as llm, poller_and_standby(tmp_path, llm, tg, pg_url) as (first, second):
+        answer = asyncio.Event()
 
-            async def held_answer(body: dict[str, Any]) -> Reply | None:
-                if len(llm.requests) > 1:
-                    return None  # (the echo)
-                await answer.wait()
-                return Reply.text("the frozen instance's answer")
-            llm.responder = held_answer
-            tg.user_message("one")
-            await llm.wait_for_requests(1)
-            assert first.process is not None
-            frozen_at = asyncio.get_running_loop().time()
-            first.process.send_signal(signal.SIGSTOP)
-            await wait_for_text(tg, "echo: one", timeout=TAKE_OVER + 10)
-            taken_over = asyncio.get_running_loop().time() - frozen_at
-            assert LIFE_SECONDS - LIFE_RENEW_EVERY - 1 < taken_over < TAKE_OVER  # (its lease: 20 s from the last renewal)
-            answer.set()
-            await llm.wait_for_streamed(2, timeout=10)  # the frozen one's answer is in its socket
-            first.process.send_signal(signal.SIGCONT)
-            await eventually(lambda: "life lease is renewed" in (first.home / "gateway-1.log").read_text(), 30,
-                             "the woken instance renewing its life lease (after letting its turn go)")
-            tg.user_message("two")
-            await wait_for_text(tg, "echo: two", timeout=20)
-            texts = sent_texts(tg, ANN)
-            assert texts == ["echo: one", "echo: two"], texts
-        finally:
-            if first.process is not None and first.process.poll() is None:
-                first.process.send_signal(signal.SIGCONT)
-            first.close()
-            second.close()
+        async def held_answer(body: dict[str, Any]) -> Reply | None:
+            if len(llm.requests) > 1:
+                return None  # (the echo)
+            await answer.wait()
+            return Reply.text("the frozen instance's answer")
+        llm.responder = held_answer
+        tg.user_message("one")
+        await llm.wait_for_requests(1)
+        assert first.process is not None
+        frozen_at = asyncio.get_running_loop().time()
+        first.process.send_signal(signal.SIGSTOP)
+        await wait_for_text(tg, "echo: one", timeout=TAKE_OVER + 10)
+        taken_over = asyncio.get_running_loop().time() - frozen_at
+        assert LIFE_SECONDS - LIFE_RENEW_EVERY - 1 < taken_over < TAKE_OVER  # (its lease: 20 s from the last renewal)
+        answer.set()
+        await llm.wait_for_streamed(2, timeout=10)  # the frozen one's answer is in its socket
+        first.process.send_signal(signal.SIGCONT)
+        await eventually(lambda: "life lease is renewed" in (first.home / "gateway-1.log").read_text(), 30,
+                         "the woken instance renewing its life lease (after letting its turn go)")
+        tg.user_message("two")
+        await wait_for_text(tg, "echo: two", timeout=20)
+        texts = sent_texts(tg, ANN)
+        assert texts == ["echo: one", "echo: two"], texts

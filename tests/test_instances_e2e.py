@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from tests.fakes.llm import FakeLLM, Reply
+from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import each_answered_once, eventually, sent_texts, wait_for_text
-from tests.instances import Instance, shared_database  # noqa: F401  (a fixture)
+from tests.instances import Instance, poller_and_standby, shared_database  # noqa: F401  (a fixture)
 from tests.pg import pg_url  # noqa: F401  (a fixture)
-from tests.test_crash_e2e import user_text
+from tests.test_crash_e2e import storm_model
 
 USERS = list(range(6001, 6021))
 WEBHOOK = {"platforms__telegram__mode": "webhook", "access__dm_policy": "open",
@@ -59,40 +58,22 @@ async def test_webhook_updates_spread_over_two_instances_are_each_answered_once_
 async def test_instances_killed_in_turn_leave_every_answer_exactly_once(
         tmp_path: Path, shared_database: str, tg: FakeTelegram):  # noqa: F811
     phase = {"name": "hang"}
-
-    def model(body: dict[str, Any]) -> Reply:
-        text = user_text(body)
-        if phase["name"] == "hang":
-            return Reply.hang()
-        if phase["name"] == "stream":  # a preview goes out, then the model stalls
-            return Reply.text(f"partial {text} " + "… " * 200, chunk_size=12, chunk_delay=5.0)
-        return Reply.text(f"answer to {text}")
-
-    async with FakeLLM() as llm:
-        llm.responder = model
-        first, second = (Instance(tmp_path / name, llm, tg, shared_database, access__dm_policy="open")
-                         for name in ("a", "b"))
-        try:
-            first.start()
-            await first.until("ready")
-            second.start()
-            await second.until("standby")
-            for user in USERS:
-                tg.user_message(f"q{user}", user_id=user)
-            # 1: every message stored by A, every turn waiting on the model there
-            await llm.wait_for_requests(len(USERS), timeout=30)
-            phase["name"] = "stream"
-            first.kill()
-            # 2: B takes the connection and the conversations over; every turn shows (and records) a preview
-            await eventually(lambda: len(first.rows("SELECT 1 FROM inbox WHERE draft_message_id IS NOT NULL"))
-                             == len(USERS), timeout=60, what="20 previews recorded, by B")
-            first.start()
-            await first.until("standby")
-            phase["name"] = "answer"
-            second.kill()
-            # 3: A takes everything back, each turn run again over its preview, and answers
-            await each_answered_once(tg, first, {user: f"answer to q{user}" for user in USERS})
-            assert await first.telegram_state() == "ready"
-        finally:
-            first.close()
-            second.close()
+    async with FakeLLM() as llm, poller_and_standby(tmp_path, llm, tg, shared_database,
+                                                    access__dm_policy="open") as (first, second):
+        llm.responder = storm_model(phase)
+        for user in USERS:
+            tg.user_message(f"q{user}", user_id=user)
+        # 1: every message stored by A, every turn waiting on the model there
+        await llm.wait_for_requests(len(USERS), timeout=30)
+        phase["name"] = "stream"
+        first.kill()
+        # 2: B takes the connection and the conversations over; every turn shows (and records) a preview
+        await eventually(lambda: len(first.rows("SELECT 1 FROM inbox WHERE draft_message_id IS NOT NULL"))
+                         == len(USERS), timeout=60, what="20 previews recorded, by B")
+        first.start()
+        await first.until("standby")
+        phase["name"] = "answer"
+        second.kill()
+        # 3: A takes everything back, each turn run again over its preview, and answers
+        await each_answered_once(tg, first, {user: f"answer to q{user}" for user in USERS})
+        assert await first.telegram_state() == "ready"

@@ -17,7 +17,7 @@ import pytest
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import ANN, sent_texts, wait_for_text
-from tests.instances import Instance
+from tests.instances import Instance, poller_and_standby
 from tests.pg import pg_url  # noqa: F401  (the fixture)
 
 TAKE_OVER = 10.0  # seconds the issue allows between a poller's death and the other's first poll
@@ -26,19 +26,8 @@ TAKE_OVER = 10.0  # seconds the issue allows between a poller's death and the ot
 @pytest.fixture
 async def pair(tmp_path: Path, pg_url: str, tg: FakeTelegram) -> AsyncIterator[tuple[Instance, Instance, FakeLLM]]:
     """Two instances, the first one up (polling) before the second starts (standing by)."""
-    async with FakeLLM() as llm:
-        first, second = (Instance(tmp_path / name, llm, tg, pg_url) for name in ("a", "b"))
-        try:
-            first.start()
-            await first.until("ready")
-            second.start()
-            await second.until("standby")
-            yield first, second, llm
-        finally:
-            for instance in (first, second):
-                if instance.process is not None and instance.process.poll() is None:
-                    instance.process.send_signal(signal.SIGCONT)  # (one a test froze)
-                instance.close()
+    async with FakeLLM() as llm, poller_and_standby(tmp_path, llm, tg, pg_url) as (first, second):
+        yield first, second, llm
 
 
 def conflicts(tg: FakeTelegram, since: int = 0) -> int:
