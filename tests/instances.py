@@ -44,11 +44,13 @@ class Instance(Daemon):
         await eventually(there, timeout, f"telegram {state} on the instance on port {self.port}")
 
 
-def instance_settings(tmp_path: Path, tg: FakeTelegram) -> dict[str, Any]:
-    workspace = tmp_path / "ws"  # (one folder both instances name: the operator's shared volume)
+def instance_settings(tmp_path: Path, tg: FakeTelegram, **more: Any) -> dict[str, Any]:
+    """An in-process instance's settings: Telegram by webhook (a test posts each update to the instance a load
+    balancer would pick), the workspace one folder both instances name (the operator's shared volume)."""
+    workspace = tmp_path / "ws"
     (workspace / "victim").mkdir(parents=True, exist_ok=True)
     return telegram_settings(tg, platforms__telegram__mode="webhook", agent__workspace=workspace,
-                             platforms__telegram__webhook_url="http://placeholder/telegram/webhook")
+                             platforms__telegram__webhook_url="http://placeholder/telegram/webhook", **more)
 
 
 async def post_update(tg: FakeTelegram, runner: Any, update: dict[str, Any]) -> None:

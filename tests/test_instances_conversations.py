@@ -93,6 +93,27 @@ async def test_stop_sent_to_the_other_instance_stops_the_turn_where_it_runs(
         await first.stop()
 
 
+async def test_interrupt_by_a_message_to_the_other_instance_cuts_the_turn_where_it_runs(
+        tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
+    """busy_policy: interrupt — the newer message, reaching B, interrupts the turn running on A; A answers it."""
+    llm.script(Reply.hang())
+    settings = instance_settings(tmp_path, tg, gateway__busy_policy="interrupt")
+    first = await start_gateway(tmp_path / "a", llm.base_url, **settings)
+    second = await start_gateway(tmp_path / "b", llm.base_url, **settings)
+    try:
+        await post_update(tg, first, tg.user_message("think for a long time", update_id=1))
+        await llm.wait_for_requests(1)
+        await post_update(tg, second, tg.user_message("never mind: two", update_id=2))
+        await wait_for_text(tg, "echo: never mind: two", timeout=10)
+        assert sent_texts(tg, ANN) == ["echo: never mind: two"] and len(llm.requests) == 2
+        assert second.parts.sessions.workers == {}
+        assert [r["state"] for r in state_rows(first.config.home, "SELECT state FROM inbox ORDER BY id")] == [
+            "cancelled", "done"]
+    finally:
+        await second.stop()
+        await first.stop()
+
+
 async def test_an_instance_that_starts_leaves_a_live_instances_turn_alone(
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
     hold = asyncio.Event()
