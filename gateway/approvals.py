@@ -372,9 +372,14 @@ class Approvals:
         for approval_id in await self.stored.pending(expired_before=time.time() - 5.0):
             if approval_id not in self._waiting:
                 await self.decide(approval_id, "expired", "timeout")
+        await self.expire_orphaned("the instance that asked stopped")
+
+    async def expire_orphaned(self, note: str) -> None:
+        """Several instances: end the requests of instances that died (their life lease ended: the turn that
+        waited on one is gone). At each tick, and at start once the first look has found who is gone."""
         if self.instance is not None:
             for approval_id in await self.stored.pending_of(None):
-                await self.decide(approval_id, "expired", "gateway", "the instance that asked stopped")
+                await self.decide(approval_id, "expired", "gateway", note)
 
     # -- helpers --------------------------------------------------------------------------
 

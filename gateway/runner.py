@@ -90,6 +90,8 @@ class GatewayRunner:
         stack.push_async_callback(_drain, parts, drain)
         await parts.approvals.expire_all("the gateway restarted")  # nobody is waiting for these any more
         await parts.inbound.resume()
+        await parts.approvals.expire_orphaned("the gateway restarted")  # (several instances: a killed one's, gone
+        # by the first look of `resume`)
         self.background.spawn(parts.goals.resume_pending(), name="goals-resume")  # (a judge request: not on the way to ready)
         self.state, self.connections.serving = "running", True
         await parts.cron_timers.start()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import Tab, eventually, gateway_env, is_prompt, press, start_gateway
+from tests.harness import Tab, eventually, gateway_env, is_prompt, press, start_gateway, state_rows
 
 ANN, BOB, ADMIN = 1001, 2002, 3003
 
@@ -215,9 +214,7 @@ async def test_telegram_other_user_is_refused_and_racing_presses_decide_once(tmp
 
 
 def _prompt_recorded(home: Path, prompt_id: int) -> bool:
-    with sqlite3.connect(home / "state.db") as db:
-        return db.execute("SELECT 1 FROM approvals WHERE prompt_message_id = ?", (str(prompt_id),)).fetchone() \
-            is not None
+    return bool(state_rows(home, "SELECT 1 FROM approvals WHERE prompt_message_id = ?", str(prompt_id)))
 
 
 async def test_telegram_restart_while_pending_edits_the_prompt_to_expired(tmp_path, tg: FakeTelegram):
