@@ -13,7 +13,7 @@ import pytest
 from tests import harness
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import Daemon, eventually, free_port, telegram_settings
+from tests.harness import Daemon, eventually, free_port, start_gateway, telegram_settings
 from tests.pg import pg_url  # noqa: F401  (a fixture)
 
 
@@ -82,3 +82,20 @@ async def poller_and_standby(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, url
             if instance.process is not None and instance.process.poll() is None:
                 instance.process.send_signal(signal.SIGCONT)  # (one a test froze)
             instance.close()
+
+
+@asynccontextmanager
+async def two_instances(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram,
+                        **more: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """Instances A and B in this process (`instance_settings` and `more`), on the test's database; stopped with
+    the block, B first."""
+    settings = instance_settings(tmp_path, tg, **more)
+    first = await start_gateway(tmp_path / "a", llm.base_url, **settings)
+    try:
+        second = await start_gateway(tmp_path / "b", llm.base_url, **settings)
+        try:
+            yield first, second
+        finally:
+            await second.stop()
+    finally:
+        await first.stop()

@@ -18,7 +18,7 @@ from gateway import approvals as approvals_module
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import start_gateway
-from tests.instances import instance_settings, post_update, shared_database  # noqa: F401  (a fixture)
+from tests.instances import instance_settings, post_update, shared_database, two_instances  # noqa: F401
 from tests.pg import pg_url  # noqa: F401  (a fixture)
 
 ANN = 1001
@@ -35,15 +35,8 @@ async def _prompt(tg: FakeTelegram) -> tuple[int, dict[str, str]]:
 async def two_gateways(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram) -> AsyncIterator[tuple[Any, Any]]:
     """Instances A and B on the test's database; a scripted turn that asks to delete `victim`, then says done."""
     llm.script(Reply.tool_calls([("terminal", {"command": "rm -rf victim"})]), Reply.text("done"))
-    first = await start_gateway(tmp_path / "a", llm.base_url, **instance_settings(tmp_path, tg))
-    try:
-        second = await start_gateway(tmp_path / "b", llm.base_url, **instance_settings(tmp_path, tg))
-        try:
-            yield first, second
-        finally:
-            await second.stop()
-    finally:
-        await first.stop()
+    async with two_instances(tmp_path, llm, tg) as both:
+        yield both
 
 
 async def test_a_press_on_the_other_instance_wakes_the_turn_waiting_on_the_first(

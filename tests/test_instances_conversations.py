@@ -25,7 +25,8 @@ from tests.fakes.telegram import FakeTelegram
 from gateway.chat.session_key import session_key
 from platforms.base import InboundMessage
 from tests.harness import ANN, eventually, sent_texts, start_gateway, state_rows, telegram_settings, wait_for_text
-from tests.instances import instance_settings, poller_and_standby, post_update, shared_database  # noqa: F401
+from tests.instances import (instance_settings, poller_and_standby, post_update, shared_database,  # noqa: F401
+                             two_instances)
 from tests.pg import pg_url  # noqa: F401  (a fixture)
 
 BOB = 1002
@@ -64,43 +65,30 @@ async def test_a_message_reaching_the_other_instance_waits_for_the_running_turn_
 async def test_a_notice_wakes_the_owner_without_waiting_for_its_poll(
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(owners_module, "POLL_SECONDS", 3600.0)  # no poll in the test's time: only the notice wakes A
-    first = await start_gateway(tmp_path / "a", llm.base_url, **instance_settings(tmp_path, tg))
-    second = await start_gateway(tmp_path / "b", llm.base_url, **instance_settings(tmp_path, tg))
-    try:
+    async with two_instances(tmp_path, llm, tg) as (first, second):
         await post_update(tg, first, tg.user_message("one", update_id=1))
         await wait_for_text(tg, "echo: one", timeout=10)  # A owns the chat (no poll gives it up meanwhile)
         await post_update(tg, second, tg.user_message("two", update_id=2))
         await wait_for_text(tg, "echo: two", timeout=10)
         assert sent_texts(tg, ANN) == ["echo: one", "echo: two"] and second.parts.sessions.workers == {}
-    finally:
-        await second.stop()
-        await first.stop()
 
 
 async def test_stop_sent_to_the_other_instance_stops_the_turn_where_it_runs(
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
     llm.script(Reply.hang())
-    first = await start_gateway(tmp_path / "a", llm.base_url, **instance_settings(tmp_path, tg))
-    second = await start_gateway(tmp_path / "b", llm.base_url, **instance_settings(tmp_path, tg))
-    try:
+    async with two_instances(tmp_path, llm, tg) as (first, second):
         await post_update(tg, first, tg.user_message("think for a long time", update_id=1))
         await llm.wait_for_requests(1)
         await post_update(tg, second, tg.user_message("/stop", update_id=2))
         await wait_for_text(tg, "Stopped the running request.", timeout=10)
         assert len(llm.requests) == 1
-    finally:
-        await second.stop()
-        await first.stop()
 
 
 async def test_interrupt_by_a_message_to_the_other_instance_cuts_the_turn_where_it_runs(
         tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, shared_database: str):
     """busy_policy: interrupt — the newer message, reaching B, interrupts the turn running on A; A answers it."""
     llm.script(Reply.hang())
-    settings = instance_settings(tmp_path, tg, gateway__busy_policy="interrupt")
-    first = await start_gateway(tmp_path / "a", llm.base_url, **settings)
-    second = await start_gateway(tmp_path / "b", llm.base_url, **settings)
-    try:
+    async with two_instances(tmp_path, llm, tg, gateway__busy_policy="interrupt") as (first, second):
         await post_update(tg, first, tg.user_message("think for a long time", update_id=1))
         await llm.wait_for_requests(1)
         await post_update(tg, second, tg.user_message("never mind: two", update_id=2))
@@ -109,9 +97,6 @@ async def test_interrupt_by_a_message_to_the_other_instance_cuts_the_turn_where_
         assert second.parts.sessions.workers == {}
         assert [r["state"] for r in state_rows(first.config.home, "SELECT state FROM inbox ORDER BY id")] == [
             "cancelled", "done"]
-    finally:
-        await second.stop()
-        await first.stop()
 
 
 async def test_an_instance_that_starts_leaves_a_live_instances_turn_alone(
