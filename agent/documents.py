@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import shutil
-import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Callable, Hashable, Protocol
 
@@ -82,21 +82,6 @@ class Documents(Protocol):
         the same)."""
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` so a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class FolderDocuments:
     """Documents as files under `root`: `memory/MEMORY.md` is `root/memory/MEMORY.md`. A name's file must
     stay, with links resolved, inside the top folder the name starts with (`root/memory` for
@@ -122,6 +107,31 @@ class FolderDocuments:
         if len(parts) > 1 and not resolved.is_relative_to(top) or not resolved.is_relative_to(self.root.resolve()):
             raise BadName(f"{name!r} leads outside its folder")
         return path
+
+    def _top(self, name: str) -> Path:
+        parts = checked(name).split("/")
+        return (self.root / parts[0]).resolve() if len(parts) > 1 else self.root.resolve()
+
+    def _folder(self, name: str, *, create: bool = False) -> tuple[int, str]:
+        """The folder document `name`'s file is in, opened (an fd), and the file's name in it. Where the opened
+        folder is, as the kernel has it, is checked to be inside the name's top folder: what was checked is
+        what is used, even when another program swaps a folder for a link after `path` looked."""
+        path = self.path(name)
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            self._held(fd, name)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, path.name
+
+    def _held(self, fd: int, name: str) -> None:
+        """BadName unless the open `fd` is inside document `name`'s top folder."""
+        where = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        if not where.is_relative_to(self._top(name)) or not where.is_relative_to(self.root.resolve()):
+            raise BadName(f"{name!r} leads outside its folder")
 
     def _name(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -164,22 +174,55 @@ class FolderDocuments:
     # -- on the thread -------------------------------------------------------------------------------
 
     def _read(self, name: str) -> str | None:
+        data = self._read_bytes(name)
+        return None if data is None else data.decode("utf-8")
+
+    def _read_bytes(self, name: str) -> bytes | None:
         try:
-            return self.path(name).read_text(encoding="utf-8")
+            folder, file = self._folder(name)
+            try:
+                fd = os.open(file, os.O_RDONLY, dir_fd=folder)  # (a link is followed: where it led is checked)
+            finally:
+                os.close(folder)
+            with os.fdopen(fd, "rb") as f:
+                self._held(fd, name)
+                return f.read()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
 
-    def _write(self, name: str, text: str) -> None:
-        write_atomic(self.path(name), text)
+    def _write(self, name: str, data: str | bytes) -> None:
+        folder, file = self._folder(name, create=True)
+        try:
+            _write_at(folder, file, data.encode("utf-8") if isinstance(data, str) else data)
+        finally:
+            os.close(folder)
         self._changes += 1
 
     def _delete(self, name: str) -> bool:
         try:
-            self.path(name).unlink()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            folder, file = self._folder(name)
+        except (FileNotFoundError, NotADirectoryError):
             return False
+        try:
+            os.unlink(file, dir_fd=folder)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+            return False
+        finally:
+            os.close(folder)
         self._changes += 1
         return True
+
+    def _rename(self, src: str, dst: str) -> None:
+        """Rename `src` (a file or a folder) to `dst`, both opened and checked where they are (see `_folder`)."""
+        source, source_file = self._folder(src)
+        try:
+            target, target_file = self._folder(dst, create=True)
+            try:
+                os.replace(source_file, target_file, src_dir_fd=source, dst_dir_fd=target)
+            finally:
+                os.close(target)
+        finally:
+            os.close(source)
 
     def _names(self, prefix: str) -> list[str]:
         start = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
@@ -217,16 +260,16 @@ class FolderDocuments:
             return 0
         source, target = self.path(src), self.path(dst)
         if moving and not target.exists() and not target.is_symlink():  # (a folder in one rename: as it was)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(source, target)
+            self._rename(src, dst)
         else:
             for name in found:
-                to = self.path(dst + name[len(src):])
-                to.parent.mkdir(parents=True, exist_ok=True)
+                to = dst + name[len(src):]
                 if moving:
-                    os.replace(self.path(name), to)
+                    self._rename(name, to)
                 else:
-                    shutil.copyfile(self.path(name), to)
+                    data = self._read_bytes(name)
+                    if data is not None:
+                        self._write(to, data)
             if moving and source.is_dir():
                 _remove_empty(source)
         self._changes += 1
@@ -234,12 +277,17 @@ class FolderDocuments:
 
     def _delete_all(self, path: str) -> int:
         found = self._files(path)
-        target = self.path(checked_path(path))
+        path = checked_path(path)
+        target = self.path(path)
         if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
+            folder, file = self._folder(path)
+            try:
+                shutil.rmtree(file, dir_fd=folder)  # (by fds: it refuses a link put in the folder's place)
+            finally:
+                os.close(folder)
         else:
             for name in found:
-                self.path(name).unlink(missing_ok=True)
+                self._delete(name)
         self._changes += bool(found)
         return len(found)
 
@@ -252,6 +300,24 @@ class FolderDocuments:
             except OSError:
                 continue
         return tuple(sorted(found))
+
+
+def _write_at(folder: int, file: str, data: bytes) -> None:
+    """Replace `file` in the open `folder` with `data`, at once (a temporary file renamed over it)."""
+    tmp = f".{file}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, file, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=folder)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 def _remove_empty(folder: Path) -> None:

@@ -109,19 +109,53 @@ def decoding(name: str, args: list[str]) -> bool:
     return parse(args).has("d", "D", "decode", "decompress")
 
 
+_DIRECTIVE = lazy_re(r"%([-+ #0]*)(\*|[0-9]*)(\.(?:\*|[0-9]*))?(.?)", re.S)
+_INTEGER = lazy_re(r"[-+]?[0-9]+")
+
+
 def printf(args: list[str]) -> str | None:
     """What `printf FORMAT ARGS…` prints. Like bash, the format is used again until every argument is taken
     (`printf '%s\\n' true … 'rm -rf ~' | sh` runs the last one too); None — not known — past `MAX_PRINTED`
-    characters, so a pipe it feeds is judged as one the check cannot read, never as the part it read."""
+    characters, or when the format has a directive whose output is not the argument as it is (`%c` prints its
+    first character, `%.2s` two, `%*s` takes a width from the arguments, `%x` a number in hex): a pipe it feeds
+    is then judged as one the check cannot read, never as the text it did not compute. Escapes in the format
+    are read as text (bash prints `\\x25s` as `%s`, not as a directive)."""
     if not args:
         return ""
-    fmt, rest, out, size = unescape(args[0]), list(args[1:]), [], 0
+    fmt, rest, out, size = args[0], list(args[1:]), [], 0
     while True:
         before = len(rest)
-        out.append(re.sub(r"%[-+ #0-9.]*([sbdiqcxo%])", lambda m: "%" if m.group(1) == "%" else (
-            unescape(rest.pop(0)) if m.group(1) == "b" else rest.pop(0)) if rest else "", fmt))
-        size += len(out[-1])
+        printed = _printed_once(fmt, rest)
+        if printed is None:
+            return None
+        out.append(printed)
+        size += len(printed)
         if size > MAX_PRINTED:
             return None
         if not rest or len(rest) == before:  # (a format that takes no argument is printed once)
             return "".join(out)
+
+
+def _printed_once(fmt: str, rest: list[str]) -> str | None:
+    """One pass of the format, taking arguments from `rest`; None when a directive's output is not known."""
+    out, at = [], 0
+    for m in _DIRECTIVE.finditer(fmt):
+        out.append(unescape(fmt[at:m.start()]))
+        at = m.end()
+        flags, width, precision, conversion = m.groups()
+        if conversion == "%" and not (flags or width or precision):
+            out.append("%")
+            continue
+        if "*" in width or precision or conversion not in ("s", "b", "d", "i"):
+            return None
+        arg = rest.pop(0) if rest else ""
+        if conversion in ("d", "i"):
+            if arg and not _INTEGER.fullmatch(arg):
+                return None  # ('r is the character's code, 0x1f a number in hex, ...)
+            out.append(f"%{flags}{width}d" % int(arg or "0"))
+            continue
+        elif conversion == "b":
+            arg = unescape(arg)
+        out.append(arg.ljust(int(width)) if "-" in flags and width else arg.rjust(int(width or 0)))
+    out.append(unescape(fmt[at:]))
+    return "".join(out)

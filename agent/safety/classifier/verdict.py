@@ -139,7 +139,7 @@ KNOWN = RULE_NAMES | SHELLS | set(INTERPRETERS) | set(WRAPPERS) | DOWNLOADERS | 
     "python", "python3", "eval", "source", "xargs", "ssh", "echo", "printf", "cat"}
 _DYNAMIC = lazy_re(r"\s*\$\{?[A-Za-z_@*0-9]")
 _PLAIN = lazy_re(r"[\w@%+=:,./~*?\[\]{}$!^#()…-]+")
-_ORIGIN = {"download": "downloaded code", "decode": "decoded payload"}
+_ORIGIN = {"download": "downloaded code", "decode": "decoded payload", "printf": "printf output the check cannot compute"}
 
 
 def show(argv) -> str:
@@ -566,7 +566,8 @@ class _Analysis:
             text = " ".join(args)
             return Stream(unescape(text) if "e" in flags else text, None, desc)
         if name == "printf":
-            return Stream(printf(args), None, desc)
+            printed = printf(args)
+            return Stream(printed, None if printed is not None else "printf", desc)
         if name in ("cat", "tee") and (name == "tee" or all(a == "-" or a.startswith("-") for a in args)):
             return Stream(stdin.text, stdin.origin, desc)
         if name in ("which", "type") and args:
