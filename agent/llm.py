@@ -291,6 +291,7 @@ class LLMClient:
         self.observer: Callable[[float, dict[str, int] | None, str], None] | None = None  # (s, usage, model)
         self.trouble: Callable[[str, str], None] | None = None  # ("error" | "retry", kind), for /metrics
         self.ask_usage = True  # stream_options.include_usage, until an endpoint refuses it
+        self._schemas: dict[int, tuple[list[dict[str, Any]], bytes]] = {}  # tools' JSON, by their list (see `_body`)
 
     async def within(self, call: Callable[[Callable[[], None] | None, Deadline | None], Awaitable[R]]) -> R:
         """`call(progress, deadline)`: one wait on the model (or on work for it), ended after
@@ -449,15 +450,22 @@ class LLMClient:
 
     def _body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> bytes:
         """The request's JSON, made by pydantic-core's serializer (a fifth of the cost of the SDK's
-        `json.dumps` of the same dicts, which are already what the endpoint takes: see the module's words)."""
+        `json.dumps` of the same dicts, which are already what the endpoint takes: see the module's words).
+        The tools' schemas, nine tenths of a short conversation's request, are serialised once per list:
+        a set of tools has one list, made once and never changed (agent.tools.contract)."""
         body: dict[str, Any] = {"model": self.settings.model, "messages": messages, "stream": True}
-        if tools:
-            body["tools"] = tools
         if self.ask_usage:  # token counts at the end of the stream (for /metrics); older servers refuse it
             body["stream_options"] = {"include_usage": True}
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
-        return pydantic_core.to_json(body)
+        if not tools:
+            return pydantic_core.to_json(body)
+        known = self._schemas.get(id(tools))
+        if known is None or known[0] is not tools:
+            if len(self._schemas) >= 16:  # (lists made by hand, one per request: nothing to keep)
+                self._schemas.clear()
+            known = self._schemas[id(tools)] = (tools, pydantic_core.to_json(tools))
+        return b'{"tools":' + known[1] + b"," + pydantic_core.to_json(body)[1:]
 
     def _for_logs(self, exc: BaseException | None) -> str:
         """An error as a log line shows it: the SDK's words and their cause, the address redacted."""

@@ -25,6 +25,7 @@ import logging
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
+from agent.llm import sdk as llm_sdk
 from gateway.assembly import Parts, build
 from gateway.chat.command_handlers import REGISTRY
 from gateway.config import Config
@@ -99,6 +100,17 @@ class GatewayRunner:
         self.background.spawn(self._report_sandbox(parts), name="sandbox-probe")  # (a trial bwrap run: not on the way to ready)
         assert self.http is not None
         log.info("chatgate ready on http://%s:%s/ %s", cfg.http.host, self.http.port, self.connections.summary())
+
+    async def warm(self) -> None:
+        """What the first message would otherwise wait for, made once the gateway is ready: the `openai`
+        import (in a worker thread) and the models' clients. (The metrics wait for their first use: see
+        gateway.ops.metrics.)"""
+        try:
+            await llm_sdk()
+            if self.parts is not None:
+                await self.parts.agents.warm()
+        except Exception as exc:  # (the first turn meets it again, and says so where it belongs)
+            log.warning("could not prepare the model's client ahead of the first message (%s)", type(exc).__name__)
 
     async def _connect_and_serve(self, parts: Parts) -> None:
         """Every platform's first try at connecting, and the HTTP server; `NothingToServe` when every

@@ -142,3 +142,43 @@ def test_the_sdk_is_not_imported_on_the_way_to_ready():
     code = "import sys, gateway.runner, gateway.cli.launch, agent.llm; print('openai' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+async def test_the_warm_up_after_ready_makes_the_models_client_so_the_first_turn_does_not(tmp_path, llm: FakeLLM,
+                                                                                         monkeypatch):
+    """`chatgate run` calls `warm` once it is ready (gateway/cli/daemon.py): the SDK's import and its client for
+    the model's endpoint (an SSL context: about 40 ms of CPU) are then not in the first message's way."""
+    from agent.llm import sdk
+    from tests.harness import Tab, start_gateway
+
+    runner = await start_gateway(tmp_path, llm.base_url)
+    try:
+        await runner.warm()
+        openai = await sdk()
+        made: list[dict] = []
+        real = openai.AsyncOpenAI
+        monkeypatch.setattr(openai, "AsyncOpenAI", lambda **kw: made.append(kw) or real(**kw))
+        async with Tab(runner) as tab:
+            await tab.say("hello")
+            assert "echo: hello" in await tab.reply(1)
+        assert made == [] and len(llm.requests) == 1
+    finally:
+        await runner.stop()
+
+
+async def test_the_request_carries_each_list_of_tools_as_it_is(llm: FakeLLM):
+    """The tools' JSON is made once per list (agent.llm `_body`): another list, or the same tools in a new list,
+    is sent as it is, and the rest of the request is the JSON of what was asked."""
+    def tool(name: str) -> dict:
+        return {"type": "function", "function": {"name": name, "description": "é ✓ \"quoted\"",
+                                                  "parameters": {"type": "object", "properties": {}}}}
+
+    first, second = [tool("one"), tool("two")], [tool("three")]
+    client = LLMClient(LLMSettings(model="m", base_url=llm.base_url, temperature=0.5))
+    try:
+        for tools in (first, second, first, [tool("one")], None):
+            await client.complete(USER, tools)
+    finally:
+        await client.aclose()
+    assert [r.get("tools") for r in llm.requests] == [first, second, first, [tool("one")], None]
+    assert all(r["messages"] == USER and r["temperature"] == 0.5 and r["stream"] is True for r in llm.requests)

@@ -10,7 +10,6 @@ import signal
 import sys
 from typing import Any
 
-from agent.llm import sdk as llm_sdk
 from gateway.cli.status import local_url
 from gateway.config import Config
 from gateway.ops import systemd
@@ -75,7 +74,7 @@ async def _serve(config: Config) -> int:
         log.warning("%s", AS_ROOT)
     print(f"chatgate is running{_where(config, runner)} (Ctrl-C stops)", flush=True)
     loop.call_later(COLLECT_AFTER_START, lambda: collector_on(started=True))
-    sdk_loaded = asyncio.create_task(llm_sdk(), name="openai import")  # off the path to ready, before the first message
+    warmed = asyncio.create_task(runner.warm(), name="warm-up")  # off the path to ready, before the first message
     systemd.notify(f"READY=1\nSTATUS=running {runner.connections.summary()}")  # (serving: a platform still down is not waited for)
     interval = systemd.watchdog_interval()
     watchdog = asyncio.create_task(systemd.feed_watchdog(interval), name="watchdog") if interval else None
@@ -88,7 +87,7 @@ async def _serve(config: Config) -> int:
     await runner.stop()  # (the watchdog is fed while draining: a long drain is not a hang)
     if watchdog is not None:
         watchdog.cancel()
-    sdk_loaded.cancel()
+    warmed.cancel()
     if runner.connections.failure:  # every platform refused for good meanwhile
         print(f"chatgate stopped: {runner.connections.failure}", file=sys.stderr)
         return EXIT_REFUSED
