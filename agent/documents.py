@@ -82,6 +82,11 @@ class Documents(Protocol):
         the same)."""
 
 
+def _inside(path: str, folder: str) -> bool:
+    """`path` is `folder` or under it (both absolute, with no links and no `..`: as realpath and the kernel give them)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 class FolderDocuments:
     """Documents as files under `root`: `memory/MEMORY.md` is `root/memory/MEMORY.md`. A name's file must
     stay, with links resolved, inside the top folder the name starts with (`root/memory` for
@@ -93,24 +98,26 @@ class FolderDocuments:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._real_root = os.path.realpath(root)  # (where the checks hold documents to be: a root moved later
+        # holds none)
         self._locks: dict[str, asyncio.Lock] = {}
         self._changes = 0
 
     # -- names to paths ----------------------------------------------------------------------------
 
     def path(self, name: str) -> Path:
-        """The file of document `name` (BadName when it would be outside its top folder)."""
+        """The file of document `name` (BadName when it would be outside its top folder). (The checks compare
+        strings: pathlib's objects made most of a read's cost.)"""
         parts = checked(name).split("/")
-        top = (self.root / parts[0]).resolve()
         path = self.root.joinpath(*parts)
-        resolved = path.resolve()
-        if len(parts) > 1 and not resolved.is_relative_to(top) or not resolved.is_relative_to(self.root.resolve()):
+        resolved = os.path.realpath(path)
+        if len(parts) > 1 and not _inside(resolved, self._top(name)) or not _inside(resolved, self._real_root):
             raise BadName(f"{name!r} leads outside its folder")
         return path
 
-    def _top(self, name: str) -> Path:
+    def _top(self, name: str) -> str:
         parts = checked(name).split("/")
-        return (self.root / parts[0]).resolve() if len(parts) > 1 else self.root.resolve()
+        return os.path.realpath(self.root / parts[0]) if len(parts) > 1 else self._real_root
 
     def _folder(self, name: str, *, create: bool = False) -> tuple[int, str]:
         """The folder document `name`'s file is in, opened (an fd), and the file's name in it. Where the opened
@@ -129,8 +136,8 @@ class FolderDocuments:
 
     def _held(self, fd: int, name: str) -> None:
         """BadName unless the open `fd` is inside document `name`'s top folder."""
-        where = Path(os.readlink(f"/proc/self/fd/{fd}"))
-        if not where.is_relative_to(self._top(name)) or not where.is_relative_to(self.root.resolve()):
+        where = os.readlink(f"/proc/self/fd/{fd}")
+        if not _inside(where, self._top(name)) or not _inside(where, self._real_root):
             raise BadName(f"{name!r} leads outside its folder")
 
     def _name(self, path: Path) -> str:
