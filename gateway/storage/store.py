@@ -23,6 +23,7 @@ import aiosqlite
 from gateway.storage import schema
 from gateway.storage.access import AccessStore
 from gateway.storage.approvals import ApprovalStore
+from gateway.storage.board import BoardStore
 from gateway.storage.connection import Connection, Work
 from gateway.storage.cron import CronStore
 from gateway.storage.documents import DocumentStore
@@ -65,6 +66,7 @@ class Store(Tables):
         self.access = AccessStore(db)
         self.cron = CronStore(db)
         self.goals = GoalStore(db)
+        self.board = BoardStore(db)
         self.subagents = SubagentStore(db, self.sessions)
         self.learning = LearningStore(db)
         self.documents = DocumentStore(db)
