@@ -28,6 +28,7 @@ class TurnResult:
     iterations: int = 0
     tool_calls: int = 0
     exhausted: bool = False  # it ran out of iterations before it answered
+    ended: bool = False  # a tool ended it (`TurnShare.ended`)
 
 
 class Agent:
@@ -104,6 +105,9 @@ class Agent:
                 return TurnResult(reply.content, added, iteration, calls_made)
             await _tool_step(reply, tools, ctx, add, on_tool)
             calls_made += len(reply.tool_calls)
+            if ctx.turn.ended is not None:  # a tool ended the turn: its words are the answer
+                add({"role": "assistant", "content": ctx.turn.ended})
+                return TurnResult(ctx.turn.ended, added, iteration, calls_made, ended=True)
             if steer is not None:
                 texts, ctx = steer(ctx)
                 for text in texts:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, get_args
 from urllib.parse import unquote, urlsplit
@@ -154,6 +155,14 @@ class GoalsConfig(_Section):
     max_resumes_per_day: int = Field(10, ge=0, le=1000)  # /goal resume giving more turns, per person per 24 h
 
 
+class BoardConfig(_Section):
+    max_running: int = Field(2, ge=1, le=64)  # tasks run at once (by every instance together)
+    max_turns: int | None = Field(None, ge=1, le=500)  # turns a task's run may take; None: goals.max_turns
+    max_attempts: int = Field(3, ge=1, le=50)  # runs of a task, in all, before it is blocked for a person
+    stale_seconds: float = Field(60.0, ge=1)  # a run whose heartbeat is older is lost: anyone reclaims it
+    retry_seconds: float = Field(30.0, ge=0)  # a failed run's backoff, doubling with each attempt
+
+
 class ReviewConfig(_Section):
     enabled: bool = True
     memory_every_turns: int = Field(10, ge=1)  # user turns between memory reviews of a session
@@ -255,6 +264,15 @@ class AccessConfig(_Section):
     untrusted_learning: Literal["quarantine", "allow"] = "quarantine"
 
 
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What loading found besides the values: the files read through NAME_FILE variables, and where each key
+    path was set."""
+
+    secret_files: list[Path]
+    origins: dict[tuple[str, ...], str]
+
+
 class Config(BaseSettings):
     """The whole configuration; `load_config` reads it."""
 
@@ -281,20 +299,20 @@ class Config(BaseSettings):
     review: ReviewConfig = section()
     compression: CompressionConfig = section()
     goals: GoalsConfig = section()
+    board: BoardConfig = section()
     delegation: DelegationConfig = section()
     curator: CuratorConfig = section()
     trajectories: TrajectoriesConfig = section()
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home())
     _file: Path | None = PrivateAttr(None)  # the one named with --config
-    _secret_files: list[Path] = PrivateAttr(default_factory=list)  # read through NAME_FILE variables
-    _origins: dict[tuple[str, ...], str] = PrivateAttr(default_factory=dict)  # key path -> where it was set
+    _read: _Read = PrivateAttr(default_factory=lambda: _Read([], {}))
 
     def origin(self, path: tuple[str, ...]) -> str:
         """Where the value at `path` came from: a variable (and the file it was read from), the
         config file, or the default (`chatgate config show --origin`)."""
         for length in range(len(path), 0, -1):  # (a variable may set a whole section as YAML)
-            if (found := self._origins.get(path[:length])) is not None:
+            if (found := self._read.origins.get(path[:length])) is not None:
                 return found
         return "default"
 
@@ -320,11 +338,11 @@ class Config(BaseSettings):
         from (`NAME_FILE` variables)."""
         home, file = Path(os.path.realpath(self._home)), Path(os.path.realpath(self.file))
         if file.is_relative_to(home):
-            return [home, *self._secret_files]
+            return [home, *self._read.secret_files]
         folder, workspace = file.parent, Path(os.path.realpath(self.workspace))
         shared = len(folder.parts) <= 2 or folder.is_relative_to("/usr") or folder == Path.home().resolve() \
             or workspace.is_relative_to(folder)
-        return [home, file if shared else folder, *self._secret_files]
+        return [home, file if shared else folder, *self._read.secret_files]
 
     def workspace_problem(self) -> str | None:
         """Why the agent cannot work in the workspace (it holds chatgate's state or its config file:
@@ -438,8 +456,8 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
         _SOURCES.reset(reset)
     config._home = home
     config._file = file.path if path else None
-    config._secret_files = read.secret_files
-    config._origins = {**{key: str(file.path) for key in _leaves(file.data)}, **aliases.origins, **variables.origins}
+    config._read = _Read(read.secret_files,
+                         {**{key: str(file.path) for key in _leaves(file.data)}, **aliases.origins, **variables.origins})
     return config
 
 

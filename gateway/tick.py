@@ -30,7 +30,12 @@ class Tick:
         self.hooks: list[tuple[str, Hook]] = []
         self.aps: AsyncIOScheduler | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._stops: list[Callable[[float], Awaitable[None]]] = []
         self.count = 0
+
+    def stops_with(self, stop: Callable[[float], Awaitable[None]]) -> None:
+        """`stop(timeout)` at the tick's stop: work the hooks started that outlives them (the board's runs)."""
+        self._stops.append(stop)
 
     def add_hook(self, name: str, hook: Hook) -> None:
         """Run `hook` on every tick; its errors are logged, never raised."""
@@ -59,6 +64,8 @@ class Tick:
             return
         self.aps.shutdown(wait=False)
         self.aps = None
+        for stop in self._stops:
+            await stop(timeout)
         await finish_or_cancel(self._running.values(), timeout)
 
     async def run_hooks(self) -> None:

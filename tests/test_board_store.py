@@ -68,14 +68,17 @@ async def test_blocked_then_answered_the_answer_is_a_comment_for_the_next_turn(o
     board = (await open_store()).board
     task = await board.add("decide")
     await board.claim("me", 1)
-    mark = await board.last_event(task.id)
+    await board.note_turn(task.id, "me", 1)
+    await board.comment(task.id, "operator", "said during turn 1")  # (the next turn reads what came after its mark)
+    mark = await board.last_turn(task.id)
+    assert mark > 0
     blocked = await board.block(task.id, "me", "red or blue?", None, None)
     assert (blocked.status, blocked.question) == ("blocked", "red or blue?")
     with pytest.raises(BoardError, match="is not blocked"):
         await board.answer((await board.add("other")).id, "telegram:7", "hm")
     answered = await board.answer(task.id, "telegram:7", "blue")
     assert (answered.status, answered.question) == ("ready", None)
-    assert [c.text for c in await board.comments_since(task.id, mark)] == ["blue"]
+    assert [c.text for c in await board.comments_since(task.id, mark)] == ["said during turn 1", "blue"]
 
 
 async def test_a_lost_run_is_found_by_its_heartbeat_or_its_instance_and_released(open_store):

@@ -116,7 +116,7 @@ def test_not_commands(text: str) -> None:
 
 
 def test_known_and_immediate_flags() -> None:
-    for name in ("stop", "status", "help", "approve", "deny", "cron", "usage", "goal", "subgoal"):
+    for name in ("stop", "status", "help", "approve", "deny", "cron", "usage", "goal", "subgoal", "task"):
         command = REGISTRY.parse(f"/{name}")
         assert command is not None and command.known and command.immediate, name
     for name in ("new", "reset"):
@@ -127,7 +127,7 @@ def test_known_and_immediate_flags() -> None:
     assert not unknown.known
     assert unknown.immediate  # answered at once with the help text, never queued behind a turn
     assert set(REGISTRY.menu()) == {"new", "reset", "stop", "status", "approve", "deny", "cron", "usage", "goal",
-                                    "subgoal", "help"}
+                                    "subgoal", "task", "help"}
 
 
 def test_stopping_and_answering_are_never_throttled() -> None:

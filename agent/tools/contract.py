@@ -122,10 +122,12 @@ class Seat(Protocol):
 @dataclass(slots=True)
 class TurnShare:
     """What the calls of one turn (and of its subagents) share: whose places their subagents use (the
-    person the turn acted for at its first delegation) and how many subagents it has started."""
+    person the turn acted for at its first delegation), how many subagents it has started, and whether a
+    tool ended the turn (`agent.loop` then asks the model nothing more)."""
 
     person: tuple[str, str] | None = None
     subagents_started: int = 0
+    ended: str | None = None  # a tool ended the turn (a task's question to a person): the turn's answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,9 @@ from gateway.access.pairing import Pairing
 from gateway.access.trust import Trust
 from gateway.agents import Agents
 from gateway.approvals import Approvals
+from gateway.board.tasks import Board
+from gateway.board.tool import board_tool
+from gateway.assembly.board import serve_board
 from gateway.assembly.parts import Ground, Parts
 from gateway.assembly.road import chat_road
 from gateway.assembly.scheduled import cron_parts, idle_clock, serve_cron, tick_hooks, upkeep
@@ -40,7 +43,8 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
     agents = Agents(cfg, metrics, usage)
     tick = Tick(cfg.gateway.tick_seconds)
     jobs, ledger, cron_timers, cron = cron_parts(g, tick)
-    sandbox, memory, skills, tools = await agent_side(g, agents, more=[cron.tool()])
+    board = Board(store.board, trust, changed=lambda: None)  # (its dispatcher, once built: `serve_board`)
+    sandbox, memory, skills, tools = await agent_side(g, agents, more=[cron.tool(), board_tool(board)])
     life = LifeLease(store.owners, g.instance_id, shared=store.shared)
     delivery = Delivery(store.outbox, store.inbox, adapters, metrics, fence=life.fence if store.shared else None)
     learning = Learning(store.learning, store.sessions, memory, skills, tools, review_agent=agents.review(REVIEW_IDENTITY), delivery=delivery,
@@ -50,9 +54,11 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
     chat_agent = agents.chat()  # (None without a model)
     serve_cron(g, cron_timers, ledger, cron, agents=agents, chat_agent=chat_agent, tools=tools, delivery=delivery, approvals=approvals,
                trust=trust, session_ended=session_ended)
+    serve_board(g, tick, board, agents=agents, chat_agent=chat_agent, tools=tools, approvals=approvals,
+                delivery=delivery, trust=trust)
     sessions, goals, turns, inbound = chat_road(
         g, life, agents=agents, chat_agent=chat_agent, tools=tools, trust=trust, pairing=pairing, learning=learning, approvals=approvals,
-        delivery=delivery, cron=cron, usage=usage, session_ended=session_ended)
+        delivery=delivery, cron=cron, board=board, usage=usage, session_ended=session_ended)
     idle_since = idle_clock(sessions, learning, cron_timers, inbound, turns)
     curator, retention = await upkeep(g, agents, skills, delivery, usage, ledger, idle_since)
     tick_hooks(g, tick, approvals, delivery, curator, retention)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from gateway.approvals import Approvals
     from gateway.assembly.parts import Ground
     from gateway.chat.delivery import Delivery
+    from gateway.board.tasks import Board
     from gateway.cron.manage import CronManager
     from gateway.leases import LifeLease
     from gateway.learning.review import Learning
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 def chat_road(g: "Ground", life: "LifeLease", *, agents: "Agents", chat_agent: "Agent | None", tools: "ToolRegistry", trust: "Trust", pairing: "Pairing",
               learning: "Learning", approvals: "Approvals", delivery: "Delivery", cron: "CronManager",
-              usage: "UsageLedger", session_ended: Callable[[int], None]) -> tuple[Sessions, Goals, Turns, Inbound]:
+              board: "Board", usage: "UsageLedger", session_ended: Callable[[int], None]) -> tuple[Sessions, Goals, Turns, Inbound]:
     cfg, store = g.config, g.store
     sessions = Sessions(cfg.gateway.session_idle_seconds, accepting=lambda: g.state() in ("starting", "running"))
     owners = Owners(store.owners, store.inbox, sessions, life, adapters=g.adapters, spawn=g.background.spawn,
@@ -48,7 +49,7 @@ def chat_road(g: "Ground", life: "LifeLease", *, agents: "Agents", chat_agent: "
                   learning=learning, adapters=g.adapters, trust=trust, files_root=cfg.home / "files",
                   redact=lambda text: redact(text, secrets), goals=goals, holder=life.holder if life.shared else None)
     services = Services(config=cfg, transcripts=store.sessions, goals=goals, approvals=approvals, cron=cron,
-                        usage=usage, llm=agents.llm, session_ended=session_ended)
+                        board=board, usage=usage, llm=agents.llm, session_ended=session_ended)
     commands = Commands(REGISTRY, services, inbox=store.inbox, delivery=delivery)
     sessions.serve(turns.run, commands.run)  # a worker runs an ordinary message's turn, or a queued command
     inbound = Inbound(

@@ -18,6 +18,7 @@ from gateway.goals import describe
 if TYPE_CHECKING:
     from agent.llm import LLMClient
     from gateway.approvals import Approvals
+    from gateway.board.tasks import Board
     from gateway.config import Config
     from gateway.cron.manage import CronManager
     from gateway.chat.delivery import Delivery
@@ -39,6 +40,7 @@ class Services:
     goals: "Goals"
     approvals: "Approvals"
     cron: "CronManager"
+    board: "Board"
     usage: "UsageLedger"
     llm: "LLMClient | None"
     session_ended: Callable[[int], None]  # a session ended with /new (its trajectory is exported)
@@ -168,6 +170,12 @@ async def cron(call: Call) -> Answer:
     msg = call.item.msg
     return Answer(await call.services.cron.command(call.command.args, platform=msg.platform, user_id=msg.user_id,
                                                    chat=msg.reply_chat, session_key=call.item.key))
+
+
+@REGISTRY.command("task", "the task board: /task add <title>|list|show|answer|cancel", at_once=True)
+async def task(call: Call) -> Answer:
+    msg = call.item.msg
+    return Answer(await call.services.board.command(call.command.args, msg.platform, msg.user_id, msg.reply_chat))
 
 
 @REGISTRY.command("usage", "tokens used: this session, and yours today and in all", at_once=True)

@@ -195,8 +195,13 @@ class BoardStore(Tables):
                                 " ORDER BY id", task_id, after)
         return [Event(int(r["id"]), int(r["task_id"]), r["at"], r["kind"], r["author"], r["text"]) for r in rows]
 
-    async def last_event(self, task_id: int) -> int:
-        return int(await self.fetchval("SELECT coalesce(max(id), 0) FROM board_events WHERE task_id = ?", task_id))
+    async def last_turn(self, task_id: int) -> int:
+        """The event that started the task's latest turn (0: none yet): the comments after it are new."""
+        return int(await self.fetchval("SELECT coalesce(max(id), 0) FROM board_events WHERE task_id = ?"
+                                       " AND kind = 'turn'", task_id))
+
+    async def note_turn(self, task_id: int, runner: str, turn: int) -> None:
+        await self.db.write(lambda db: _event(db, task_id, "turn", runner, f"turn {turn}"), single=True)
 
     async def comment(self, task_id: int, author: str, text: str) -> Task:
         async def comment(db: Connection) -> Task:
@@ -323,6 +328,10 @@ class BoardStore(Tables):
             return await _tasks(db, rows)
 
         return await self.db.read(lost)
+
+    async def created_by_count(self, task_id: int) -> int:
+        """How many tasks the runs of `task_id` made."""
+        return int(await self.fetchval("SELECT count(*) FROM board_tasks WHERE created_by = ?", task_id))
 
     async def counts(self) -> dict[str, int]:
         rows = await self.fetch("SELECT status, count(*) AS n FROM board_tasks GROUP BY status")
