@@ -1,6 +1,6 @@
 """The command line loads only what the chosen command uses (issue 34): `--help`, `--version`, a bare
 `chatgate`, `approvals check` and `completion` load no event loop, configuration, database, HTTP
-or LLM client; `status` and `cron list` load the configuration and the database but never the
+or LLM client; `status`, `cron list` and `board list` load the configuration and the database but never the
 HTTP client, the LLM client or a platform's SDK, even with every platform configured; the operators'
 `logs`, `service start|stop|restart` and `restore` read no configuration either. Each command
 runs as a user runs it (the console script's entry point, in a process of its own); what is pinned
@@ -86,6 +86,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.param(["setup", "--help"], 0, "usage: chatgate setup", LIGHT, id="setup --help"),
     pytest.param(["status"], 3, "chatgate is not running", SDKS, id="status"),
     pytest.param(["cron", "list"], 0, "standup", SDKS, id="cron list"),
+    pytest.param(["board", "list"], 0, "no tasks", SDKS, id="board list"),
     pytest.param(["config", "show"], 0, "llm:\n", SDKS, id="config show"),
 ])
 def test_a_command_loads_only_what_it_uses(home: Path, args: list[str], status: int, prints: str,
@@ -171,6 +172,8 @@ def test_bash_completion_completes_commands_choices_and_paths(home: Path, tmp_pa
     assert offers("appr") == ["approvals"]
     assert offers("approvals", "") == ["check", "rules"]
     assert offers("completion", "") == ["bash", "zsh"]
+    assert offers("board", "") == ["add", "list", "show", "answer", "comment", "cancel"]
+    assert offers("board", "list", "--status", "") == ["todo", "ready", "running", "blocked", "done", "archived"]
     assert offers("--vers") == ["--version"]
     assert offers("backup", "backup-") == ["backup-monday.tar.gz"]  # a path: the shell offers file names
     assert offers("--config", "backup-") == ["backup-monday.tar.gz"]

@@ -59,6 +59,7 @@ async def status(config: Config, args: argparse.Namespace) -> int:
                 report["queue"] = await store.inbox.queue_counts()
                 report["trouble"] = await store.inbox.trouble_counts()
                 report["last_errors"] = await store.inbox.recent_errors()
+                report["board"] = await store.board.counts()
         except (SchemaError, StorageError) as exc:
             report["database"] = str(exc)
     if report["running"]:
@@ -128,7 +129,18 @@ def _print_status(report: dict[str, Any]) -> None:
     if "queue" in report:
         q, t = report["queue"], report["trouble"]
         print(f"messages: {q['waiting']} waiting, {q['running']} running; replies: {q['outbox_pending']} to send")
+        _print_board(report["board"])
         print(f"trouble: {t['failed_turns']} failed turns, {t['failed_deliveries']} undeliverable replies, "
               f"{t['dead_letters']} dead letters")
         for e in report["last_errors"]:
             print(f"  {when(e['at'])} {e['what']:<5} {e['platform']}: {(e['error'] or '')[:160]}")
+
+
+def _print_board(counts: dict[str, int]) -> None:
+    """The task board's tasks by status, those there are (nothing for an empty board)."""
+    if not any(counts.values()):
+        return
+    line = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+    if counts.get("blocked"):
+        line += " (the blocked wait for an answer: chatgate board list --status blocked)"
+    print(f"task board: {line}")

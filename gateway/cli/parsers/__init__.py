@@ -12,9 +12,9 @@ import argparse
 from typing import Any, Iterator, Sequence
 
 from gateway.cli.dispatch import a_path
-from gateway.cli.parsers import completion, config, cron, daemon, learning, service, state, storage
+from gateway.cli.parsers import board, completion, config, cron, daemon, learning, service, state, storage
 
-GROUPS = (daemon, config, state, storage, cron, learning, service, completion)
+GROUPS = (daemon, config, state, storage, cron, board, learning, service, completion)
 
 
 class _Version(argparse.Action):
