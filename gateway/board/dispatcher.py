@@ -2,7 +2,8 @@
 
 It looks at the board on every tick (the runner runs the tick's hooks once at start: lost runs are reclaimed
 and ready tasks started at once), every `WATCH_SECONDS` when the board's version changed (a `chatgate board`
-command, another instance), and whenever this process changed the board (`changed`). A look claims what the
+command, another instance) — and for lost runs every half `board.stale_seconds` — and whenever this process
+changed the board (`changed`). A look claims what the
 board allows (`board.max_running` on every instance together: gateway.storage.board) and starts each as a run of
 its own (`runs.TaskRuns`); a run that ends makes room for the next look. A running task whose run is gone — its
 instance dead (its life lease ended; on SQLite, any instance but this one), or no heartbeat for
@@ -35,6 +36,7 @@ class Dispatcher:
         self._version: tuple[float, int] | None = None
         self._look: asyncio.Task[None] | None = None
         self._watching = False
+        self._reclaimed = 0.0  # (time.monotonic() of the watch's latest search for lost runs)
         self._stopped = False
         self._claiming = asyncio.Lock()
 
@@ -86,6 +88,12 @@ class Dispatcher:
         self.changed()  # (a slot is free)
 
     async def _watch(self) -> None:
+        """Every `WATCH_SECONDS`: a look when the board changed; every half `stale_seconds`, lost runs too."""
+        now = time.monotonic()
+        if now - self._reclaimed >= self.stale_seconds / 2:
+            self._reclaimed = now
+            if await self.reclaim():
+                await self.look()
         version = await self.store.version()
         if version != self._version:
             self._version = version
