@@ -163,3 +163,30 @@ async def test_in_a_shared_group_only_the_owner_or_an_admin_steers_a_task(tmp_pa
         await wait_for_text(tg, "🗄 1 [archived] ann's task\nCancelled.")
     finally:
         await runner.stop()
+
+
+async def test_a_tasks_dangerous_command_asks_its_owner_in_its_chat_and_one_without_a_chat_is_refused(
+        tmp_path, llm: FakeLLM, tg: FakeTelegram):
+    model = BoardModel()
+    llm.responder = model
+    model.plans["clean up"] = lambda turn, text, body: Reply.tool_calls([("terminal", {"command": "rm -rf victim"})])
+    # (both tasks' titles start so: each asks to delete the folder)
+    (tmp_path / "ws" / "victim").mkdir(parents=True)
+    runner = await telegram_gateway(tmp_path, llm, tg, agent__workspace=tmp_path / "ws", **QUIET)
+    try:
+        board = runner.parts.store.board
+        quiet = await board.add("clean up quietly")  # the operator's, with no chat: nobody can approve
+        await eventually(lambda: any("nobody can approve" in str(b["messages"][-1].get("content"))
+                                     for b in llm.requests), timeout=20, what="the refusal in the tool's result")
+        assert (tmp_path / "ws" / "victim").exists() and (await board.get(quiet.id)).status in ("running", "done")
+        tg.user_message("/task add clean up")  # Ann's, in her chat
+        [prompt] = await tg.wait_for("sendMessage", lambda c: "Approval needed" in str(c.get("text"))
+                                     and c.get("chat_id") == str(ANN))
+        assert "task 2" in str(prompt.get("text"))  # (on whose behalf it asks)
+        allow = next(b["callback_data"] for row in prompt.get("reply_markup")["inline_keyboard"] for b in row
+                     if b["text"] == "Allow once")
+        tg.callback_query(allow, message_id=prompt.result["message_id"])
+        await eventually(lambda: not (tmp_path / "ws" / "victim").exists(), what="the owner's approval")
+        await all_done(runner, 2)
+    finally:
+        await runner.stop()
