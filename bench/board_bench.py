@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import secrets
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.turn_cost import run  # noqa: E402
 from tests import harness  # noqa: E402
 from tests.board_model import BoardModel  # noqa: E402
 from tests.fakes.llm import FakeLLM  # noqa: E402
@@ -86,31 +86,13 @@ async def measure(tasks: int, max_running: int) -> None:
           "its judgement)")
 
 
-async def with_database(server: str, tasks: int, max_running: int) -> None:
-    import asyncpg
-
-    name = f"board_bench_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(f"{server.rstrip('/')}/postgres")
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        harness.STORAGE_URL = f"{server.rstrip('/')}/{name}"
-        await measure(tasks, max_running)
-    finally:
-        harness.STORAGE_URL = None
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--max-running", type=int, default=4)
     parser.add_argument("--postgres", metavar="SERVER", help="postgresql://user@host:port (a new database there)")
     options = parser.parse_args()
-    if options.postgres:
-        asyncio.run(with_database(options.postgres, options.tasks, options.max_running))
-    else:
-        asyncio.run(measure(options.tasks, options.max_running))
+    run(options.postgres, lambda: measure(options.tasks, options.max_running))
 
 
 if __name__ == "__main__":

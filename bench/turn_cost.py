@@ -19,6 +19,7 @@ import secrets
 import sys
 import tempfile
 from pathlib import Path
+from typing import Awaitable, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -49,19 +50,25 @@ async def count(turns: int, warm: int) -> None:
         print(f"  {n / turns:4.1f}  {sql}")
 
 
-async def with_database(server: str, turns: int, warm: int) -> None:
+async def on_new_database(server: str, work: Callable[[], Awaitable[None]]) -> None:
+    """`work()` with the tests' gateways on a new database on the PostgreSQL `server` (made, then dropped)."""
     import asyncpg
 
-    name = f"turn_cost_{secrets.token_hex(4)}"
+    name = f"bench_{secrets.token_hex(4)}"
     admin = await asyncpg.connect(f"{server.rstrip('/')}/postgres")
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
         harness.STORAGE_URL = f"{server.rstrip('/')}/{name}"
-        await count(turns, warm)
+        await work()
     finally:
         harness.STORAGE_URL = None
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+def run(server: str | None, work: Callable[[], Awaitable[None]]) -> None:
+    """`work()` on SQLite in a temporary home, or with `server` on a new PostgreSQL database there."""
+    asyncio.run(on_new_database(server, work) if server else work())
 
 
 def main() -> None:
@@ -70,10 +77,7 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=3)
     parser.add_argument("--postgres", metavar="SERVER", help="postgresql://user@host:port (a new database there)")
     options = parser.parse_args()
-    if options.postgres:
-        asyncio.run(with_database(options.postgres, options.turns, options.warm))
-    else:
-        asyncio.run(count(options.turns, options.warm))
+    run(options.postgres, lambda: count(options.turns, options.warm))
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ redaction; files → redaction; every family → contract → context. Subagents
 `delegate_task` tool) run the agent loop, so they stand beside it in `agent/`, not here.
 """
 
-from agent.tools.contract import (ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, FileSink, Place, Rank,
-                                  Tool, ToolContext, ToolHandler, ToolJournal, ToolRegistry, ToolScope,
+from agent.tools.contract import (ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, FileSink, NobodyToAsk,
+                                  Place, Rank, Tool, ToolContext, ToolHandler, ToolJournal, ToolRegistry, ToolScope,
                                   TranscriptSearch, TurnShare)
 
-__all__ = ["ApprovalOutcome", "ApprovalPort", "ApprovalRequest", "AskingFor", "FileSink", "Place", "Rank", "Tool",
-           "ToolContext", "ToolHandler", "ToolJournal", "ToolRegistry", "ToolScope", "TranscriptSearch", "TurnShare"]
+__all__ = ["ApprovalOutcome", "ApprovalPort", "ApprovalRequest", "AskingFor", "FileSink", "NobodyToAsk", "Place",
+           "Rank", "Tool", "ToolContext", "ToolHandler", "ToolJournal", "ToolRegistry", "ToolScope", "TranscriptSearch",
+           "TurnShare"]

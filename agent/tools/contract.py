@@ -65,6 +65,18 @@ class AskingFor:
         return await self.port.request(ctx, replace(request, reasons=(self.on_behalf_of, *request.reasons)))
 
 
+class NobodyToAsk:
+    """An approval port for a run with nobody to ask (a scheduled job's, a task's without a chat): it refuses,
+    saying what needed consent and then `instead` (why nobody can approve, and what to do rather)."""
+
+    def __init__(self, instead: str) -> None:
+        self.instead = instead
+
+    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
+        return ApprovalOutcome(False, "refused",
+                               f"Refused: {'; '.join(request.reasons) or 'it needs consent'}. {self.instead}")
+
+
 class ToolJournal(Protocol):
     """Where a turn notes, before it runs, each call of a tool with side effects, so that a turn
     cut off by a crash is not blindly run again (the gateway keeps it with the message)."""

@@ -26,7 +26,7 @@ from agent import usage as usage_scope
 from agent.goal_judge import Judge
 from agent.llm import LLMError
 from agent.loop import Agent
-from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, Place, ToolContext, ToolScope, TurnShare
+from agent.tools import ApprovalPort, AskingFor, NobodyToAsk, Place, ToolContext, ToolScope, TurnShare
 from gateway.access.trust import Trust
 from gateway.board.tasks import notice
 from gateway.chat.delivery import Delivery
@@ -63,13 +63,6 @@ def run_context(task: Task) -> str:
 class Outcome:
     kind: str  # done | blocked | failed | gone (the task is not this run's any more)
     text: str = ""
-
-
-class _NobodyToAsk:
-    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
-        return ApprovalOutcome(False, "refused", (
-            f"Refused: {'; '.join(request.reasons) or 'it needs consent'}. This task has no chat to ask in, so "
-            "nobody can approve it. Do without it, or ask for a decision with the board tool's \"block\"."))
 
 
 class TaskRuns:
@@ -217,5 +210,6 @@ class TaskRuns:
             return self.approvals  # (the operator turned consent off everywhere)
         if self.approvals is not None and task.origin is not None:
             return AskingFor(self.approvals, f"asked by task {task.id} \"{task.title}\"")
-        return _NobodyToAsk()
+        return NobodyToAsk("This task has no chat to ask in, so nobody can approve it. Do without it, or ask for a "
+                           "decision with the board tool's \"block\".")
 

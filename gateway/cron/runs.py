@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from agent import usage as usage_scope
 from agent.llm import LLMError
 from agent.loop import Agent
-from agent.tools import ApprovalOutcome, ApprovalPort, ApprovalRequest, AskingFor, Place, ToolContext, ToolScope
+from agent.tools import ApprovalPort, AskingFor, NobodyToAsk, Place, ToolContext, ToolScope
 from gateway.access.trust import Trust
 from gateway.chat.delivery import Delivery
 from gateway.cron.jobs import Job, utc
@@ -55,15 +55,6 @@ def header(job: Job, claim: Claim) -> str:
     return line
 
 
-class _NobodyToAsk:
-    """The approval port of a run when no one may be asked: refuse, and say how to change that."""
-
-    async def request(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalOutcome:
-        return ApprovalOutcome(False, "refused", (
-            f"Refused: {'; '.join(request.reasons) or 'it needs consent'}. This is a scheduled run and nobody "
-            "is present to approve it (approvals.cron is deny). Report what you would have done instead."))
-
-
 class CronRuns:
     def __init__(self, *, transcripts: SessionStore, ledger: RunLedger, agent: Agent | None, tools: ToolScope, delivery: Delivery,
                  approvals: ApprovalPort | None, consent: ApprovalsConfig, timezone: str | None,
@@ -92,7 +83,8 @@ class CronRuns:
         if self.approvals is not None and self.consent.mode == "ask" and self.consent.cron == "ask-owner" \
                 and job.owner_chat_ref is not None:
             return AskingFor(self.approvals, f"asked by the scheduled job #{job.id} \"{job.name}\"")
-        return _NobodyToAsk()
+        return NobodyToAsk("This is a scheduled run and nobody is present to approve it (approvals.cron is deny). "
+                           "Report what you would have done instead.")
 
     async def run(self, claim: Claim) -> None:
         """Run the claimed slot to its end; the ledger always ends in a final state."""
