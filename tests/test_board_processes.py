@@ -15,7 +15,7 @@ from tests.board_model import BoardModel
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import ANN, Daemon, eventually, telegram_settings, wait_for_text
-from tests.instances import poller_and_standby, shared_database  # noqa: F401  (a fixture)
+from tests.instances import Instance, poller_and_standby, shared_database  # noqa: F401  (a fixture)
 from tests.pg import pg_url  # noqa: F401  (a fixture)
 
 QUIET = {"review__enabled": "false"}
@@ -115,3 +115,31 @@ async def test_two_instances_on_postgresql_share_the_board_and_one_takes_over_a_
             assert [e["kind"] for e in lost["events"]].count("reclaimed") == 1 and lost["attempts"] == 2
             told = [m.text for m in tg.sent_messages(ANN) if (m.text or "").startswith("✅ Task")]
             assert sorted(told) == sorted(set(told)) and len(told) == 3
+
+
+async def test_on_postgresql_a_restarted_instance_takes_its_killed_lifes_run_back_at_once(
+        tmp_path, tg: FakeTelegram, shared_database: str):
+    """The killed process's life lease still runs, and its heartbeat is fresh (board.stale_seconds is long): the
+    next start on the same machine sees that process gone (gateway.cron.ledger.instance_gone) and reclaims."""
+    async with FakeLLM() as llm:
+        model = BoardModel()
+        llm.responder = model
+        runs: list[int] = []
+
+        def slow(turn: int, text: str, body: dict[str, Any]) -> Reply:
+            runs.append(turn)
+            return Reply.hang() if len(runs) == 1 else Reply.text("rebuilt")
+        model.plans["rebuild the index"] = slow
+        instance = Instance(tmp_path / "a", llm, tg, shared_database, board__stale_seconds=3600, **QUIET)
+        try:
+            instance.start()
+            await instance.until("ready")
+            task_id = json.loads(instance.cli("board", "add", "rebuild the index", "--json").stdout)["id"]
+            await eventually(lambda: runs == [1], timeout=20, what="the first run's turn under way")
+            instance.kill()
+            instance.start()
+            await eventually(lambda: show(instance, task_id)["status"] == "done", timeout=30, what="done")
+            [reclaimed] = [e["text"] for e in show(instance, task_id)["events"] if e["kind"] == "reclaimed"]
+            assert reclaimed.endswith("was lost: its process exited")  # (not its lease's end, 20 s on)
+        finally:
+            instance.close()

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from gateway.board.runs import TaskRuns
+from gateway.cron.ledger import instance_gone
 from gateway.storage.board import BoardStore, Task
 from gateway.tick import Tick
 
@@ -60,13 +61,19 @@ class Dispatcher:
         await self.look()
 
     async def reclaim(self) -> list[Task]:
-        """Make the tasks whose run is gone ready again (each by compare-and-set on the run it had)."""
+        """Make the tasks whose run is gone ready again (each by compare-and-set on the run it had): those of an
+        instance on this machine whose process has exited (an earlier life of this one: at once, not when its
+        lease or heartbeat runs out), and those the board says are lost."""
+        running = [t for t in await self.store.list("running") if t.runner != self.me]
+        exited = {t.id: t for t in running if t.runner and instance_gone(t.runner, self.me)}
+        lost = [t for t in await self.store.lost_runs(self.me, time.time() - self.stale_seconds) if t.id not in exited]
         freed = []
-        for task in await self.store.lost_runs(self.me, time.time() - self.stale_seconds):
+        for task, why in [*((t, "its process exited") for t in exited.values()),
+                          *((t, f"no heartbeat for {self.stale_seconds:g} s, or its instance is gone") for t in lost)]:
             released = await self.store.release(task.id, task.runner, kind="reclaimed",
-                                                text=f"its run on {task.runner or 'an unknown instance'} was lost")
+                                                text=f"its run on {task.runner or 'an unknown instance'} was lost: {why}")
             if released is not None:
-                log.warning("task %s: its run on %s was lost; it is ready again", task.id, task.runner)
+                log.warning("task %s: its run on %s was lost (%s); it is ready again", task.id, task.runner, why)
                 freed.append(released)
         return freed
 
