@@ -190,3 +190,35 @@ async def test_a_tasks_dangerous_command_asks_its_owner_in_its_chat_and_one_with
         await all_done(runner, 2)
     finally:
         await runner.stop()
+
+
+async def test_the_board_tool_in_an_ordinary_turn_creates_lists_and_comments_for_its_person(tmp_path, llm: FakeLLM):
+    calls = iter([board_call(action="create", title="water the plants", body="every pot"),
+                  board_call(action="list"), board_call(action="comment", task=1, text="the fern too"),
+                  board_call(action="block", question="why?"), board_call(action="comment", task=99, text="x")])
+
+    model = BoardModel()  # (the task it makes runs meanwhile: answered and judged done)
+
+    def respond(body: dict[str, Any]) -> Reply | None:
+        last = body["messages"][-1]
+        if last["role"] == "tool" and body["messages"][-3].get("content", "").startswith("board step"):
+            return Reply.text("ok")
+        return next(calls, None) if str(last.get("content")).startswith("board step") else model(body)
+    llm.responder = respond
+    runner = await start_gateway(tmp_path, llm.base_url, board__max_running="1", **QUIET)
+    try:
+        async with Tab(runner) as tab:
+            for n in range(1, 6):
+                await tab.say(f"board step {n}")
+                await tab.wait_for(lambda f: f.get("final") and f.get("text") == "ok", count=n)
+        results = [str(b["messages"][-1]["content"]) for b in llm.requests if b["messages"][-1]["role"] == "tool"]
+        assert results[0].startswith("created: 🟢 1 [ready] water the plants")
+        assert "water the plants" in results[1]
+        assert results[2] == "comment added to task 1"
+        assert results[3] == "error: block is for a task's run (there is no task to wait here)"
+        assert results[4] == "error: there is no task 99 you may comment on"
+        task = await runner.parts.store.board.get(1)
+        assert task.owner == ("webchat", "local") and task.origin.platform == "webchat" and task.created_by is None
+        assert "the fern too" in [e.text for e in await runner.parts.store.board.events(1)]
+    finally:
+        await runner.stop()
