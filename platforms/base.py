@@ -23,7 +23,7 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable, ClassVar, Literal, Sequence
+from typing import Any, Awaitable, Callable, ClassVar, Literal, Protocol, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from platforms.text import split_text
@@ -163,6 +163,16 @@ class Intake(enum.Enum):
 EventCallback = Callable[[InboundEvent], Awaitable[Intake]]
 STORAGE_PAUSE_MAX = 30.0  # seconds: the longest pause between tries while the gateway cannot store
 NOT_STORED = "was not taken: chatgate cannot store messages right now. Please send it again in a minute."
+
+
+class BoardView(Protocol):
+    """The gateway's task board, read-only, as a page shows it (`PlatformAdapter.show_board`): plain values."""
+
+    async def tasks(self) -> dict[str, Any]:
+        """`{"columns": {status: [task, …]}, "counts": {status: n}}`: every status, each column's first tasks."""
+
+    async def events(self, task_id: int) -> dict[str, Any] | None:
+        """`{"task": id, "events": [{"id", "at", "kind", "author", "text"}, …]}`; None: there is no such task."""
 
 
 class StorageUnavailable(Exception):
@@ -401,6 +411,10 @@ class PlatformAdapter(abc.ABC):
     def http_routes(self) -> Sequence[Any]:
         """aiohttp route definitions this adapter serves on the gateway's HTTP server."""
         return ()
+
+    def show_board(self, view: BoardView) -> None:
+        """The task board, for a surface that has a page to show it on (the web chat); the gateway hands it only
+        to `local` ones, whose people are admins and see every task. Others ignore it."""
 
     @property
     def running(self) -> bool:

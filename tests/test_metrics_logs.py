@@ -17,6 +17,7 @@ import aiohttp
 
 from gateway.ops.logs import setup_logging
 from gateway.ops.metrics import version
+from tests.board_model import BoardModel
 from tests.fakes.llm import FakeLLM, Reply
 from tests.harness import Tab, eventually, free_port, gateway_env, start_gateway
 
@@ -56,6 +57,43 @@ async def test_metrics_count_traffic_llm_latency_tokens_queues_and_cron_lateness
         assert sample(text, "chatgate_approvals_pending") == 0
         assert sample(text, "chatgate_cron_lateness_seconds_count") == 1
     finally:
+        await runner.stop()
+
+
+async def test_the_board_s_tasks_by_status_are_read_at_each_scrape_zeros_included(tmp_path, llm: FakeLLM):
+    model = BoardModel()
+    llm.responder = model
+    let_go = asyncio.Event()
+    model.plans["working"] = lambda turn, text, body: Reply.text("working on it", hold=let_go)  # (holds its slot)
+    runner = await start_gateway(tmp_path, llm.base_url, board__max_running="1", review__enabled="false")
+    url = f"http://127.0.0.1:{runner.http.port}/metrics"
+    board = runner.parts.store.board
+
+    async def scraped() -> dict[str, float]:
+        async with aiohttp.ClientSession() as http, http.get(url) as response:
+            text = await response.text()
+        assert len(re.findall(r"^chatgate_board_tasks\{", text, re.M)) == 6, text  # one sample a status, no more
+        return {s: sample(text, "chatgate_board_tasks", f'{{status="{s}"}}')
+                for s in ("todo", "ready", "running", "blocked", "done", "archived")}
+
+    async def status_is(task_id: int, status: str) -> bool:
+        return (await board.get(task_id)).status == status
+    try:
+        assert await scraped() == dict.fromkeys(("todo", "ready", "running", "blocked", "done", "archived"), 0)
+        quick = await board.add("quick")
+        await eventually(lambda: status_is(quick.id, "done"), 20, "the quick task done")
+        working = await board.add("working")
+        await eventually(lambda: status_is(working.id, "running"), 20, "the held task running")
+        ask = await board.add("ask")  # (no slot free: it stays ready until blocked here)
+        await board.block(ask.id, None, "which one?", None, None, author="operator")
+        for n in range(2):
+            await board.add(f"after {n}", parents=[ask.id])
+        for n in range(3):
+            await board.add(f"waiting {n}")
+        await board.cancel((await board.add("dropped")).id, "operator")
+        assert await scraped() == {"todo": 2, "ready": 3, "running": 1, "blocked": 1, "done": 1, "archived": 1}
+    finally:
+        let_go.set()
         await runner.stop()
 
 

@@ -1,6 +1,6 @@
-"""Building the task board: its rules (`Board`, before the tools: the agent's `board` tool uses them) and, once
-the agents, approvals and delivery exist, what runs its tasks (`serve_board`: the runs and the dispatcher, on
-the tick)."""
+"""Building the task board: its rules (`Board`, before the tools: the agent's `board` tool uses them), its view
+for the web chat's page (`show_board`) and, once the agents, approvals and delivery exist, what runs its tasks
+(`serve_board`: the runs and the dispatcher, on the tick)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from agent.goal_judge import Judge
 from gateway.board.dispatcher import Dispatcher
 from gateway.board.runs import TaskRuns
 from gateway.cron.manage import TOOLSET as CRON_TOOLSET
+from gateway.ops.board_view import BoardView
 
 if TYPE_CHECKING:
     from agent.loop import Agent
@@ -21,6 +22,15 @@ if TYPE_CHECKING:
     from gateway.board.tasks import Board
     from gateway.chat.delivery import Delivery
     from gateway.tick import Tick
+
+
+def show_board(g: "Ground") -> None:
+    """The board, read-only, to the surfaces that have a page for it and only to local ones (the web chat: whoever
+    is on it holds its token and is an admin, who sees every task)."""
+    view = BoardView(g.store.board)
+    for adapter in g.adapters.values():
+        if adapter.capabilities.local:
+            adapter.show_board(view)
 
 
 def serve_board(g: "Ground", tick: "Tick", board: "Board", *, agents: "Agents", chat_agent: "Agent | None",

@@ -10,7 +10,7 @@ from gateway.agents import Agents
 from gateway.approvals import Approvals
 from gateway.board.tasks import Board
 from gateway.board.tool import board_tool
-from gateway.assembly.board import serve_board
+from gateway.assembly.board import serve_board, show_board
 from gateway.assembly.parts import Ground, Parts
 from gateway.assembly.road import chat_road
 from gateway.assembly.scheduled import cron_parts, idle_clock, serve_cron, tick_hooks, upkeep
@@ -56,6 +56,7 @@ async def build(config: "Config", store: "Store", adapters: Mapping[str, "Platfo
                trust=trust, session_ended=session_ended)
     serve_board(g, tick, board, agents=agents, chat_agent=chat_agent, tools=tools, approvals=approvals,
                 delivery=delivery, trust=trust)
+    show_board(g)
     sessions, goals, turns, inbound = chat_road(
         g, life, agents=agents, chat_agent=chat_agent, tools=tools, trust=trust, pairing=pairing, learning=learning, approvals=approvals,
         delivery=delivery, cron=cron, board=board, usage=usage, session_ended=session_ended)

@@ -1,7 +1,7 @@
 """The gauges of the moment, read when /metrics is scraped: which platforms are up, live and busy
 sessions, messages waiting behind a turn, approvals waiting for a person, turns waiting for the
-database, and the outbox's pending and failed replies. They live in `Metrics`' registry, made at the
-first scrape."""
+database, the outbox's pending and failed replies, and the task board's tasks by status (one GROUP BY:
+`BoardStore.counts`). They live in `Metrics`' registry, made at the first scrape."""
 
 from __future__ import annotations
 
@@ -54,6 +54,8 @@ class Gauges:
                                          " for the database to take writes again", registry=r),
                 "approvals_pending": Gauge("chatgate_approvals_pending", "Approval prompts waiting for a person",
                                            registry=r),
+                "board": Gauge("chatgate_board_tasks", "Tasks on the task board by status (todo, ready, running,"
+                               " blocked, done, archived)", ["status"], registry=r),
             }
         return self._gauges
 
@@ -71,4 +73,6 @@ class Gauges:
         counts = await self.store.inbox.trouble_counts()
         g["outbox"].labels("pending").set(counts.get("pending_replies", 0))
         g["outbox"].labels("failed").set(counts.get("failed_deliveries", 0))
+        for status, tasks in (await self.store.board.counts()).items():  # (every status, zeros included)
+            g["board"].labels(status).set(tasks)
         return self.metrics.render()

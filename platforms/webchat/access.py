@@ -8,7 +8,9 @@ too: every local program and every local user reaches 127.0.0.1, and with no san
 the agent's own commands do — they must not be able to open the chat's socket and press the
 approval buttons it shows. The token is the configured one, else one generated on first start and
 kept in `$CHATGATE_HOME/webchat-token` (0600, invisible inside the sandbox). `token: ""` turns it
-off, on loopback only.
+off, on loopback only. The page's own requests for data (the task board) carry it in a header,
+`TOKEN_HEADER`, not in their address: no other site's page can send that header without asking
+first (a CORS preflight nothing here answers), and no address with the token in it is made again.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import ipaddress
 import os
 import secrets
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from platforms.registry import PlatformUnavailable
 
 TOKEN_FILE = "webchat-token"
+TOKEN_HEADER = "X-Chatgate-Token"  # percent-encoded, as in the page's address (a header carries Latin-1 only)
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "*"})
 
 
@@ -83,6 +86,11 @@ class Gate:
         if not self.token:
             return True
         return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), self.token.encode("utf-8"))
+
+
+def header_token(value: str) -> str:
+    """The token a `TOKEN_HEADER` carries (bytes that are no UTF-8 stay a mismatch, never an error)."""
+    return unquote(value)
 
 
 def resolve_token(configured: str | None, home: Path, http_host: str) -> str | None:

@@ -9,6 +9,10 @@ did not confirm stays in the gateway's outbox and is sent again, under the same 
 
 The page learns the gateway's message limit from `hello` and refuses a longer text itself; one that
 reaches the server anyway is answered with an error frame and a rejected ack (so it is not resent).
+
+The page also shows the task board, when the gateway hands one over (`show_board`): it asks for it
+(`GET /board`, a task's events: `GET /board/<id>`) every few seconds while the board is open, through
+the same checks as the chat, with the token in a header (`access.TOKEN_HEADER`).
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ import json
 import logging
 import re
 import secrets
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from aiohttp import WSMsgType, web
 
 from platforms.base import (
+    BoardView,
     ButtonPress,
     Capabilities,
     ChatOpened,
@@ -33,8 +38,8 @@ from platforms.base import (
     PlatformAdapter,
     Reply,
 )
-from platforms.webchat.access import Gate, entry_url
-from platforms.webchat.pages import chat_page, locked_page
+from platforms.webchat.access import TOKEN_HEADER, Gate, entry_url, header_token
+from platforms.webchat.pages import DATA_HEADERS, chat_page, locked_page
 from platforms.webchat.render import to_html_or_none
 
 log = logging.getLogger(__name__)
@@ -73,9 +78,14 @@ class WebChatAdapter(PlatformAdapter):
         self.ack_timeout = ack_timeout
         self._sockets: dict[str, set[web.WebSocketResponse]] = {}
         self._acks: dict[tuple[str, str], asyncio.Future[None]] = {}  # (chat, message id) → the page's receipt
+        self._board: BoardView | None = None
 
     def http_routes(self) -> Sequence[Any]:
-        return [web.get("/", self._serve_page), web.get("/ws", self._serve_socket)]
+        return [web.get("/", self._serve_page), web.get("/ws", self._serve_socket),
+                web.get("/board", self._serve_board), web.get(r"/board/{task_id:\d{1,18}}", self._serve_task)]
+
+    def show_board(self, view: BoardView) -> None:
+        self._board = view
 
     async def _start(self) -> None:
         """Nothing to connect: the page and socket are served by the gateway's HTTP server."""
@@ -91,19 +101,21 @@ class WebChatAdapter(PlatformAdapter):
     def entry_url(self, base_url: str) -> str | None:
         return entry_url(base_url, self.gate.token)
 
-    def _refusal(self, request: web.Request, *, page: bool = False) -> web.Response | None:
+    def _refusal(self, request: web.Request, *, page: bool = False, token: str | None = None) -> web.Response | None:
         """Why a request may not reach the chat (None: it may). Another site's page (a cross-site
-        websocket, DNS rebinding) and a missing or wrong token are refused; the page without its token
-        says how to get the link."""
+        websocket, DNS rebinding) and a missing or wrong token (`token`: the one the request carries
+        elsewhere than in its address) are refused; the page without its token says how to get the link."""
+        given = request.query.get("token", "") if token is None else token
         if not self.gate.host_allowed(request.host):
             return web.Response(status=421, text=f"This web chat is not served as {request.host!r}; to reach it "
                                 "under that name, set http.public_url.\n")
         if not self.gate.origin_allowed(request.headers.get("Origin"), request.host):
             return web.Response(status=403, text="Pages of other sites may not use this web chat.\n")
-        if not self.gate.token_ok(request.query.get("token", "")):
+        if not self.gate.token_ok(given):
             if page:
                 return locked_page()
-            return web.Response(status=401, text="This web chat needs ?token=… in the address.\n")
+            where = "?token=… in the address" if token is None else f"its token in the {TOKEN_HEADER} header"
+            return web.Response(status=401, text=f"This web chat needs {where}.\n")
         return None
 
     async def _serve_page(self, request: web.Request) -> web.StreamResponse:
@@ -111,6 +123,31 @@ class WebChatAdapter(PlatformAdapter):
         if refusal is not None:
             return refusal
         return chat_page()
+
+    async def _serve_board(self, request: web.Request) -> web.Response:
+        return await self._board_data(request, lambda board: board.tasks())
+
+    async def _serve_task(self, request: web.Request) -> web.Response:
+        task_id = int(request.match_info["task_id"])
+        return await self._board_data(request, lambda board: board.events(task_id))
+
+    async def _board_data(self, request: web.Request,
+                          read: Callable[[BoardView], Awaitable[dict[str, Any] | None]]) -> web.Response:
+        """What the page asks of the board, as JSON, past the chat's own checks; the token only in
+        `TOKEN_HEADER` (a `<script src>` or `<img>` of another page cannot send one)."""
+        refusal = self._refusal(request, token=header_token(request.headers.get(TOKEN_HEADER, "")))
+        if refusal is not None:
+            return refusal
+        if self._board is None:
+            return web.Response(status=404, text="This gateway has no task board to show.\n")
+        try:
+            data = await read(self._board)
+        except Exception as exc:  # (its database is locked or failing: the page tries again)
+            log.warning("web chat: the task board could not be read: %s", exc)
+            return web.Response(status=503, text="The task board cannot be read right now.\n")
+        if data is None:
+            return web.Response(status=404, text="There is no such task.\n")
+        return web.json_response(data, headers=DATA_HEADERS)
 
     async def _serve_socket(self, request: web.Request) -> web.StreamResponse:
         refusal = self._refusal(request)

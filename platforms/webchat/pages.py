@@ -23,6 +23,8 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",  # the address carries the token: no link followed from the page sends it on
 }
+# The page's data (the task board's JSON): the same, and readable by the page's own origin alone.
+DATA_HEADERS = {**SECURITY_HEADERS, "Cross-Origin-Resource-Policy": "same-origin"}
 
 
 @cache
