@@ -29,7 +29,7 @@ async def test_conversation_with_a_tool_call(tmp_path, llm: FakeLLM):
         assert str(datetime.now(timezone.utc).year) in tool_msgs[0]["content"]
         assert {t["function"]["name"] for t in llm.requests[0]["tools"]} == \
             {"current_time", "session_search", "terminal", "read_file", "write_file", "patch_file", "send_file", "cron",
-             "memory", "skills_list", "skill_view", "skill_manage", "delegate_task"}
+             "board", "memory", "skills_list", "skill_view", "skill_manage", "delegate_task"}
     finally:
         await runner.stop()
 
