@@ -265,10 +265,11 @@ class BoardStore(Tables):
 
         return await self.db.write(claim)
 
-    async def beat(self, task_id: int, runner: str) -> bool:
-        """The run's heartbeat; False: the task is not this run's any more (cancelled, reclaimed)."""
+    async def beat(self, task_id: int, runner: str, attempt: int) -> bool:
+        """The heartbeat of run `attempt` of the task; False: the task is not this run's any more (cancelled,
+        reclaimed — and perhaps claimed again by the same instance: a run is its instance and its attempt)."""
         return await self.execute("UPDATE board_tasks SET beat_at = ? WHERE id = ? AND status = 'running'"
-                                  " AND runner = ?", time.time(), task_id, runner) == 1
+                                  " AND runner = ? AND attempts = ?", time.time(), task_id, runner, attempt) == 1
 
     async def finish(self, task_id: int, runner: str, result: str, notice: OutboxItem | None) -> Task | None:
         """The run's task done with `result` and `notice` queued, once (None: it was not this run's to finish);
