@@ -330,9 +330,22 @@ class BoardStore(Tables):
 
         return await self.db.read(lost)
 
-    async def created_by_count(self, task_id: int) -> int:
-        """How many tasks the runs of `task_id` made."""
-        return int(await self.fetchval("SELECT count(*) FROM board_tasks WHERE created_by = ?", task_id))
+    async def family_size(self, task_id: int) -> int:
+        """How many tasks runs made in the family of `task_id`: those made by the run of the task at its root (the
+        first not made by a run), by theirs, and so on at any depth. (Counting only what `task_id` made let a chain
+        of runs, each making the next, go on without end.)"""
+        return max(int(await self.fetchval(
+            "WITH RECURSIVE up(id, made_by) AS (SELECT id, created_by FROM board_tasks WHERE id = ?"
+            " UNION SELECT t.id, t.created_by FROM board_tasks t JOIN up ON t.id = up.made_by),"
+            " down(id) AS (SELECT id FROM up WHERE made_by IS NULL"
+            " UNION SELECT t.id FROM board_tasks t JOIN down ON t.created_by = down.id)"
+            " SELECT count(*) FROM down", task_id)) - 1, 0)
+
+    async def open_count(self, owner: Person) -> int:
+        """How many of `owner`'s tasks are not done (nor cancelled)."""
+        marks = ", ".join("?" for _ in OPEN)
+        return int(await self.fetchval(f"SELECT count(*) FROM board_tasks WHERE owner = ? AND status IN ({marks})",
+                                       json.dumps(list(owner)), *OPEN))
 
     async def counts(self) -> dict[str, int]:
         rows = await self.fetch("SELECT status, count(*) AS n FROM board_tasks GROUP BY status")
