@@ -349,3 +349,25 @@ def test_the_cli_keeps_a_chats_limits_on_a_task(tmp_path):
     added = home.json("board", "add", "two\nlines\x1b[31m")
     assert added["title"] == "two lines [31m"
     assert home.refused("board", "comment", "1", "z" * (MAX_BODY + 1)).startswith("chatgate board: keep the text")
+
+
+async def test_the_limits_hold_for_tool_calls_made_at_once(open_store):
+    """Finding: the agent loop runs one step's tool calls concurrently (agent.loop._tool_step). The limits were
+    read, then the task written, in two steps: a model that asked for 80 tasks in one step had every count read
+    before the first was written, and got them all."""
+    store = await open_store()
+    board = await board_on(store)
+    answers = await asyncio.gather(*(call_tool(board, in_chat(), action="create", title=f"task {n}")
+                                     for n in range(80)))
+    assert sum(a.startswith("created:") for a in answers) == 50
+    [running] = await store.board.claim("me", 1)
+    await board.cancel(running.id, *ANN)  # (room for one more of Ann's: its run makes them)
+    for task in await store.board.list():
+        if task.status in ("ready", "todo"):
+            await store.board.cancel(task.id, "operator")
+    parent = await board.add("parent", owner=ANN, origin=ANN_DM)
+    [running] = await store.board.claim("me", 1)
+    answers = await asyncio.gather(*(call_tool(board, in_run(running.id), action="create", title=f"sub {n}")
+                                     for n in range(40)))
+    assert sum(a.startswith("created:") for a in answers) == 20, [a for a in answers if not a.startswith("c")]
+    assert parent.id == running.id

@@ -1,10 +1,10 @@
 """Who may do what on the board, and what a chat is told: `/task` and the agent's `board` tool go through here.
 
-Allowed users and admins may add tasks (at most `MAX_OPEN` open each: a turn led astray cannot flood the board);
-a task's owner is who added it (the operator's: `chatgate board`), its origin the chat (and thread) it was added
-in. Only its owner or an admin may answer or cancel it; in a chat a
-person sees the tasks of that chat (an admin: every task). The texts a chat gets from a task's run (started,
-blocked, done) are made here too (`notice`).
+Allowed users and admins may add tasks (at most `MAX_OPEN` open each, and the runs of a task and of the tasks
+they made `MAX_CREATED` in all: a turn led astray cannot flood the board); a task's owner is who added it (the
+operator's: `chatgate board`), its origin the chat (and thread) it was added in. Only its owner or an admin may
+answer or cancel it; in a chat a person sees the tasks of that chat (an admin: every task). The texts a chat gets
+from a task's run (started, blocked, done) are made here too (`notice`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ MAX_TITLE = 200
 MAX_BODY = 8000  # a description, a comment, an answer, a question (each goes into a run's prompt or a chat)
 MAX_LISTED = 30
 MAX_OPEN = 50  # a person's tasks not done (chatgate board's are not counted): a turn cannot flood the board
+MAX_CREATED = 20  # tasks made by the runs of a task and of the tasks they made, in all: no chain without end
 ID_LIMIT = 2**63 - 1  # (the tables' ids are 64-bit on both engines: a larger number is no task)
 USAGE = ("Tasks the agent works through on its own:\n"
          "/task add <title> (the lines after the first are its description)\n"
@@ -80,11 +81,9 @@ class Board:
             raise BoardError("a task needs a title")
         if len(title) > MAX_TITLE or len(body) > MAX_BODY:
             raise BoardError(f"keep a title under {MAX_TITLE} characters and a description under {MAX_BODY}")
-        if owner is not None and await self.store.open_count(owner) >= MAX_OPEN:
-            raise BoardError(f"{who(owner)} has {MAX_OPEN} open tasks already: let some finish, or cancel some,"
-                             " before adding more")
         task = await self.store.add(title, body.strip(), owner=owner, origin=origin, parents=parents,
-                                    created_by=created_by, priority=priority, author=who(owner))
+                                    created_by=created_by, priority=priority, author=who(owner),
+                                    most_open=MAX_OPEN, most_made=MAX_CREATED)
         self.changed()
         return task
 

@@ -2,7 +2,7 @@
 
 `create` makes a task owned by the same person and reporting to the same chat (in a task's run: the task's
 owner and chat, and `created_by` that task; the runs of a task and of all it made, at any depth, make at most
-`MAX_CREATED`, and a cancelled task's run makes nothing more); `list` shows the tasks of that chat; `comment`
+`tasks.MAX_CREATED`, and a cancelled task's run makes nothing more); `list` shows the tasks of that chat; `comment`
 adds to a task (in a run: its own by default); `block` ends the turn at once with a question for a person: the
 task waits for the answer (`runs.TaskRuns` reads `TurnShare.ended`). A run acts with the rank the turn acts under
 (the least trusted of its speakers in a shared chat: gateway.access.trust), so a model's words cannot reach past
@@ -20,7 +20,6 @@ from gateway.board.tasks import MAX_BODY, Board, line, one_line, task_number
 from gateway.storage.board import BoardError
 from platforms.base import ChatRef
 
-MAX_CREATED = 20  # tasks made by the runs of a task and of the tasks they made, in all: no chain without end
 DESCRIPTION = (
     "The task board: a backlog worked through on its own, each task as a goal with a judge. "
     "create: a task (title, body; after: ids of tasks that must be done first). list: the tasks here. "
@@ -74,8 +73,6 @@ async def _act(board: Board, ctx: ToolContext, current: int | None, action: str,
         ctx.turn.ended = question
         return "blocked: the question goes to the person; this turn ends now"
     if action == "create":
-        if current is not None and await board.store.family_size(current) >= MAX_CREATED:
-            return f"error: a task and the tasks made in its runs may create at most {MAX_CREATED} tasks in all"
         after = given["after"]
         listed = after if isinstance(after, list) else [] if after in (None, "") else [after]
         parents = tuple(n for n in (task_number(p) for p in listed) if n is not None)
