@@ -371,3 +371,37 @@ async def test_the_limits_hold_for_tool_calls_made_at_once(open_store):
                                      for n in range(40)))
     assert sum(a.startswith("created:") for a in answers) == 20, [a for a in answers if not a.startswith("c")]
     assert parent.id == running.id
+
+
+# -- what others' tasks show -------------------------------------------------------------------------
+
+
+async def test_a_task_can_only_come_after_tasks_its_person_may_see(open_store):
+    """Finding: `after` took any task's number, and the answer said what became of it: `[ready]` (that task is
+    done), `[todo]` (it is not), "was cancelled", "does not exist" — Bob's model could read the state of Ann's
+    tasks in her direct chat, one number at a time. A task comes after the tasks of its chat, or its person's."""
+    store = await open_store()
+    board = await board_on(store)
+    anns = await board.add("ann's private errand", owner=ANN, origin=ANN_DM)
+    bobs_chat = ChatRef("telegram", "2")
+    bobs = await board.add("bob's first", owner=BOB, origin=bobs_chat)
+    answer = await call_tool(board, in_chat(BOB), action="create", title="after ann's", after=[anns.id])
+    assert answer == f"error: there is no task {anns.id} here", answer
+    answer = await call_tool(board, in_chat(BOB), action="create", title="after mine", after=[bobs.id])
+    assert answer.startswith("created:") and f"(after {bobs.id})" in answer, answer
+    admin = await call_tool(board, in_chat(ADMIN), action="create", title="after ann's", after=[anns.id])
+    assert admin.startswith("created:"), admin  # (an admin steers every task)
+
+
+async def test_show_in_a_chat_names_people_not_the_instances_that_ran_a_task(open_store):
+    """Finding: `/task show` listed each event's author, and for a run's events that is the instance id — the
+    machine's host name, its pid namespace and the daemon's pid — shown to everyone in the task's chat."""
+    store = await open_store()
+    board = await board_on(store)
+    task = await board.add("report", owner=ANN, origin=ANN_DM)
+    await store.board.claim("db-host-7:4026531836:4242:beef", 1)
+    await store.board.note_turn(task.id, "db-host-7:4026531836:4242:beef", 1)
+    await store.board.comment(task.id, "telegram:1", "use the new numbers")
+    shown = await board.command(f"show {task.id}", *ANN, ANN_DM)
+    assert "db-host-7" not in shown and "4242" not in shown, shown
+    assert "· comment (telegram:1): use the new numbers" in shown and "· started" in shown, shown

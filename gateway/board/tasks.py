@@ -25,6 +25,7 @@ ID_LIMIT = 2**63 - 1  # (the tables' ids are 64-bit on both engines: a larger nu
 USAGE = ("Tasks the agent works through on its own:\n"
          "/task add <title> (the lines after the first are its description)\n"
          "/task list · /task show <id> · /task answer <id> <answer> · /task cancel <id>")
+BY_PEOPLE = ("added", "comment", "answered", "cancelled")  # events a chat sees the author of (a run's: host, pid)
 ICONS = {"todo": "⏳", "ready": "🟢", "running": "▶", "blocked": "❓", "done": "✅", "archived": "🗄"}
 
 
@@ -171,6 +172,6 @@ class Board:
         if task.result:
             parts.append(f"Result: {task.result}")
         events = await self.store.events(task_id)
-        parts.append("\n".join(f"· {e.kind}" + (f" ({e.author})" if e.author else "") + (f": {e.text[:200]}" if e.text else "")
-                               for e in events[-15:]))
+        parts.append("\n".join(f"· {e.kind}" + (f" ({e.author})" if e.author and e.kind in BY_PEOPLE else "")
+                               + (f": {e.text[:200]}" if e.text else "") for e in events[-15:]))
         return "\n".join(parts)

@@ -17,7 +17,7 @@ from agent.tools import Tool, ToolContext
 from gateway.access.trust import ALLOWED
 from gateway.board.runs import task_of
 from gateway.board.tasks import MAX_BODY, Board, line, one_line, task_number
-from gateway.storage.board import BoardError
+from gateway.storage.board import BoardError, Task
 from platforms.base import ChatRef
 
 DESCRIPTION = (
@@ -54,6 +54,11 @@ def board_tool(board: Board) -> Tool:
         }}, handler, toolset="board", side_effects=True)
 
 
+def _same_chat(task: Task, chat: ChatRef | None) -> bool:
+    return task.origin is not None and chat is not None and \
+        (task.origin.platform, task.origin.chat_id) == (chat.platform, chat.chat_id)
+
+
 async def _act(board: Board, ctx: ToolContext, current: int | None, action: str, **given: Any) -> str:
     running = await board.store.get(current) if current is not None else None
     if running is not None:
@@ -76,6 +81,10 @@ async def _act(board: Board, ctx: ToolContext, current: int | None, action: str,
         after = given["after"]
         listed = after if isinstance(after, list) else [] if after in (None, "") else [after]
         parents = tuple(n for n in (task_number(p) for p in listed) if n is not None)
+        for parent in parents:  # (its answer says what became of the parent: only one this person may see)
+            found = await board.store.get(parent)
+            if found is None or owner is not None and not (_same_chat(found, chat) or board.may_steer(found, *owner)):
+                return f"error: there is no task {parent} here"
         made = await board.add(str(given["title"]), str(given["body"] or ""), owner=owner, origin=chat,
                                parents=parents, created_by=current)
         return f"created: {line(made)}"
