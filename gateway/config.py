@@ -159,8 +159,8 @@ class BoardConfig(_Section):
     max_running: int = Field(2, ge=1, le=64)  # tasks run at once (by every instance together)
     max_turns: int | None = Field(None, ge=1, le=500)  # turns a task's run may take; None: goals.max_turns
     max_attempts: int = Field(3, ge=1, le=50)  # runs of a task, in all, before it is blocked for a person
-    stale_seconds: float = Field(60.0, ge=1)  # a run whose heartbeat is older is lost: anyone reclaims it
-    retry_seconds: float = Field(30.0, ge=0)  # a failed run's backoff, doubling with each attempt
+    stale_seconds: float = Field(60.0, ge=1, le=3600)  # a run whose heartbeat is older is lost: anyone reclaims it
+    retry_seconds: float = Field(30.0, ge=0, le=86400)  # a failed run's backoff, doubling with each attempt
 
 
 class ReviewConfig(_Section):

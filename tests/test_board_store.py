@@ -61,7 +61,7 @@ async def test_a_run_ends_once_done_twice_is_nothing_and_the_notice_is_queued_on
     assert await board.finish(task.id, "me", "again", OutboxItem(chat=CHAT, text="again")) is None
     rows = await store.fetch("SELECT payload FROM outbox")
     assert len(rows) == 1 and "done" in rows[0]["payload"]
-    assert not await board.beat(task.id, "me")  # (done: no run of it to keep alive)
+    assert not await board.beat(task.id, "me", 1)  # (done: no run of it to keep alive)
 
 
 async def test_blocked_then_answered_the_answer_is_a_comment_for_the_next_turn(open_store):
@@ -105,7 +105,7 @@ async def test_cancel_stops_a_running_task_and_a_version_sees_every_change(open_
     assert await board.version() != before
     await board.claim("me", 1)
     assert (await board.cancel(task.id, "telegram:7")).status == "archived"
-    assert not await board.beat(task.id, "me")  # the run sees it at its next heartbeat
+    assert not await board.beat(task.id, "me", 1)  # the run sees it at its next heartbeat
     assert await board.finish(task.id, "me", "late", None) is None
     with pytest.raises(BoardError, match="task 1 is archived"):
         await board.cancel(task.id, "operator")

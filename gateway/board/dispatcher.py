@@ -89,7 +89,8 @@ class Dispatcher:
                 run.add_done_callback(lambda done, task_id=task.id: self._ended(task_id, done))
 
     def _ended(self, task_id: int, run: asyncio.Task[Any]) -> None:
-        self._running.pop(task_id, None)
+        if self._running.get(task_id) is run:  # (not a later run of the task, claimed while this one stopped)
+            del self._running[task_id]
         if not run.cancelled() and run.exception() is not None:
             log.error("the run of task %s failed", task_id, exc_info=run.exception())
         self.changed()  # (a slot is free)

@@ -8,10 +8,14 @@ answer to its question among them). The agent's `board` tool may end a turn with
 task's owner in the task's chat, as a scheduled job's run does with `approvals.cron: ask-owner`; a task without
 a chat can ask nobody, so what needs consent is refused (unless approvals are off).
 
+A task whose owner is no longer an allowed user (nor an admin) is not run in their name: it is blocked with the
+reason and the admins are told, as a revoked person's scheduled jobs are paused.
+
 The run keeps its heartbeat while it works; when the task is no longer its own (cancelled, or reclaimed as lost
-by another instance) the run is stopped and writes nothing of the task's. A run that fails (the model, after its
-retries; a turn's error) frees the task for another try after a backoff; after `board.max_attempts` runs the
-task is blocked and the admins are told, once.
+by another instance — even if this instance claimed it again: a run is its instance and its attempt) the run is
+stopped and writes nothing of the task's. A run that fails (the model, after its retries; a turn's error) frees
+the task for another try after a backoff; after `board.max_attempts` runs the task is blocked and the admins are
+told, once.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from agent.goal_judge import Judge
 from agent.llm import LLMError
 from agent.loop import Agent
 from agent.tools import ApprovalPort, AskingFor, NobodyToAsk, Place, ToolContext, ToolScope, TurnShare
-from gateway.access.trust import Trust
+from gateway.access.trust import ALLOWED, Trust
 from gateway.board.tasks import notice
 from gateway.chat.delivery import Delivery
 from gateway.storage.board import BoardStore, Task
@@ -61,7 +65,7 @@ def run_context(task: Task) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    kind: str  # done | blocked | failed | gone (the task is not this run's any more)
+    kind: str  # done | blocked | failed | refused (its owner may not have it run) | gone (not this run's any more)
     text: str = ""
 
 
@@ -77,12 +81,11 @@ class TaskRuns:
 
     async def run(self, task: Task) -> None:
         """Run the claimed task to one of its ends (a shutdown frees it for the next start)."""
-        await self._send(notice(task, "started") if task.attempts == 1 else None, queue=True)
         work = asyncio.current_task()
         assert work is not None
-        beat = asyncio.create_task(self._beat(task.id, work), name=f"task-beat:{task.id}")
+        beat = asyncio.create_task(self._beat(task, work), name=f"task-beat:{task.id}")
         try:
-            outcome = await self._goal(task)
+            outcome = await self._started(task)
         except asyncio.CancelledError:
             if beat.done() and beat.result() is False:  # the task is not ours any more: nothing to write
                 log.info("task %s is no longer this run's; its run stopped", task.id)
@@ -97,15 +100,24 @@ class TaskRuns:
             beat.cancel()
         await self._end(task, outcome)
 
-    async def _beat(self, task_id: int, work: asyncio.Task[Any]) -> bool:
+    async def _started(self, task: Task) -> Outcome:
+        """The run, once its owner may still have it (a revoked person's task does not run in their name, as
+        their scheduled jobs do not) and its chat was told (inside the run: a notice that cannot be queued
+        fails the run, which frees the task, rather than leaving it `running` with no run)."""
+        if task.owner is not None and self.trust.known_rank(*task.owner) < ALLOWED:
+            return Outcome("refused", "the person who added it may no longer use the task board")
+        await self._send(notice(task, "started") if task.attempts == 1 else None, queue=True)
+        return await self._goal(task)
+
+    async def _beat(self, task: Task, work: asyncio.Task[Any]) -> bool:
         """The heartbeat, until the run ends; when the task is not the run's any more, the run is stopped."""
         every = max(self.settings.stale_seconds / 4, 0.2)
         while True:
             await asyncio.sleep(every)
             try:
-                ours = await self.store.beat(task_id, self.me)
+                ours = await self.store.beat(task.id, self.me, task.attempts)
             except Exception as exc:  # (a storage hiccup: the next beat tries again, the stale limit is 4 beats)
-                log.warning("task %s: heartbeat failed: %s", task_id, exc)
+                log.warning("task %s: heartbeat failed: %s", task.id, exc)
                 continue
             if not ours:
                 work.cancel()
@@ -122,6 +134,11 @@ class TaskRuns:
                 await self._send(told)
         elif outcome.kind == "failed":
             await self._failed(task, outcome.text)
+        elif outcome.kind == "refused":  # (its chat may be the revoked person's: the admins are told)
+            if await self.store.block(task.id, self.me, None, outcome.text, None) is not None:
+                log.warning("task %s was not run: %s", task.id, outcome.text)
+                await self.tell_admins(f"⚠️ Task {task.id} ({task.title}) was not run: {outcome.text}. An admin "
+                                       f"can cancel it (/task cancel {task.id} or chatgate board cancel {task.id}).")
 
     async def _failed(self, task: Task, reason: str) -> None:
         if task.attempts < self.settings.max_attempts:

@@ -1,10 +1,12 @@
 """The agent's `board` tool: in a task's run, and in the turns of allowed users.
 
 `create` makes a task owned by the same person and reporting to the same chat (in a task's run: the task's
-owner and chat, and `created_by` that task); `list` shows the tasks of that chat; `comment` adds to a task (in a
-run: its own by default); `block` ends the turn at once with a question for a person: the task waits for the
-answer (`runs.TaskRuns` reads `TurnShare.ended`). A run acts with the rank the turn acts under (the least trusted
-of its speakers in a shared chat: gateway.access.trust), so a model's words cannot reach past a person's rights.
+owner and chat, and `created_by` that task; the runs of a task and of all it made, at any depth, make at most
+`tasks.MAX_CREATED`, and a cancelled task's run makes nothing more); `list` shows the tasks of that chat; `comment`
+adds to a task (in a run: its own by default); `block` ends the turn at once with a question for a person: the
+task waits for the answer (`runs.TaskRuns` reads `TurnShare.ended`). A run acts with the rank the turn acts under
+(the least trusted of its speakers in a shared chat: gateway.access.trust), so a model's words cannot reach past
+a person's rights.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ from typing import Any
 from agent.tools import Tool, ToolContext
 from gateway.access.trust import ALLOWED
 from gateway.board.runs import task_of
-from gateway.board.tasks import Board, line
-from gateway.storage.board import BoardError
+from gateway.board.tasks import MAX_BODY, Board, line, one_line, task_number
+from gateway.storage.board import BoardError, Task
 from platforms.base import ChatRef
 
-MAX_CREATED = 20  # tasks one task's runs may create (a model that loops cannot flood the board)
 DESCRIPTION = (
     "The task board: a backlog worked through on its own, each task as a goal with a judge. "
     "create: a task (title, body; after: ids of tasks that must be done first). list: the tasks here. "
@@ -53,24 +54,37 @@ def board_tool(board: Board) -> Tool:
         }}, handler, toolset="board", side_effects=True)
 
 
+def _same_chat(task: Task, chat: ChatRef | None) -> bool:
+    return task.origin is not None and chat is not None and \
+        (task.origin.platform, task.origin.chat_id) == (chat.platform, chat.chat_id)
+
+
 async def _act(board: Board, ctx: ToolContext, current: int | None, action: str, **given: Any) -> str:
     running = await board.store.get(current) if current is not None else None
     if running is not None:
         owner, chat = running.owner, running.origin
     else:
         owner, chat = (ctx.platform, ctx.user_id), ChatRef(ctx.platform, ctx.chat_id, ctx.place.thread_id)
+    if running is not None and running.status != "running" and action in ("create", "comment"):
+        return f"error: task {running.id} is {running.status}: its run is over"  # (cancelled: it makes nothing more)
     if action == "block":
-        question = " ".join(str(given["question"] or "").split())
+        question = one_line(str(given["question"] or ""))
         if running is None:
             return "error: block is for a task's run (there is no task to wait here)"
         if not question:
             return "error: say what you need to know (question)"
+        if len(question) > MAX_BODY:
+            return f"error: keep the question under {MAX_BODY} characters"
         ctx.turn.ended = question
         return "blocked: the question goes to the person; this turn ends now"
     if action == "create":
-        if current is not None and await board.store.created_by_count(current) >= MAX_CREATED:
-            return f"error: a task may create at most {MAX_CREATED} tasks"
-        parents = tuple(int(p) for p in (given["after"] or ()) if str(p).isdigit())
+        after = given["after"]
+        listed = after if isinstance(after, list) else [] if after in (None, "") else [after]
+        parents = tuple(n for n in (task_number(p) for p in listed) if n is not None)
+        for parent in parents:  # (its answer says what became of the parent: only one this person may see)
+            found = await board.store.get(parent)
+            if found is None or owner is not None and not (_same_chat(found, chat) or board.may_steer(found, *owner)):
+                return f"error: there is no task {parent} here"
         made = await board.add(str(given["title"]), str(given["body"] or ""), owner=owner, origin=chat,
                                parents=parents, created_by=current)
         return f"created: {line(made)}"
@@ -80,13 +94,17 @@ async def _act(board: Board, ctx: ToolContext, current: int | None, action: str,
                  (t.origin == chat if chat is not None else t.owner == owner)]
         return "\n".join(line(t) for t in tasks[:50]) or f"no tasks for {here.platform or 'the operator'} here"
     if action == "comment":
-        target = int(given["task"]) if str(given["task"] or "").isdigit() else current
+        named = given["task"] not in (None, "")
+        target = task_number(given["task"]) if named else current
         if target is None:
-            return "error: say which task (task)"
+            return f"error: there is no task {str(given['task'])[:20]}" if named else "error: say which task (task)"
+        text = str(given["text"] or "").strip()
+        if len(text) > MAX_BODY:
+            return f"error: keep a comment under {MAX_BODY} characters"
         found = await board.store.get(target)
         if found is None or not (target == current or found.created_by == current and current is not None
                                  or owner is not None and board.may_steer(found, *owner)):
             return f"error: there is no task {target} you may comment on"
-        await board.store.comment(target, "agent", str(given["text"] or "").strip() or "(empty)")
+        await board.store.comment(target, "agent", text or "(empty)")
         return f"comment added to task {target}"
     return "error: action is create, list, comment or block"

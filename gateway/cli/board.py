@@ -45,14 +45,25 @@ async def board(config: Config, args: argparse.Namespace) -> int:
 
 
 def _checked(args: argparse.Namespace) -> ChatRef | None:
-    """The chat `add --to` names (None: none); BoardError for a bad target or a blank title, answer or comment."""
+    """The chat `add --to` names (None: none); BoardError for a bad target, a blank title, answer or comment, or
+    one past the limits a chat's has (a title is one line of every listing, notice and run's prompt)."""
+    if args.action not in ("add", "answer", "comment"):
+        return None  # (`list` and `show` load no more than they need)
+    from gateway.board.tasks import MAX_BODY, MAX_TITLE, one_line
     from gateway.cron.jobs import CronError, parse_target
 
-    if args.action == "add" and not args.title.strip():
+    if args.action != "add":
+        if not args.text.strip():
+            raise BoardError(f"an empty {args.action} says nothing: give its text")
+        if len(args.text) > MAX_BODY:
+            raise BoardError(f"keep the text under {MAX_BODY} characters")
+        return None
+    args.title = one_line(args.title)
+    if not args.title:
         raise BoardError("a task needs a title")
-    if args.action in ("answer", "comment") and not args.text.strip():
-        raise BoardError(f"an empty {args.action} says nothing: give its text")
-    if args.action != "add" or args.to is None:
+    if len(args.title) > MAX_TITLE or len(args.body) > MAX_BODY:
+        raise BoardError(f"keep a title under {MAX_TITLE} characters and --body under {MAX_BODY}")
+    if args.to is None:
         return None
     try:
         return parse_target(args.to)

@@ -22,6 +22,7 @@ STATUSES = ("todo", "ready", "running", "blocked", "done", "archived")
 OPEN = ("todo", "ready", "running", "blocked")
 Person = tuple[str, str]  # (platform, user id)
 CLAIM_LOCK = 0x626F617264  # ("board") several instances' claims one at a time: never more than max_running run
+ADD_LOCK = 0x626F617265  # several instances' limited adds one at a time: a limit is counted with what it limits
 
 
 class BoardError(ValueError):
@@ -142,13 +143,16 @@ async def _promote(db: Connection, parent_id: int, now: float) -> list[Task]:
 class BoardStore(Tables):
     async def add(self, title: str, body: str = "", *, owner: Person | None = None, origin: ChatRef | None = None,
                   parents: Sequence[int] = (), created_by: int | None = None, priority: int = 0,
-                  author: str = "operator") -> Task:
+                  author: str = "operator", most_open: int | None = None, most_made: int | None = None) -> Task:
         """A new task: `ready`, or `todo` while one of its `parents` is not done (BoardError: a parent that does
-        not exist or was archived)."""
+        not exist or was archived; `owner` has `most_open` tasks open; the family of `created_by` made
+        `most_made` tasks). The limits are counted in the transaction that adds: a model's tool calls of one step
+        run at once, and a count read before another call's task is written would let them all through."""
         now = time.time()
         parents = sorted(set(parents))
 
         async def add(db: Connection) -> Task:
+            await _within_limits(db, owner, most_open, created_by, most_made, author)
             status = "ready"
             for parent in parents:
                 state = await db.fetchval("SELECT status FROM board_tasks WHERE id = ?", parent)
@@ -265,10 +269,11 @@ class BoardStore(Tables):
 
         return await self.db.write(claim)
 
-    async def beat(self, task_id: int, runner: str) -> bool:
-        """The run's heartbeat; False: the task is not this run's any more (cancelled, reclaimed)."""
+    async def beat(self, task_id: int, runner: str, attempt: int) -> bool:
+        """The heartbeat of run `attempt` of the task; False: the task is not this run's any more (cancelled,
+        reclaimed — and perhaps claimed again by the same instance: a run is its instance and its attempt)."""
         return await self.execute("UPDATE board_tasks SET beat_at = ? WHERE id = ? AND status = 'running'"
-                                  " AND runner = ?", time.time(), task_id, runner) == 1
+                                  " AND runner = ? AND attempts = ?", time.time(), task_id, runner, attempt) == 1
 
     async def finish(self, task_id: int, runner: str, result: str, notice: OutboxItem | None) -> Task | None:
         """The run's task done with `result` and `notice` queued, once (None: it was not this run's to finish);
@@ -329,10 +334,6 @@ class BoardStore(Tables):
 
         return await self.db.read(lost)
 
-    async def created_by_count(self, task_id: int) -> int:
-        """How many tasks the runs of `task_id` made."""
-        return int(await self.fetchval("SELECT count(*) FROM board_tasks WHERE created_by = ?", task_id))
-
     async def counts(self) -> dict[str, int]:
         rows = await self.fetch("SELECT status, count(*) AS n FROM board_tasks GROUP BY status")
         found = {r["status"]: int(r["n"]) for r in rows}
@@ -343,6 +344,35 @@ class BoardStore(Tables):
         row = await self.fetchrow("SELECT coalesce(max(updated_at), 0) AS at, count(*) AS n FROM board_tasks")
         assert row is not None
         return float(row["at"]), int(row["n"])
+
+
+async def _within_limits(db: Connection, owner: Person | None, most_open: int | None, created_by: int | None,
+                         most_made: int | None, author: str) -> None:
+    """BoardError when `owner` has `most_open` tasks open, or runs in the family of `created_by` made `most_made`
+    tasks: those made by the run of the task at the family's root (the first not made by a run), by theirs, and so
+    on at any depth (counting only what one task made let a chain of runs, each making the next, go on without
+    end)."""
+    limited = [(most_open, owner), (most_made, created_by)]
+    if all(limit is None or whose is None for limit, whose in limited):
+        return
+    if db.dialect.ADVISORY_LOCK:
+        await db.execute(db.dialect.ADVISORY_LOCK, ADD_LOCK)
+    if most_open is not None and owner is not None:
+        marks = ", ".join("?" for _ in OPEN)
+        count = await db.fetchval(f"SELECT count(*) FROM board_tasks WHERE owner = ? AND status IN ({marks})",
+                                  json.dumps(list(owner)), *OPEN)
+        if int(count) >= most_open:
+            raise BoardError(f"{author} has {most_open} open tasks already: let some finish, or cancel some, before"
+                             " adding more")
+    if most_made is not None and created_by is not None:
+        family = await db.fetchval(
+            "WITH RECURSIVE up(id, made_by) AS (SELECT id, created_by FROM board_tasks WHERE id = ?"
+            " UNION SELECT t.id, t.created_by FROM board_tasks t JOIN up ON t.id = up.made_by),"
+            " down(id) AS (SELECT id FROM up WHERE made_by IS NULL"
+            " UNION SELECT t.id FROM board_tasks t JOIN down ON t.created_by = down.id)"
+            " SELECT count(*) FROM down", created_by)
+        if int(family) - 1 >= most_made:  # (the root is not made by a run)
+            raise BoardError(f"a task and the tasks made in its runs may create at most {most_made} tasks in all")
 
 
 async def _not(db: Connection, task_id: int, why: str) -> str:
