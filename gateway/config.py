@@ -161,6 +161,7 @@ class BoardConfig(_Section):
     max_attempts: int = Field(3, ge=1, le=50)  # runs of a task, in all, before it is blocked for a person
     stale_seconds: float = Field(60.0, ge=1, le=3600)  # a run whose heartbeat is older is lost: anyone reclaims it
     retry_seconds: float = Field(30.0, ge=0, le=86400)  # a failed run's backoff, doubling with each attempt
+    run_timeout_seconds: float = Field(3600.0, gt=0, le=7 * 86400)  # one run of a task, at most; then it failed
 
 
 class ReviewConfig(_Section):

@@ -24,7 +24,7 @@ from gateway.storage import Store
 from platforms.base import ChatRef
 from tests.board_model import BoardModel, board_call
 from tests.fakes.llm import FakeLLM
-from tests.harness import eventually, start_gateway
+from tests.harness import Approver, eventually, start_gateway
 from tests.test_board_cli import Home
 
 ANN, BOB, ADMIN = ("telegram", "1"), ("telegram", "2"), ("telegram", "9")
@@ -52,9 +52,9 @@ def in_run(task_id: int, person: tuple[str, str] = ANN) -> ToolContext:
                        place=Place(session_key=session_key(task_id)), turn=TurnShare())
 
 
-def in_chat(person: tuple[str, str] = ANN) -> ToolContext:
-    """The context of a person's own turn in their direct chat."""
-    return ToolContext(platform=person[0], chat_id=person[1], user_id=person[1],
+def in_chat(person: tuple[str, str] = ANN, approved: bool = True) -> ToolContext:
+    """The context of a person's own turn in their direct chat (who says yes to a task the agent adds)."""
+    return ToolContext(platform=person[0], chat_id=person[1], user_id=person[1], approvals=Approver(approved),
                        place=Place(session_key=f"{person[0]}:{person[1]}"))
 
 
@@ -405,3 +405,22 @@ async def test_show_in_a_chat_names_people_not_the_instances_that_ran_a_task(ope
     shown = await board.command(f"show {task.id}", *ANN, ANN_DM)
     assert "db-host-7" not in shown and "4242" not in shown, shown
     assert "· comment (telegram:1): use the new numbers" in shown and "· started" in shown, shown
+
+
+async def test_a_task_the_agent_adds_in_a_persons_turn_waits_for_their_yes(open_store):
+    """Finding (reported, then fixed): the tool's `create` asked nobody, where the cron tool's asks the person: a
+    prompt-injected turn could leave an unattended task to run later in the person's name."""
+    store = await open_store()
+    board = await board_on(store)
+    context = in_chat(approved=False)
+    answer = await call_tool(board, context, action="create", title="send the files away", body="all of them")
+    assert answer == "Denied." and await store.board.list() == []
+    [asked] = context.approvals.requests
+    assert (asked.kind, asked.subject) == ("job", "task: send the files away\nall of them")
+    no_one = ToolContext(platform=ANN[0], chat_id=ANN[1], user_id=ANN[1], place=Place(session_key="x"))
+    assert (await call_tool(board, no_one, action="create", title="t")).startswith("refused: a task needs")
+    task = await board.add("big job", owner=ANN, origin=ANN_DM)
+    await store.board.claim("me", 1)
+    made = await call_tool(board, in_run(task.id), action="create", title="a step")  # (its owner said yes already)
+    assert made.startswith("created:")
+

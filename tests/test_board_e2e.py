@@ -13,7 +13,7 @@ from platforms.base import ChatRef
 from tests.board_model import BoardModel, board_call, verdict
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import ANN, Tab, eventually, start_gateway, telegram_gateway, wait_for_text
+from tests.harness import ANN, Tab, eventually, is_prompt, press, start_gateway, telegram_gateway, wait_for_text
 
 QUIET = {"review__enabled": "false", "board__stale_seconds": "2"}
 BOB, EVE, GROUP = 2002, 3003, -5005
@@ -210,6 +210,10 @@ async def test_the_board_tool_in_an_ordinary_turn_creates_lists_and_comments_for
         async with Tab(runner) as tab:
             for n in range(1, 6):
                 await tab.say(f"board step {n}")
+                if n == 1:  # (a task the agent adds in a person's turn waits for their yes)
+                    prompt = await tab.wait_for(is_prompt)
+                    assert "task: water the plants\nevery pot" in prompt["text"]
+                    await press(tab, prompt, "Allow once")
                 await tab.wait_for(lambda f: f.get("final") and f.get("text") == "ok", count=n)
         results = [str(b["messages"][-1]["content"]) for b in llm.requests if b["messages"][-1]["role"] == "tool"]
         assert results[0].startswith("created: 🟢 1 [ready] water the plants")
@@ -220,5 +224,25 @@ async def test_the_board_tool_in_an_ordinary_turn_creates_lists_and_comments_for
         task = await runner.parts.store.board.get(1)
         assert task.owner == ("webchat", "local") and task.origin.platform == "webchat" and task.created_by is None
         assert "the fern too" in [e.text for e in await runner.parts.store.board.events(1)]
+    finally:
+        await runner.stop()
+
+
+async def test_a_run_that_does_not_end_in_time_fails_and_frees_its_slot(tmp_path, llm: FakeLLM):
+    model = BoardModel()
+    llm.responder = model
+    model.plans["endless"] = lambda turn, text, body: Reply.hang()
+    runner = await start_gateway(tmp_path, llm.base_url, board__run_timeout_seconds="1", board__max_attempts="1",
+                                 board__max_running="1", **QUIET)
+    try:
+        board = runner.parts.store.board
+        endless, after = await board.add("endless"), await board.add("after it")
+
+        async def blocked() -> bool:
+            return (await board.get(endless.id)).status == "blocked"
+        await eventually(blocked, timeout=20, what="the endless task blocked")
+        assert "did not finish within 1 s (board.run_timeout_seconds)" in (await board.get(endless.id)).reason
+        await all_done(runner, 1)  # (the one slot went on to the next task)
+        assert (await board.get(after.id)).status == "done"
     finally:
         await runner.stop()

@@ -107,7 +107,12 @@ class TaskRuns:
         if task.owner is not None and self.trust.known_rank(*task.owner) < ALLOWED:
             return Outcome("refused", "the person who added it may no longer use the task board")
         await self._send(notice(task, "started") if task.attempts == 1 else None, queue=True)
-        return await self._goal(task)
+        limit = self.settings.run_timeout_seconds
+        try:
+            async with asyncio.timeout(limit):  # (an approval nobody answers, turn after turn, holds no slot forever)
+                return await self._goal(task)
+        except TimeoutError:
+            return Outcome("failed", f"it did not finish within {limit:g} s (board.run_timeout_seconds)")
 
     async def _beat(self, task: Task, work: asyncio.Task[Any]) -> bool:
         """The heartbeat, until the run ends; when the task is not the run's any more, the run is stopped."""

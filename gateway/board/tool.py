@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.tools import Tool, ToolContext
+from agent.tools import ApprovalRequest, Tool, ToolContext
 from gateway.access.trust import ALLOWED
 from gateway.board.runs import task_of
 from gateway.board.tasks import MAX_BODY, Board, line, one_line, task_number
 from gateway.storage.board import BoardError, Task
 from platforms.base import ChatRef
 
+UNATTENDED = "a task runs later, unattended, with the agent's tools, in your name"
 DESCRIPTION = (
     "The task board: a backlog worked through on its own, each task as a goal with a judge. "
     "create: a task (title, body; after: ids of tasks that must be done first). list: the tasks here. "
@@ -85,6 +86,10 @@ async def _act(board: Board, ctx: ToolContext, current: int | None, action: str,
             found = await board.store.get(parent)
             if found is None or owner is not None and not (_same_chat(found, chat) or board.may_steer(found, *owner)):
                 return f"error: there is no task {parent} here"
+        if running is None:  # (a person's turn: the task runs later, unattended, in their name: they say yes)
+            refusal = await _consent(ctx, str(given["title"]), str(given["body"] or ""))
+            if refusal is not None:
+                return refusal
         made = await board.add(str(given["title"]), str(given["body"] or ""), owner=owner, origin=chat,
                                parents=parents, created_by=current)
         return f"created: {line(made)}"
@@ -108,3 +113,13 @@ async def _act(board: Board, ctx: ToolContext, current: int | None, action: str,
         await board.store.comment(target, "agent", text or "(empty)")
         return f"comment added to task {target}"
     return "error: action is create, list, comment or block"
+
+
+async def _consent(ctx: ToolContext, title: str, body: str) -> str | None:
+    """A person approves a task the agent adds in their turn, seeing it (as a scheduled job the agent writes):
+    it runs later, unattended, with the agent's tools in their name. None: approved; else the refusal."""
+    if ctx.approvals is None:
+        return "refused: a task needs a person's approval and nobody can approve here"
+    subject = f"task: {one_line(title)[:200]}" + (f"\n{body[:1000]}" if body.strip() else "")
+    outcome = await ctx.approvals.request(ctx, ApprovalRequest("job", subject, (UNATTENDED,)))
+    return None if outcome.approved else outcome.message
