@@ -142,7 +142,8 @@ async def test_a_run_that_keeps_failing_blocks_the_task_and_tells_the_admins_onc
         await runner.stop()
 
 
-async def test_in_a_shared_group_only_the_owner_or_an_admin_steers_a_task(tmp_path, llm: FakeLLM, tg: FakeTelegram):
+async def test_in_a_shared_group_only_the_owner_or_an_admin_steers_a_task_and_only_its_tasks_show(
+        tmp_path, llm: FakeLLM, tg: FakeTelegram):
     model = BoardModel()
     llm.responder = model
     model.plans["ann's task"] = lambda turn, text, body: board_call(action="block", question="ok?")
@@ -159,6 +160,14 @@ async def test_in_a_shared_group_only_the_owner_or_an_admin_steers_a_task(tmp_pa
         await wait_for_text(tg, "Only allowed users and admins can use the task board.")
         assert (await runner.parts.store.board.get(1)).status == "blocked"
         assert len(await runner.parts.store.board.list()) == 1
+        tg.user_message("/task add ann's private errand", user_id=ANN)  # (her direct chat: task 2)
+        await wait_for_text(tg, "✅ Task 2 done: ann's private errand\n\ndid ann's private errand")
+        tg.user_message("/task list", chat_id=GROUP, chat_type="group", user_id=ANN)
+        await wait_for_text(tg, "❓ 1 [blocked] ann's task")  # (the group's only: everyone there reads it)
+        tg.user_message("/task show 2", chat_id=GROUP, chat_type="group", user_id=ANN)
+        await wait_for_text(tg, "⚠️ There is no task 2 here.")
+        tg.user_message("/task list", user_id=ANN)
+        await wait_for_text(tg, "❓ 1 [blocked] ann's task\n✅ 2 [done] ann's private errand")
         tg.user_message("/task cancel 1", chat_id=GROUP, chat_type="group", user_id=ANN)
         await wait_for_text(tg, "🗄 1 [archived] ann's task\nCancelled.")
     finally:

@@ -114,3 +114,20 @@ async def test_cancel_stops_a_running_task_and_a_version_sees_every_change(open_
     await board.comment(task.id, "operator", "a note")
     assert [e.kind for e in await board.events(task.id)] == ["added", "started", "cancelled", "comment"]
     assert (await board.counts())["archived"] == 1
+
+
+async def test_the_tasks_after_a_cancelled_one_are_blocked_saying_so_and_an_answer_lets_them_go_on(open_store):
+    board = (await open_store()).board
+    first, other = await board.add("first"), await board.add("other")
+    await board.claim("me", 1)  # (first runs: other stays ready)
+    alone = await board.add("after first", parents=[first.id])
+    both = await board.add("after both", parents=[first.id, other.id])
+    await board.cancel(first.id, "operator")
+    for task in (alone, both):
+        blocked = await board.get(task.id)
+        assert blocked.status == "blocked" and f"task {first.id}, which it comes after, was cancelled" in blocked.reason
+    assert (await board.answer(alone.id, "operator", "go on without it")).status == "ready"
+    assert (await board.answer(both.id, "operator", "go on without it")).status == "todo"  # (other is not done)
+    await board.claim("me", 1)
+    await board.finish(other.id, "me", "done", None)
+    assert (await board.get(both.id)).status == "ready"

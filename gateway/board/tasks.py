@@ -96,14 +96,17 @@ class Board:
         """Its owner or an admin may answer or cancel a task (the operator's: an admin)."""
         return task.owner == (platform, user_id) or self.trust.known_rank(platform, user_id) > ALLOWED
 
-    def may_see(self, task: Task, platform: str, user_id: str, chat: ChatRef) -> bool:
+    def may_see(self, task: Task, platform: str, user_id: str, chat: ChatRef, private: bool) -> bool:
+        """A chat sees its own tasks; a direct chat also its person's (an admin's: every task). A shared chat never
+        shows another chat's tasks, whoever asks: everyone there reads the answer."""
         origin = task.origin
         here = origin is not None and (origin.platform, origin.chat_id) == (chat.platform, chat.chat_id)
-        return here or self.may_steer(task, platform, user_id)
+        return here or private and self.may_steer(task, platform, user_id)
 
-    async def visible(self, platform: str, user_id: str, chat: ChatRef) -> list[Task]:
-        """The tasks of this chat not archived (an admin: every task not archived)."""
-        return [t for t in await self.store.list() if t.status != "archived" and self.may_see(t, platform, user_id, chat)]
+    async def visible(self, platform: str, user_id: str, chat: ChatRef, private: bool) -> list[Task]:
+        """The tasks `may_see` lets this chat see, not archived."""
+        return [t for t in await self.store.list()
+                if t.status != "archived" and self.may_see(t, platform, user_id, chat, private)]
 
     async def answer(self, task_id: int, text: str, platform: str, user_id: str) -> Task:
         if len(text) > MAX_BODY:
@@ -127,25 +130,27 @@ class Board:
 
     # -- /task ----------------------------------------------------------------------------------
 
-    async def command(self, args: str, platform: str, user_id: str, chat: ChatRef) -> str:
-        """`/task add|list|show|answer|cancel`: the answer in the chat (a refusal is one line)."""
+    async def command(self, args: str, platform: str, user_id: str, chat: ChatRef, private: bool = False) -> str:
+        """`/task add|list|show|answer|cancel`: the answer in the chat (a refusal is one line); `private`: a
+        direct chat (see `may_see`)."""
         if not await self.may_use(platform, user_id):
             return "Only allowed users and admins can use the task board."
         first, _, after = args.strip().partition("\n")
         verb, _, rest = first.partition(" ")
         rest += f"\n{after}" if after else ""
         try:
-            return await self._command(verb.lower(), rest.strip(), platform, user_id, chat)
+            return await self._command(verb.lower(), rest.strip(), platform, user_id, chat, private)
         except BoardError as exc:
             return f"⚠️ {exc}"
 
-    async def _command(self, verb: str, rest: str, platform: str, user_id: str, chat: ChatRef) -> str:
+    async def _command(self, verb: str, rest: str, platform: str, user_id: str, chat: ChatRef,
+                       private: bool) -> str:
         if verb == "add":
             title, _, body = rest.partition("\n")
             task = await self.add(title, body, owner=(platform, user_id), origin=chat)
             return f"{line(task)}\nAdded to the board; this chat hears when it starts and when it is done."
         if verb == "list":
-            tasks = await self.visible(platform, user_id, chat)
+            tasks = await self.visible(platform, user_id, chat, private)
             if not tasks:
                 return "No tasks here. Add one with /task add <title>."
             more = f"\n… and {len(tasks) - MAX_LISTED} more" if len(tasks) > MAX_LISTED else ""
@@ -155,16 +160,16 @@ class Board:
         if verb not in ("show", "answer", "cancel") or task_id is None:
             return USAGE
         if verb == "show":
-            return await self._show(task_id, platform, user_id, chat)
+            return await self._show(task_id, platform, user_id, chat, private)
         if verb == "cancel":
             return f"{line(await self.cancel(task_id, platform, user_id))}\nCancelled."
         if not text.strip():
             return f"Say the answer: /task answer {task_id} <your answer>"
         return f"{line(await self.answer(task_id, text.strip(), platform, user_id))}\nThanks: it goes on with that."
 
-    async def _show(self, task_id: int, platform: str, user_id: str, chat: ChatRef) -> str:
+    async def _show(self, task_id: int, platform: str, user_id: str, chat: ChatRef, private: bool) -> str:
         task = await self.store.get(task_id)
-        if task is None or not self.may_see(task, platform, user_id, chat):
+        if task is None or not self.may_see(task, platform, user_id, chat, private):
             return f"⚠️ There is no task {task_id} here."
         parts = [line(task), *([task.body] if task.body else [])]
         if task.question or task.reason:

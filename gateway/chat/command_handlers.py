@@ -175,7 +175,8 @@ async def cron(call: Call) -> Answer:
 @REGISTRY.command("task", "the task board: /task add <title>|list|show|answer|cancel", at_once=True)
 async def task(call: Call) -> Answer:
     msg = call.item.msg
-    return Answer(await call.services.board.command(call.command.args, msg.platform, msg.user_id, msg.reply_chat))
+    return Answer(await call.services.board.command(call.command.args, msg.platform, msg.user_id, msg.reply_chat,
+                                                    private=msg.chat_type == "dm"))
 
 
 @REGISTRY.command("usage", "tokens used: this session, and yours today and in all", at_once=True)

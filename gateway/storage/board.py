@@ -21,6 +21,11 @@ from platforms.base import ChatRef
 STATUSES = ("todo", "ready", "running", "blocked", "done", "archived")
 OPEN = ("todo", "ready", "running", "blocked")
 Person = tuple[str, str]  # (platform, user id)
+# A task's status once nothing else holds it: `todo` while a task it comes after is neither done nor cancelled (a
+# person let it go on without a cancelled one: `BoardStore.cancel`), else `ready`.
+_READY_UNLESS_WAITING = ("CASE WHEN EXISTS (SELECT 1 FROM board_parents p JOIN board_tasks t ON t.id = p.parent_id"
+                         " WHERE p.task_id = board_tasks.id AND t.status NOT IN ('done', 'archived'))"
+                         " THEN 'todo' ELSE 'ready' END")
 CLAIM_LOCK = 0x626F617264  # ("board") several instances' claims one at a time: never more than max_running run
 ADD_LOCK = 0x626F617265  # several instances' limited adds one at a time: a limit is counted with what it limits
 
@@ -133,7 +138,8 @@ async def _promote(db: Connection, parent_id: int, now: float) -> list[Task]:
     rows = await db.fetch(
         "UPDATE board_tasks SET status = 'ready', updated_at = ? WHERE status = 'todo' AND id IN"
         " (SELECT task_id FROM board_parents WHERE parent_id = ?) AND NOT EXISTS (SELECT 1 FROM board_parents p"
-        " JOIN board_tasks t ON t.id = p.parent_id WHERE p.task_id = board_tasks.id AND t.status <> 'done')"
+        " JOIN board_tasks t ON t.id = p.parent_id WHERE p.task_id = board_tasks.id"
+        " AND t.status NOT IN ('done', 'archived'))"
         " RETURNING *", now, parent_id)
     for row in rows:
         await _event(db, int(row["id"]), "ready", None, f"task {parent_id} is done", now)
@@ -218,10 +224,11 @@ class BoardStore(Tables):
         return await self.db.write(comment)
 
     async def answer(self, task_id: int, author: str, text: str) -> Task:
-        """The answer to a blocked task's question (a comment its next turn reads); the task is ready again."""
+        """The answer to a blocked task's question (a comment its next turn reads); the task is ready again (`todo`
+        while a task it comes after is still to be done: a cancelled one no longer counts)."""
         async def answer(db: Connection) -> Task:
-            task = await _move(db, task_id, ("blocked",), "status = 'ready', question = NULL, reason = NULL,"
-                               " not_before = NULL")
+            task = await _move(db, task_id, ("blocked",), f"status = {_READY_UNLESS_WAITING}, question = NULL,"
+                               " reason = NULL, not_before = NULL")
             if task is None:
                 raise BoardError(await _not(db, task_id, "is not blocked: there is nothing to answer"))
             await _event(db, task_id, "comment", author, text)
@@ -231,12 +238,19 @@ class BoardStore(Tables):
         return await self.db.write(answer)
 
     async def cancel(self, task_id: int, author: str) -> Task:
-        """Archive a task that is not done (a run of it stops at its next heartbeat)."""
+        """Archive a task that is not done (a run of it stops at its next heartbeat). The tasks that wait for it
+        cannot run as they are: they are blocked, saying so (an answer lets one run without it)."""
         async def cancel(db: Connection) -> Task:
             task = await _move(db, task_id, OPEN, "status = 'archived', runner = NULL")
             if task is None:
                 raise BoardError(await _not(db, task_id, "cannot be cancelled"))
             await _event(db, task_id, "cancelled", author)
+            why = f"task {task_id}, which it comes after, was cancelled: answer to run it without that task"
+            waiting = await db.fetch(
+                "UPDATE board_tasks SET status = 'blocked', reason = ?, updated_at = ? WHERE status = 'todo' AND id IN"
+                " (SELECT task_id FROM board_parents WHERE parent_id = ?) RETURNING id", why, time.time(), task_id)
+            for row in waiting:
+                await _event(db, int(row["id"]), "blocked", author, why)
             return task
 
         return await self.db.write(cancel)
