@@ -143,7 +143,8 @@ async def test_approvals_decisions_grants_rules_and_pruning(open_store: OpenStor
     assert await store.approvals.decide("a1", "denied", "ann") is False  # (decided once)
     got = await store.approvals.get("a1")
     assert got is not None and (got.state, got.decided_by, got.prompt_message_id) == ("session", "ann", "p1")
-    assert got.reasons == ["deletes files"] and isinstance(got.decided_at, float)
+    assert got.reasons == ["deletes files"]
+    assert isinstance(await store.fetchval("SELECT decided_at FROM approvals WHERE id = 'a1'"), float)  # (its row's)
     assert await store.approvals.granted_for_session(session, "hash1", ["sandbox"], None, "telegram", "ann")
     assert not await store.approvals.granted_for_session(session, "hash1", ["unconfined"], None, "telegram", "ann")
     assert await store.approvals.decide("a2", "always", "ann", "fine", rule_scope="chat") is True

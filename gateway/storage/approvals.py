@@ -23,7 +23,8 @@ from gateway.storage.tables import Tables, live_instance
 
 @dataclass(frozen=True, slots=True)
 class Approval:
-    """An approval request (`state` pending until decided)."""
+    """An approval request (`state` pending until decided). Its row also keeps when it was decided (`decided_at`,
+    what pruning goes by); nothing else reads it."""
 
     id: str
     session_key: str
@@ -41,7 +42,6 @@ class Approval:
     expires_at: float
     state: str = "pending"  # pending | once | session | always | denied | expired | cancelled
     decided_by: str | None = None
-    decided_at: float | None = None
     note: str | None = None
     prompt_message_id: str | None = None
     reach: str = ""  # an unconfined command's: where its words led when it was asked (what a grant is bound to)
