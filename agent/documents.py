@@ -17,6 +17,7 @@ import asyncio
 import os
 import secrets
 import shutil
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Callable, Hashable, Protocol
 
@@ -116,8 +117,11 @@ class FolderDocuments:
         return path
 
     def _top(self, name: str) -> str:
+        """The name's top folder, where the root was resolved, never where a link now in its place leads: a top
+        folder read again at each check let a program swap `skills` for a link to the home between the check
+        and the use, and `skills/config.yaml` was then the home's config (a top folder that is a link holds none)."""
         parts = checked(name).split("/")
-        return os.path.realpath(self.root / parts[0]) if len(parts) > 1 else self._real_root
+        return os.path.join(self._real_root, parts[0]) if len(parts) > 1 else self._real_root
 
     def _folder(self, name: str, *, create: bool = False) -> tuple[int, str]:
         """The folder document `name`'s file is in, opened (an fd), and the file's name in it. Where the opened
@@ -188,11 +192,20 @@ class FolderDocuments:
         try:
             folder, file = self._folder(name)
             try:
-                fd = os.open(file, os.O_RDONLY, dir_fd=folder)  # (a link is followed: where it led is checked)
-            finally:
+                found = os.open(file, os.O_PATH, dir_fd=folder)  # (a link is followed, but nothing is opened yet:
+            finally:  # where it led is checked first, and a FIFO or a device, here or out of the home, is not read)
                 os.close(folder)
+            try:
+                self._held(found, name)
+                mode = os.fstat(found).st_mode
+                if stat.S_ISDIR(mode):
+                    raise IsADirectoryError(name)
+                if not stat.S_ISREG(mode):
+                    raise BadName(f"{name!r} is not a regular file")
+                fd = os.open(f"/proc/self/fd/{found}", os.O_RDONLY)  # (the very file checked)
+            finally:
+                os.close(found)
             with os.fdopen(fd, "rb") as f:
-                self._held(fd, name)
                 return f.read()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
