@@ -37,6 +37,7 @@ import asyncio
 import contextvars
 import importlib
 import inspect
+import json
 import logging
 import math
 import random
@@ -458,6 +459,12 @@ class LLMClient:
             body["stream_options"] = {"include_usage": True}
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
+        try:
+            return self._fast_body(body, tools)
+        except pydantic_core.PydanticSerializationError:  # (a lone surrogate: a model's `\\ud83d` read by the SDK,
+            return json.dumps({"tools": tools, **body} if tools else body).encode()  # a tool's echo of it: escaped)
+
+    def _fast_body(self, body: dict[str, Any], tools: list[dict[str, Any]] | None) -> bytes:
         if not tools:
             return pydantic_core.to_json(body)
         known = self._schemas.get(id(tools))
