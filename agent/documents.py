@@ -246,9 +246,10 @@ class FolderDocuments:
 
     def _names(self, prefix: str) -> list[str]:
         start = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        if start:
-            checked(start)
-        folder = self.root / start
+        try:
+            folder = self.path(start) if start else self.root  # (a folder linked out of the home is not walked)
+        except BadName:
+            return []
         if not folder.is_dir():
             return []
         found = []

@@ -115,3 +115,18 @@ async def test_a_lone_surrogate_from_the_model_does_not_break_the_conversation(l
     assert second.content == "fine"
     sent = llm.requests[1]
     assert sent["messages"][1]["content"] == "half an emoji: \ud83d" and sent["tools"] == tools
+
+
+async def test_a_folder_linked_out_of_the_home_is_not_walked_for_names(tmp_path: Path, monkeypatch):
+    """Finding (reported by the attack review): `names("skills/x/")` with `skills/x` a link to `/` walked the whole
+    file system (every name was then filtered out, but the walk could take hours)."""
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    (home / "skills").mkdir(parents=True)
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "SKILL.md").write_text("elsewhere")
+    (home / "skills" / "x").symlink_to(outside)
+    walked: list[str] = []
+    real_walk = os.walk
+    monkeypatch.setattr("agent.documents.os.walk", lambda top, *a, **k: walked.append(str(top)) or real_walk(top, *a, **k))
+    assert await FolderDocuments(home).names("skills/x/") == []
+    assert walked == []
