@@ -17,7 +17,8 @@ from gateway.access.pairing import Pairing
 from gateway.access.trust import Trust
 from gateway.board.dispatcher import Dispatcher
 from gateway.board.runs import TaskRuns, session_key
-from gateway.board.tasks import MAX_BODY, Board
+from gateway.board.tasks import Board
+from gateway.board.words import MAX_BODY
 from gateway.board.tool import board_tool
 from gateway.config import AccessConfig, BoardConfig, ConfigError, load_config
 from gateway.storage import Store

@@ -3,7 +3,7 @@
 Allowed users and admins may add tasks (at most `MAX_OPEN` open each, and the runs of a task and of the tasks
 they made `MAX_CREATED` in all: a turn led astray cannot flood the board); a task's owner is who added it (the
 operator's: `chatgate board`), its origin the chat (and thread) it was added in. Only its owner or an admin may
-answer or cancel it; in a chat a person sees the tasks of that chat (an admin: every task). The texts a chat gets
+answer or cancel it; a chat shows its own tasks (a direct chat also its person's: `may_see`). The texts a chat gets
 from a task's run (started, blocked, done) are made here too (`notice`).
 """
 
@@ -12,37 +12,19 @@ from __future__ import annotations
 from typing import Callable
 
 from gateway.access.trust import ALLOWED, Trust
-from gateway.storage.board import BoardError, BoardStore, Person, Task
+from gateway.board.words import BoardError, checked_task, checked_text, task_number
+from gateway.storage.board import BoardStore, Person, Task
 from gateway.storage.outbox import OutboxItem
 from platforms.base import ChatRef
 
-MAX_TITLE = 200
-MAX_BODY = 8000  # a description, a comment, an answer, a question (each goes into a run's prompt or a chat)
 MAX_LISTED = 30
 MAX_OPEN = 50  # a person's tasks not done (chatgate board's are not counted): a turn cannot flood the board
 MAX_CREATED = 20  # tasks made by the runs of a task and of the tasks they made, in all: no chain without end
-ID_LIMIT = 2**63 - 1  # (the tables' ids are 64-bit on both engines: a larger number is no task)
 USAGE = ("Tasks the agent works through on its own:\n"
          "/task add <title> (the lines after the first are its description)\n"
          "/task list · /task show <id> · /task answer <id> <answer> · /task cancel <id>")
 BY_PEOPLE = ("added", "comment", "answered", "cancelled")  # events a chat sees the author of (a run's: host, pid)
 ICONS = {"todo": "⏳", "ready": "🟢", "running": "▶", "blocked": "❓", "done": "✅", "archived": "🗄"}
-
-
-def task_number(text: object) -> int | None:
-    """A task's number as a person or the model wrote it (`3`, `#3`); None: it is none — not ASCII digits
-    (`"²".isdigit()` holds, int() refuses it), or past the tables' 64-bit ids (the database refuses it)."""
-    digits = str(text).strip().removeprefix("#")
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > len(str(ID_LIMIT)):
-        return None
-    number = int(digits)
-    return number if 0 < number <= ID_LIMIT else None
-
-
-def one_line(text: str) -> str:
-    """A title or a question as one line of printable text (no escape sequence, bidi override or bell: they
-    reach the log and other people's chats as they are)."""
-    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
 def who(person: Person | None) -> str:
@@ -77,12 +59,8 @@ class Board:
 
     async def add(self, title: str, body: str = "", *, owner: Person | None, origin: ChatRef | None,
                   parents: tuple[int, ...] = (), created_by: int | None = None, priority: int = 0) -> Task:
-        title = one_line(title)
-        if not title:
-            raise BoardError("a task needs a title")
-        if len(title) > MAX_TITLE or len(body) > MAX_BODY:
-            raise BoardError(f"keep a title under {MAX_TITLE} characters and a description under {MAX_BODY}")
-        task = await self.store.add(title, body.strip(), owner=owner, origin=origin, parents=parents,
+        title, body = checked_task(title, body)
+        task = await self.store.add(title, body, owner=owner, origin=origin, parents=parents,
                                     created_by=created_by, priority=priority, author=who(owner),
                                     most_open=MAX_OPEN, most_made=MAX_CREATED)
         self.changed()
@@ -109,8 +87,7 @@ class Board:
                 if t.status != "archived" and self.may_see(t, platform, user_id, chat, private)]
 
     async def answer(self, task_id: int, text: str, platform: str, user_id: str) -> Task:
-        if len(text) > MAX_BODY:
-            raise BoardError(f"keep an answer under {MAX_BODY} characters")
+        text = checked_text(text, "answer")
         task = await self._steered(task_id, platform, user_id)
         answered = await self.store.answer(task.id, who((platform, user_id)), text)
         self.changed()

@@ -16,8 +16,9 @@ from typing import Any
 from agent.tools import ApprovalRequest, Tool, ToolContext
 from gateway.access.trust import ALLOWED
 from gateway.board.runs import task_of
-from gateway.board.tasks import MAX_BODY, Board, line, one_line, task_number
-from gateway.storage.board import BoardError, Task
+from gateway.board.tasks import Board, line
+from gateway.board.words import MAX_BODY, BoardError, one_line, task_number
+from gateway.storage.board import Task
 from platforms.base import ChatRef
 
 UNATTENDED = "a task runs later, unattended, with the agent's tools, in your name"

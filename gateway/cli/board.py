@@ -15,9 +15,10 @@ import sys
 from datetime import datetime
 from typing import Any, Awaitable, Callable
 
-from gateway.cli.state import one_line, open_store
+from gateway.cli.state import open_store
 from gateway.config import Config
-from gateway.storage.board import BoardError, BoardStore, Task
+from gateway.board.words import BoardError, checked_task, checked_text, one_line
+from gateway.storage.board import BoardStore, Task
 from platforms.base import ChatRef
 
 AUTHOR = "operator"
@@ -49,20 +50,12 @@ def _checked(args: argparse.Namespace) -> ChatRef | None:
     one past the limits a chat's has (a title is one line of every listing, notice and run's prompt)."""
     if args.action not in ("add", "answer", "comment"):
         return None  # (`list` and `show` load no more than they need)
-    from gateway.board.tasks import MAX_BODY, MAX_TITLE, one_line
     from gateway.cron.jobs import CronError, parse_target
 
     if args.action != "add":
-        if not args.text.strip():
-            raise BoardError(f"an empty {args.action} says nothing: give its text")
-        if len(args.text) > MAX_BODY:
-            raise BoardError(f"keep the text under {MAX_BODY} characters")
+        args.text = checked_text(args.text, args.action)
         return None
-    args.title = one_line(args.title)
-    if not args.title:
-        raise BoardError("a task needs a title")
-    if len(args.title) > MAX_TITLE or len(args.body) > MAX_BODY:
-        raise BoardError(f"keep a title under {MAX_TITLE} characters and --body under {MAX_BODY}")
+    args.title, args.body = checked_task(args.title, args.body)
     if args.to is None:
         return None
     try:

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, AsyncIterator, Awaitable, Callable
 
+from gateway.board.words import one_line
 from gateway.config import Config
 
 Handler = Callable[[Config, argparse.Namespace], Awaitable[int]]
@@ -39,13 +40,6 @@ def with_store(handler: Callable[[Config, Any, argparse.Namespace], Awaitable[in
             return await handler(config, store, args)
 
     return run
-
-
-def one_line(text: str, limit: int) -> str:
-    """Text from a chat (a name, a command with its script) as one line of at most `limit` characters,
-    without control characters: a listing line cannot be broken, faked or recoloured by it."""
-    line = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
-    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 @with_store

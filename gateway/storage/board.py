@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from gateway.board.words import BoardError
 from gateway.storage.connection import Connection
 from gateway.storage.outbox import OutboxItem, insert_outbox
 from gateway.storage.tables import Tables, live_instance
@@ -28,10 +29,6 @@ _READY_UNLESS_WAITING = ("CASE WHEN EXISTS (SELECT 1 FROM board_parents p JOIN b
                          " THEN 'todo' ELSE 'ready' END")
 CLAIM_LOCK = 0x626F617264  # ("board") several instances' claims one at a time: never more than max_running run
 ADD_LOCK = 0x626F617265  # several instances' limited adds one at a time: a limit is counted with what it limits
-
-
-class BoardError(ValueError):
-    """A change the board refuses (no such task, a parent that cannot be waited for); its text says why."""
 
 
 @dataclass(frozen=True, slots=True)

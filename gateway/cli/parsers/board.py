@@ -5,21 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gateway.board.words import task_number
 from gateway.cli.dispatch import handled_by
 
 # gateway.storage.board's STATUSES, written out: the parser imports no storage (tests/test_board_cli.py
 # checks that the two agree)
 STATUSES = ("todo", "ready", "running", "blocked", "done", "archived")
 PRIORITY_LIMIT = 1000
-ID_LIMIT = 2**63 - 1  # (the tables' ids are 64-bit on both engines: a larger number is no task, not a crash)
 
 
 def task_id(text: str) -> int:
-    """A task's number, as `3` or `#3`."""
-    digits = text.strip().removeprefix("#")
-    if not (digits.isascii() and digits.isdigit()) or not 0 < int(digits) <= ID_LIMIT:
+    """A task's number, as `3` or `#3` (gateway.board.words reads it for every way in)."""
+    number = task_number(text)
+    if number is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a task number")
-    return int(digits)
+    return number
 
 
 def priority(text: str) -> int:
