@@ -45,3 +45,19 @@ class BoardModel:
         title = next((t for t in self.plans if rest.startswith(t)), None)
         reply = self.plans[title](turn, str(messages[-1]["content"]), body) if title else None
         return reply or Reply.text(f"did {rest.splitlines()[0]}")
+
+
+def scripted(llm: Any) -> BoardModel:
+    """A BoardModel answering `llm`'s (a FakeLLM's) requests."""
+    model = BoardModel()
+    llm.responder = model
+    return model
+
+
+def hangs_first(turns: list[int], answer: str) -> Callable[[int, str, dict[str, Any]], Reply]:
+    """A plan whose first turn never ends (a test kills the process running it) and whose next ones say `answer`;
+    `turns` records each turn asked."""
+    def plan(turn: int, text: str, body: dict[str, Any]) -> Reply:
+        turns.append(turn)
+        return Reply.hang() if len(turns) == 1 else Reply.text(answer)
+    return plan

@@ -10,7 +10,7 @@ from typing import Any
 from agent.goal_judge import JUDGE_IDENTITY
 from gateway.storage.board import Task
 from platforms.base import ChatRef
-from tests.board_model import BoardModel, board_call, verdict
+from tests.board_model import BoardModel, board_call, scripted, verdict
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import ANN, Tab, eventually, is_prompt, press, start_gateway, telegram_gateway, wait_for_text
@@ -29,8 +29,7 @@ async def all_done(runner: Any, n: int, timeout: float = 20.0) -> list[Task]:
 
 
 async def test_dependencies_run_in_order_and_never_more_than_max_running_at_once(tmp_path, llm: FakeLLM):
-    model = BoardModel()
-    llm.responder = model
+    model = scripted(llm)
     for name in ("migrate", "verify", "announce", "a", "b", "c"):  # (each turn takes a while: overlaps would show)
         model.plans[name] = lambda turn, text, body, name=name: Reply.text(f"did {name}", delay=0.15)
     runner = await start_gateway(tmp_path, llm.base_url, board__max_running="2", **QUIET)
@@ -60,8 +59,7 @@ async def test_dependencies_run_in_order_and_never_more_than_max_running_at_once
 
 
 async def test_a_task_asks_its_chat_and_goes_on_with_the_answer(tmp_path, llm: FakeLLM):
-    model = BoardModel()
-    llm.responder = model
+    model = scripted(llm)
 
     def paint(turn: int, text: str, body: dict[str, Any]) -> Reply:
         if "blue" in text:  # the answer came back as a comment the next turn reads
@@ -92,8 +90,7 @@ async def test_a_task_asks_its_chat_and_goes_on_with_the_answer(tmp_path, llm: F
 
 
 async def test_the_agent_splits_a_task_into_subtasks_that_run_in_order(tmp_path, llm: FakeLLM):
-    model = BoardModel()
-    llm.responder = model
+    model = scripted(llm)
     made: list[str] = []  # (the big job's turns)
 
     def plan(turn: int, text: str, body: dict[str, Any]) -> Reply | None:
@@ -120,8 +117,7 @@ async def test_the_agent_splits_a_task_into_subtasks_that_run_in_order(tmp_path,
 
 async def test_a_run_that_keeps_failing_blocks_the_task_and_tells_the_admins_once(tmp_path, llm: FakeLLM,
                                                                                   tg: FakeTelegram):
-    model = BoardModel()
-    llm.responder = model
+    model = scripted(llm)
     model.plans["flaky"] = lambda turn, text, body: Reply.error(500, message="the model is down")
     runner = await telegram_gateway(tmp_path, llm, tg, access__admins=f"{{telegram: [{ANN}]}}", llm__max_retries="0",
                                     board__max_attempts="2", board__retry_seconds="0", **QUIET)
@@ -144,8 +140,7 @@ async def test_a_run_that_keeps_failing_blocks_the_task_and_tells_the_admins_onc
 
 async def test_in_a_shared_group_only_the_owner_or_an_admin_steers_a_task_and_only_its_tasks_show(
         tmp_path, llm: FakeLLM, tg: FakeTelegram):
-    model = BoardModel()
-    llm.responder = model
+    model = scripted(llm)
     model.plans["ann's task"] = lambda turn, text, body: board_call(action="block", question="ok?")
     runner = await telegram_gateway(tmp_path, llm, tg, access__allowed_users=f"{{telegram: [{ANN}, {BOB}]}}",
                                     access__dm_policy="open", **QUIET)
@@ -176,8 +171,7 @@ async def test_in_a_shared_group_only_the_owner_or_an_admin_steers_a_task_and_on
 
 async def test_a_tasks_dangerous_command_asks_its_owner_in_its_chat_and_one_without_a_chat_is_refused(
         tmp_path, llm: FakeLLM, tg: FakeTelegram):
-    model = BoardModel()
-    llm.responder = model
+    model = scripted(llm)
     model.plans["clean up"] = lambda turn, text, body: Reply.tool_calls([("terminal", {"command": "rm -rf victim"})])
     # (both tasks' titles start so: each asks to delete the folder)
     (tmp_path / "ws" / "victim").mkdir(parents=True)
@@ -238,8 +232,7 @@ async def test_the_board_tool_in_an_ordinary_turn_creates_lists_and_comments_for
 
 
 async def test_a_run_that_does_not_end_in_time_fails_and_frees_its_slot(tmp_path, llm: FakeLLM):
-    model = BoardModel()
-    llm.responder = model
+    model = scripted(llm)
     model.plans["endless"] = lambda turn, text, body: Reply.hang()
     runner = await start_gateway(tmp_path, llm.base_url, board__run_timeout_seconds="1", board__max_attempts="1",
                                  board__max_running="1", **QUIET)

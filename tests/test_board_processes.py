@@ -11,7 +11,7 @@ import asyncio
 import json
 from typing import Any
 
-from tests.board_model import BoardModel
+from tests.board_model import hangs_first, scripted
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import ANN, Daemon, eventually, telegram_settings, wait_for_text
@@ -29,8 +29,7 @@ def show(daemon: Daemon, task_id: int) -> dict[str, Any]:
 
 async def test_a_task_the_cli_adds_is_run_by_the_daemon_and_its_result_read_back(tmp_path, tg: FakeTelegram):
     async with FakeLLM() as llm:
-        model = BoardModel()
-        llm.responder = model
+        model = scripted(llm)
         model.plans["count the files"] = lambda turn, text, body: Reply.text("there are 42 files")
         daemon = Daemon(tmp_path, llm, telegram_settings(tg, **QUIET))
         try:
@@ -52,14 +51,10 @@ async def test_a_task_the_cli_adds_is_run_by_the_daemon_and_its_result_read_back
 
 async def test_kill_9_in_the_middle_of_a_run_and_the_task_is_done_once(tmp_path, tg: FakeTelegram):
     async with FakeLLM() as llm:
-        model = BoardModel()
-        llm.responder = model
+        model = scripted(llm)
         runs: list[int] = []
 
-        def slow(turn: int, text: str, body: dict[str, Any]) -> Reply:
-            runs.append(turn)
-            return Reply.hang() if len(runs) == 1 else Reply.text("migrated")  # (killed during the first)
-        model.plans["migrate the database"] = slow
+        model.plans["migrate the database"] = hangs_first(runs, "migrated")  # (killed during the first)
         daemon = Daemon(tmp_path, llm, telegram_settings(tg, **QUIET))
         try:
             daemon.start()
@@ -89,8 +84,7 @@ async def test_two_instances_on_postgresql_share_the_board_and_one_takes_over_a_
     """`board.max_running` holds for both instances together; the run of an instance killed with SIGKILL is
     reclaimed by the other once its heartbeat is older than `board.stale_seconds`, and every task is done once."""
     async with FakeLLM() as llm:
-        model = BoardModel()
-        llm.responder = model
+        model = scripted(llm)
         release = asyncio.Event()
         for title in ("one", "two", "three"):  # (each turn's answer waits until the test lets it go)
             model.plans[title] = lambda turn, text, body, title=title: Reply.text(f"did {title}", hold=release)
@@ -122,14 +116,10 @@ async def test_on_postgresql_a_restarted_instance_takes_its_killed_lifes_run_bac
     """The killed process's life lease still runs, and its heartbeat is fresh (board.stale_seconds is long): the
     next start on the same machine sees that process gone (gateway.cron.ledger.instance_gone) and reclaims."""
     async with FakeLLM() as llm:
-        model = BoardModel()
-        llm.responder = model
+        model = scripted(llm)
         runs: list[int] = []
 
-        def slow(turn: int, text: str, body: dict[str, Any]) -> Reply:
-            runs.append(turn)
-            return Reply.hang() if len(runs) == 1 else Reply.text("rebuilt")
-        model.plans["rebuild the index"] = slow
+        model.plans["rebuild the index"] = hangs_first(runs, "rebuilt")  # (killed during the first)
         instance = Instance(tmp_path / "a", llm, tg, shared_database, board__stale_seconds=3600, **QUIET)
         try:
             instance.start()
