@@ -31,6 +31,7 @@ class Tick:
         self.aps: AsyncIOScheduler | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
         self._stops: list[Callable[[float], Awaitable[None]]] = []
+        self._jobs: list[tuple[float, Hook, str]] = []  # (`every` before the start: added when it starts)
         self.count = 0
 
     def stops_with(self, stop: Callable[[float], Awaitable[None]]) -> None:
@@ -42,8 +43,11 @@ class Tick:
         self.hooks.append((name, hook))
 
     def every(self, seconds: float, job: Hook, name: str) -> None:
-        """A job of its own on the same scheduler (not a hook: it never waits behind one)."""
-        assert self.aps is not None, "start the tick first"
+        """A job of its own on the same scheduler (not a hook: it never waits behind one); asked before the
+        tick starts, it is added when it starts."""
+        if self.aps is None:
+            self._jobs.append((seconds, job, name))
+            return
         from apscheduler.triggers.interval import IntervalTrigger
 
         self.aps.add_job(job, IntervalTrigger(seconds=seconds), id=name, **INTERVAL_JOB)
@@ -57,6 +61,8 @@ class Tick:
         self.aps = AsyncIOScheduler(timezone="UTC")
         self.aps.start()
         self.aps.add_job(self.run_hooks, IntervalTrigger(seconds=self.seconds), id="tick", **INTERVAL_JOB)
+        for seconds, job, name in self._jobs:
+            self.every(seconds, job, name)
 
     async def stop(self, timeout: float) -> None:
         """Stop firing; let running hooks finish up to `timeout`, then cancel them."""

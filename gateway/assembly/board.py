@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.goal_judge import Judge
-from gateway.board.dispatcher import Dispatcher
+from gateway.board.dispatcher import WATCH_SECONDS, Dispatcher
 from gateway.board.runs import TaskRuns
 from gateway.cron.manage import TOOLSET as CRON_TOOLSET
 from gateway.ops.board_view import BoardView
@@ -53,5 +53,6 @@ def serve_board(g: "Ground", tick: "Tick", board: "Board", *, agents: "Agents", 
                             stale_seconds=settings.stale_seconds)
     board.changed = dispatcher.changed
     tick.add_hook("task board", dispatcher.on_tick)
+    tick.every(WATCH_SECONDS, dispatcher.watch, "board-watch")
     tick.stops_with(dispatcher.stop)
     return dispatcher

@@ -36,7 +36,6 @@ class Dispatcher:
         self._running: dict[int, asyncio.Task[None]] = {}
         self._version: tuple[float, int] | None = None
         self._look: asyncio.Task[None] | None = None
-        self._watching = False
         self._reclaimed = 0.0  # (time.monotonic() of the watch's latest search for lost runs)
         self._stopped = False
         self._claiming = asyncio.Lock()
@@ -48,15 +47,12 @@ class Dispatcher:
 
     def changed(self) -> None:
         """The board was changed in this process: look soon (looks coalesce)."""
-        if self._stopped or not self._watching or (self._look is not None and not self._look.done()):
+        if self._stopped or self.tick.aps is None or (self._look is not None and not self._look.done()):
             return
         self._look = asyncio.create_task(self.look(), name="board-look")
 
     async def on_tick(self) -> None:
-        """A tick hook: lost runs reclaimed, then a look; the first arms the watch of the board's version."""
-        if not self._watching and self.tick.aps is not None and not self._stopped:
-            self.tick.every(WATCH_SECONDS, self._watch, "board-watch")
-            self._watching = True
+        """A tick hook: lost runs reclaimed, then a look."""
         await self.reclaim()
         await self.look()
 
@@ -95,7 +91,7 @@ class Dispatcher:
             log.error("the run of task %s failed", task_id, exc_info=run.exception())
         self.changed()  # (a slot is free)
 
-    async def _watch(self) -> None:
+    async def watch(self) -> None:
         """Every `WATCH_SECONDS`: a look when the board changed; every half `stale_seconds`, lost runs too."""
         now = time.monotonic()
         if now - self._reclaimed >= self.stale_seconds / 2:
